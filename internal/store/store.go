@@ -1,0 +1,106 @@
+// Package store defines the seam between toc's engine and the place tasks are
+// kept. Every backend runs the same conformance suite (package storetest),
+// which is what allows an interface this wide.
+//
+// A store keeps tasks and three orders over them: by wake time (the engine's
+// timetable), by next attempt per app for pull tasks (what a claim may take),
+// and by id per app and state (listing). It knows nothing of the state
+// machine: the engine decides every transition inside [Store.Update], and the
+// store keeps its indexes in step with the task it is handed back.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// Errors a store returns. Wrap them with %w; compare with errors.Is.
+var (
+	ErrNotFound = errors.New("toc: task not found")
+	ErrClosed   = errors.New("toc: store closed")
+)
+
+// Store keeps tasks durably. All methods are safe for concurrent use.
+//
+// Durability: when Create or Update returns without error, the write is on
+// disk (fsync'd or committed); concurrent calls may share one sync.
+type Store interface {
+	// Create stores new tasks in one durable write. A task whose (App, Key)
+	// already belongs to a stored task (live or finished and not yet swept)
+	// is not stored; its result carries the existing task and Created false.
+	// So does a later task of the same batch repeating an earlier one's key.
+	// Tasks without a key are always created. The engine fills every field,
+	// ID included. Results are in the order of tasks.
+	Create(ctx context.Context, tasks []*task.Task) ([]CreateResult, error)
+
+	// Get returns the task with this id, or ErrNotFound.
+	Get(ctx context.Context, id task.ID) (*task.Task, error)
+
+	// GetByKey returns the task of app with this key, or ErrNotFound.
+	GetByKey(ctx context.Context, app, key string) (*task.Task, error)
+
+	// Update reads the task, calls fn with a copy, and stores what fn left in
+	// it, all atomically with respect to other Updates of the same task. If
+	// fn returns an error nothing is written and Update returns that error
+	// unchanged (with the task as read). fn must not change ID, App or Key.
+	// Returns the task as stored.
+	Update(ctx context.Context, id task.ID, fn func(*task.Task) error) (*task.Task, error)
+
+	// Wakeups returns up to limit tasks with a non-zero WakeAt <= until that
+	// come after the cursor in (WakeAt, ID) order, in that order.
+	Wakeups(ctx context.Context, after Cursor, until time.Time, limit int) ([]Wakeup, error)
+
+	// Claimable returns the ids of up to limit scheduled tasks of app with a
+	// pull target and NextAttemptAt <= now, in (NextAttemptAt, ID) order.
+	Claimable(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
+
+	// List returns up to limit tasks of app in state with an id greater than
+	// after (all when after is zero), in id order.
+	List(ctx context.Context, app string, state task.State, after task.ID, limit int) ([]*task.Task, error)
+
+	// Sweep deletes up to limit tasks in a final state whose FinishedAt is
+	// before cutoff, freeing their keys, and returns how many it deleted.
+	Sweep(ctx context.Context, cutoff time.Time, limit int) (int, error)
+
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// CreateResult is what Create did with one task.
+type CreateResult struct {
+	Task    *task.Task // the stored task: the new one, or the one that had the key
+	Created bool
+}
+
+// Cursor is a position in the wake-time order. The zero Cursor is before
+// everything.
+type Cursor struct {
+	At time.Time // a WakeAt; compared at millisecond precision
+	ID task.ID
+}
+
+// Less reports whether c is before o.
+func (c Cursor) Less(o Cursor) bool {
+	a, b := c.At.UnixMilli(), o.At.UnixMilli()
+	if c.At.IsZero() {
+		a = -1 << 62
+	}
+	if o.At.IsZero() {
+		b = -1 << 62
+	}
+	if a != b {
+		return a < b
+	}
+	return string(c.ID[:]) < string(o.ID[:])
+}
+
+// Wakeup is one entry of the wake-time order.
+type Wakeup struct {
+	ID    task.ID
+	At    time.Time  // the task's WakeAt
+	State task.State // Scheduled or Delivering
+	Kind  string     // the target kind: "http" or "pull"
+}

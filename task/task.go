@@ -1,0 +1,268 @@
+// Package task defines toc's task: what a client schedules, what the store
+// keeps and what the API returns. It uses the standard library only, so that
+// clients can import it without pulling in the server.
+package task
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// State is where a task is in its life.
+//
+//	scheduled → delivering → delivered | dead | expired
+//	          ↖____________↙ (a failed attempt with attempts left)
+//	scheduled → cancelled | expired
+type State string
+
+// The states. Delivered, Dead, Expired and Cancelled are final.
+const (
+	Scheduled  State = "scheduled"
+	Delivering State = "delivering"
+	Delivered  State = "delivered"
+	Dead       State = "dead"
+	Expired    State = "expired"
+	Cancelled  State = "cancelled"
+)
+
+// States lists every state, in a fixed order.
+var States = []State{Scheduled, Delivering, Delivered, Dead, Expired, Cancelled}
+
+// Final reports whether no transition leaves s.
+func (s State) Final() bool {
+	switch s {
+	case Delivered, Dead, Expired, Cancelled:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of [States].
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Task is one timer. Times are kept to the millisecond, in UTC.
+type Task struct {
+	ID  ID     `json:"id"`
+	App string `json:"app"`
+	Key string `json:"key,omitempty"`
+
+	// DueAt is the time the task was scheduled for. It does not move when an
+	// attempt fails; NextAttemptAt does.
+	DueAt         time.Time  `json:"due_at"`
+	NextAttemptAt time.Time  `json:"next_attempt_at"`
+	Deadline      *time.Time `json:"deadline,omitempty"`
+
+	// Payload is delivered as these exact bytes. In JSON it travels as
+	// payload_base64, and also as payload when the bytes are valid JSON.
+	Payload []byte `json:"-"`
+
+	Target Target      `json:"target"`
+	Retry  RetryPolicy `json:"retry"`
+
+	State     State  `json:"state"`
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"last_error,omitempty"`
+
+	// Lease is the token of the current delivery attempt, set while the task
+	// is delivering; LeaseExpiresAt is when that attempt is given up.
+	Lease          string     `json:"lease,omitempty"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+
+	// WakeAt is when the engine must next look at the task: the next attempt,
+	// the deadline, or the end of a lease. Zero when nothing is pending. It is
+	// the key of the store's time index and is not part of the API.
+	WakeAt time.Time `json:"-"`
+}
+
+// taskJSON is Task's wire form: Task's fields plus the payload in its two
+// encodings.
+type taskJSON struct {
+	taskAlias
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64"`
+}
+
+type taskAlias Task // has Task's fields, not its methods
+
+// MarshalJSON writes the task with payload_base64 always, and payload when
+// the payload bytes are valid JSON.
+func (t Task) MarshalJSON() ([]byte, error) {
+	w := taskJSON{taskAlias: taskAlias(t), PayloadBase64: base64.StdEncoding.EncodeToString(t.Payload)}
+	if len(t.Payload) > 0 && json.Valid(t.Payload) {
+		w.Payload = t.Payload
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Task) UnmarshalJSON(b []byte) error {
+	var w taskJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*t = Task(w.taskAlias)
+	switch {
+	case w.PayloadBase64 != "":
+		p, err := base64.StdEncoding.DecodeString(w.PayloadBase64)
+		if err != nil {
+			return fmt.Errorf("payload_base64: %w", err)
+		}
+		t.Payload = p
+	case len(w.Payload) > 0:
+		t.Payload = append([]byte(nil), w.Payload...)
+	default:
+		t.Payload = nil
+	}
+	return nil
+}
+
+// Clone returns a deep copy of t.
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Payload = append([]byte(nil), t.Payload...)
+	if t.Payload == nil {
+		c.Payload = nil
+	}
+	c.Deadline = cloneTime(t.Deadline)
+	c.LeaseExpiresAt = cloneTime(t.LeaseExpiresAt)
+	c.FinishedAt = cloneTime(t.FinishedAt)
+	c.Target = t.Target.Clone()
+	return &c
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
+// Target says how a due task is delivered. Exactly one field is set.
+type Target struct {
+	HTTP *HTTPTarget `json:"http,omitempty"`
+	Pull *PullTarget `json:"pull,omitempty"`
+}
+
+// Kind names the set field: "http" or "pull" ("" when none is set).
+func (t Target) Kind() string {
+	switch {
+	case t.HTTP != nil:
+		return "http"
+	case t.Pull != nil:
+		return "pull"
+	}
+	return ""
+}
+
+// Clone returns a deep copy.
+func (t Target) Clone() Target {
+	c := t
+	if t.HTTP != nil {
+		h := *t.HTTP
+		if t.HTTP.Headers != nil {
+			h.Headers = make(map[string]string, len(t.HTTP.Headers))
+			for k, v := range t.HTTP.Headers {
+				h.Headers[k] = v
+			}
+		}
+		c.HTTP = &h
+	}
+	if t.Pull != nil {
+		p := *t.Pull
+		c.Pull = &p
+	}
+	return c
+}
+
+// HTTPTarget delivers a task by POSTing its payload to URL.
+type HTTPTarget struct {
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Timeout bounds one attempt. Default [DefaultHTTPTimeout].
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// PullTarget makes a due task available to consumers that claim it.
+type PullTarget struct{}
+
+// RetryPolicy says how often and how soon a failed delivery is tried again.
+// Zero fields take the defaults.
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included. Default
+	// [DefaultMaxAttempts].
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// MinBackoff is the delay after the first failure. Default
+	// [DefaultMinBackoff].
+	MinBackoff Duration `json:"min_backoff,omitempty"`
+	// MaxBackoff caps the delay. Default [DefaultMaxBackoff].
+	MaxBackoff Duration `json:"max_backoff,omitempty"`
+}
+
+// Defaults for a task's delivery.
+const (
+	DefaultMaxAttempts = 16
+	DefaultMinBackoff  = time.Second
+	DefaultMaxBackoff  = 10 * time.Minute
+	DefaultHTTPTimeout = 10 * time.Second
+)
+
+// WithDefaults returns p with its zero fields set to the defaults.
+func (p RetryPolicy) WithDefaults() RetryPolicy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MinBackoff == 0 {
+		p.MinBackoff = Duration(DefaultMinBackoff)
+	}
+	if p.MaxBackoff == 0 {
+		p.MaxBackoff = Duration(DefaultMaxBackoff)
+	}
+	if p.MaxBackoff < p.MinBackoff {
+		p.MaxBackoff = p.MinBackoff
+	}
+	return p
+}
+
+// Duration is a time.Duration that travels in JSON as a Go duration string
+// ("1.5s", "10m").
+type Duration time.Duration
+
+// MarshalText writes the Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration like \"1.5s\" or \"10m\": %q", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Ms rounds t up to the next whole millisecond in UTC, so that a task is
+// never fired before the instant it was given.
+func Ms(t time.Time) time.Time {
+	r := t.Truncate(time.Millisecond)
+	if r.Before(t) {
+		r = r.Add(time.Millisecond)
+	}
+	return r.UTC().Round(0)
+}
