@@ -1,0 +1,417 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// ScheduleParams is one task to create. The API layer has turned delay into
+// DueAt and the payload forms into bytes.
+type ScheduleParams struct {
+	App      string
+	Key      string // optional
+	DueAt    time.Time
+	Deadline *time.Time
+	Payload  []byte
+	Target   task.Target
+	Retry    task.RetryPolicy
+}
+
+// ScheduleResult is the outcome of one ScheduleParams: a task (new or the one
+// that had the key) or an error naming the bad field.
+type ScheduleResult struct {
+	Task    *task.Task
+	Created bool
+	Err     error
+}
+
+// MaxBatch is the most tasks one Schedule call takes.
+const MaxBatch = 1000
+
+func (e *Engine) checkReady() error {
+	if !e.Ready() {
+		return ErrNotReady
+	}
+	return nil
+}
+
+// validate checks p and returns the task to store.
+func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
+	if err := task.ValidateApp(p.App); err != nil {
+		return nil, err
+	}
+	if p.Key != "" {
+		if err := task.ValidateKey(p.Key); err != nil {
+			return nil, err
+		}
+	}
+	if p.DueAt.IsZero() {
+		return nil, &task.FieldError{Field: "due_at", Message: `one of "due_at" or "delay" is required`}
+	}
+	if err := p.Target.Validate(); err != nil {
+		return nil, err
+	}
+	if err := p.Retry.Validate(); err != nil {
+		return nil, err
+	}
+	if len(p.Payload) > e.cfg.MaxPayload {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(p.Payload), e.cfg.MaxPayload)
+	}
+	due := task.Ms(p.DueAt)
+	now = now.UTC().Truncate(time.Millisecond)
+	t := &task.Task{
+		ID:            e.ids.New(now, 0),
+		App:           p.App,
+		Key:           p.Key,
+		DueAt:         due,
+		NextAttemptAt: due,
+		Payload:       p.Payload,
+		Target:        p.Target.Clone(),
+		Retry:         p.Retry.WithDefaults(),
+		State:         task.Scheduled,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+	}
+	if p.Deadline != nil {
+		d := task.Ms(*p.Deadline)
+		if err := checkDeadline(d, due, now); err != nil {
+			return nil, err
+		}
+		t.Deadline = &d
+	}
+	t.WakeAt = wakeFor(t)
+	return t, nil
+}
+
+func checkDeadline(deadline, due, now time.Time) error {
+	if deadline.Before(due) {
+		return &task.FieldError{Field: "deadline", Message: "is before the due time"}
+	}
+	if deadline.Before(now) {
+		return &task.FieldError{Field: "deadline", Message: "has already passed"}
+	}
+	return nil
+}
+
+// Schedule creates tasks in one durable write. Each result says whether its
+// task was created or already existed (same app and key), or why it was
+// refused. The error is for the whole call (not ready, store failure).
+func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleResult, error) {
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	now := msNow()
+	results := make([]ScheduleResult, len(ps))
+	var tasks []*task.Task
+	var idx []int
+	for i, p := range ps {
+		t, err := e.newTask(p, now)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		tasks = append(tasks, t)
+		idx = append(idx, i)
+	}
+	if len(tasks) == 0 {
+		return results, nil
+	}
+	rs, err := e.store.Create(ctx, tasks)
+	if err != nil {
+		return nil, fmt.Errorf("store tasks: %w", err)
+	}
+	for j, r := range rs {
+		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
+		if r.Created {
+			e.track(r.Task)
+		}
+	}
+	return results, nil
+}
+
+// Get returns a task by id.
+func (e *Engine) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	return e.store.Get(ctx, id)
+}
+
+// GetByKey returns app's task with key.
+func (e *Engine) GetByKey(ctx context.Context, app, key string) (*task.Task, error) {
+	if err := task.ValidateApp(app); err != nil {
+		return nil, store.ErrNotFound
+	}
+	return e.store.GetByKey(ctx, app, key)
+}
+
+// PatchParams changes a scheduled task. Nil fields stay as they are.
+type PatchParams struct {
+	DueAt         *time.Time
+	Deadline      *time.Time
+	ClearDeadline bool
+	Payload       *[]byte
+}
+
+// Patch changes a scheduled task's due time, deadline or payload. Moving the
+// due time moves the next attempt with it.
+func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Task, error) {
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	if p.Payload != nil && len(*p.Payload) > e.cfg.MaxPayload {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), e.cfg.MaxPayload)
+	}
+	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		if t.State != task.Scheduled {
+			return conflict("change", t, "")
+		}
+		now := msNow()
+		if p.DueAt != nil {
+			due := task.Ms(*p.DueAt)
+			t.DueAt, t.NextAttemptAt = due, due
+		}
+		switch {
+		case p.ClearDeadline:
+			t.Deadline = nil
+		case p.Deadline != nil:
+			d := task.Ms(*p.Deadline)
+			t.Deadline = &d
+		}
+		if t.Deadline != nil && (p.Deadline != nil || p.DueAt != nil) {
+			if err := checkDeadline(*t.Deadline, t.NextAttemptAt, now); err != nil {
+				return err
+			}
+		}
+		if p.Payload != nil {
+			t.Payload = append([]byte(nil), (*p.Payload)...)
+		}
+		t.WakeAt = wakeFor(t)
+		t.UpdatedAt = now
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.track(t)
+	return t, nil
+}
+
+// Cancel cancels a scheduled task. Cancelling a cancelled task succeeds;
+// other states are a *ConflictError.
+func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		switch t.State {
+		case task.Cancelled:
+			return errSkip
+		case task.Scheduled:
+			finish(t, task.Cancelled, msNow())
+			return nil
+		}
+		return conflict("cancel", t, "")
+	})
+	if errors.Is(err, errSkip) {
+		return t, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.track(t)
+	return t, nil
+}
+
+// CancelByKey cancels app's task with key.
+func (e *Engine) CancelByKey(ctx context.Context, app, key string) (*task.Task, error) {
+	t, err := e.GetByKey(ctx, app, key)
+	if err != nil {
+		return nil, err
+	}
+	return e.Cancel(ctx, t.ID)
+}
+
+// MaxList is the largest page List returns.
+const MaxList = 1000
+
+// List returns a page of app's tasks in state, in id order, after the id
+// `after` (zero: from the start), and the id to pass as `after` for the next
+// page (zero on the last page).
+func (e *Engine) List(ctx context.Context, app string, state task.State, after task.ID, limit int) ([]*task.Task, task.ID, error) {
+	if err := task.ValidateApp(app); err != nil {
+		return nil, task.ID{}, err
+	}
+	if !state.Valid() {
+		return nil, task.ID{}, &task.FieldError{Field: "state", Message: fmt.Sprintf("must be one of %v", task.States)}
+	}
+	if limit < 1 || limit > MaxList {
+		return nil, task.ID{}, &task.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxList)}
+	}
+	ts, err := e.store.List(ctx, app, state, after, limit+1)
+	if err != nil {
+		return nil, task.ID{}, fmt.Errorf("list tasks: %w", err)
+	}
+	if len(ts) > limit {
+		return ts[:limit], ts[limit-1].ID, nil
+	}
+	return ts, task.ID{}, nil
+}
+
+// Retry schedules a dead or expired task to fire now, with its attempts
+// reset and its deadline cleared.
+func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		if t.State != task.Dead && t.State != task.Expired {
+			return conflict("retry", t, "only dead or expired tasks can be retried")
+		}
+		now := msNow()
+		t.Attempts = 0
+		t.Deadline = nil
+		schedule(t, now, now)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.track(t)
+	return t, nil
+}
+
+// ClaimParams bounds a claim.
+type ClaimParams struct {
+	Max   int           // 1..1000
+	Lease time.Duration // 1s..1h
+	Wait  time.Duration // 0..30s
+}
+
+// Limits of ClaimParams.
+const (
+	MaxClaim = 1000
+	MinLease = time.Second
+	MaxLease = time.Hour
+	MaxWait  = 30 * time.Second
+)
+
+// Claim takes up to Max due pull tasks of app, each now delivering under a
+// lease of its own. With Wait it waits up to that long for at least one.
+func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
+	if err := task.ValidateApp(app); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Max < 1 || p.Max > MaxClaim:
+		return nil, &task.FieldError{Field: "max", Message: fmt.Sprintf("must be between 1 and %d", MaxClaim)}
+	case p.Lease < MinLease || p.Lease > MaxLease:
+		return nil, &task.FieldError{Field: "lease", Message: fmt.Sprintf("must be between %s and %s", MinLease, MaxLease)}
+	case p.Wait < 0 || p.Wait > MaxWait:
+		return nil, &task.FieldError{Field: "wait", Message: fmt.Sprintf("must be between 0s and %s", MaxWait)}
+	}
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	var timeout <-chan time.Time
+	if p.Wait > 0 {
+		t := time.NewTimer(p.Wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		// Take the waiter before looking, so a task that becomes due
+		// between the look and the wait still wakes us.
+		wake := e.pullWaiter(app)
+		got, err := e.claimOnce(ctx, app, p)
+		if err != nil || len(got) > 0 || timeout == nil {
+			return got, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-timeout:
+			return nil, nil
+		case <-wake:
+		}
+	}
+}
+
+func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
+	ids, err := e.store.Claimable(ctx, app, time.Now(), p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("find claimable tasks: %w", err)
+	}
+	var got []*task.Task
+	for _, id := range ids {
+		var claimed bool
+		t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+			claimed = false
+			now := msNow()
+			if t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now) {
+				return errSkip // claimed by someone else meanwhile, or moved
+			}
+			if pastDeadline(t, now) {
+				expire(t, now)
+				return nil
+			}
+			startAttempt(t, now, p.Lease, e.boot)
+			claimed = true
+			return nil
+		})
+		if errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return got, fmt.Errorf("claim task %s: %w", id, err)
+		}
+		e.track(t)
+		if claimed {
+			got = append(got, t)
+		}
+	}
+	return got, nil
+}
+
+// Ack marks a claimed task delivered. The lease must be the task's current
+// one; otherwise it is a *ConflictError.
+func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
+	return e.settle(ctx, "ack", id, lease, func(t *task.Task, now time.Time) {
+		finish(t, task.Delivered, now)
+		t.LastError = ""
+	})
+}
+
+// Nack records a failed attempt of a claimed task: it is retried after
+// retryIn (nil: its backoff), or is dead when no attempt is left.
+func (e *Engine) Nack(ctx context.Context, id task.ID, lease, msg string, retryIn *time.Duration) error {
+	if msg == "" {
+		msg = "nacked by the consumer"
+	}
+	return e.settle(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
+		failAttempt(t, now, msg, retryIn)
+	})
+}
+
+func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {
+	if err := e.checkReady(); err != nil {
+		return err
+	}
+	if lease == "" {
+		return &task.FieldError{Field: "lease", Message: "is required: send the lease token the claim returned"}
+	}
+	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		if t.State != task.Delivering || t.Lease != lease {
+			return conflict(op, t, "the lease is no longer current (it ran out, or the task was claimed again)")
+		}
+		apply(t, msNow())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.track(t)
+	return nil
+}

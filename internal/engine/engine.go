@@ -1,0 +1,584 @@
+// Package engine is toc's heart: it decides every state change of a task,
+// keeps the tasks that are due soon in a timing wheel, fires them on time,
+// and hands them to sinks or to pull consumers.
+//
+// # Tiers of time
+//
+// The store holds every task and orders the live ones by WakeAt, the next
+// instant the engine must look at them (a due attempt, a deadline, the end of
+// a lease). The loader reads that order from a cursor into the wheel, a
+// window (Config.Window) at a time, so memory holds only what is due soon.
+// The wheel tells the run loop the next instant anything is due; the run loop
+// sleeps on one timer until then. A task created or rescheduled inside the
+// loaded window goes straight into the wheel; there is no polling interval
+// anywhere between a due time and its delivery.
+//
+// # Invariant
+//
+// Every task with a WakeAt at or before the cursor is in the wheel, in the
+// ready queue, or being handled by a worker. Tasks after the cursor are only
+// in the store. Anything written to the store reaches the wheel through
+// track, which checks the task against the cursor; a loader scan that runs
+// concurrently records late arrivals in recent so none falls between the
+// scan and the cursor move (see load).
+//
+// # Locks
+//
+// e.mu guards the wheel, the cursor, the ready queue and the pull waiters.
+// It is never held across a store call or a delivery.
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/timingwheel"
+	"github.com/toc-dev/toc/task"
+)
+
+// Defaults for Config.
+const (
+	WindowDefault      = 10 * time.Second
+	MaxLoadedDefault   = 1_000_000
+	MaxInFlightDefault = 1024
+	RetentionDefault   = 7 * 24 * time.Hour
+	LeaseGraceDefault  = 5 * time.Second
+	MaxPayloadDefault  = task.DefaultMaxPayload
+	ShutdownDefault    = 10 * time.Second
+)
+
+// Config configures an Engine. Zero fields take the documented defaults.
+type Config struct {
+	// Store keeps the tasks. Required.
+	Store store.Store
+	// Sinks deliver push tasks, by target kind ("http"). A task whose kind
+	// has no sink fails its attempts with an error that says so.
+	Sinks map[string]sink.Sink
+	// Logger receives the engine's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Window is how far ahead of now the loader keeps the wheel filled.
+	// Default WindowDefault (10s).
+	Window time.Duration
+	// MaxLoaded caps the tasks held in memory (wheel and ready queue).
+	// When more fall due within the window they are loaded in due order as
+	// room frees. Default MaxLoadedDefault (1,000,000).
+	MaxLoaded int
+	// MaxInFlight caps concurrent push deliveries. Default
+	// MaxInFlightDefault (1024).
+	MaxInFlight int
+	// MaxPayload caps a payload in bytes. Default MaxPayloadDefault (64 KiB).
+	MaxPayload int
+	// Retention is how long finished tasks (and their keys) are kept.
+	// Default RetentionDefault (168h).
+	Retention time.Duration
+	// LeaseGrace is added to a push target's timeout to make its lease.
+	// Default LeaseGraceDefault (5s).
+	LeaseGrace time.Duration
+}
+
+func (c *Config) setDefaults() {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Window = cmp.Or(c.Window, WindowDefault)
+	c.MaxLoaded = cmp.Or(c.MaxLoaded, MaxLoadedDefault)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
+	c.MaxPayload = cmp.Or(c.MaxPayload, MaxPayloadDefault)
+	c.Retention = cmp.Or(c.Retention, RetentionDefault)
+	c.LeaseGrace = cmp.Or(c.LeaseGrace, LeaseGraceDefault)
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("engine config: Store is required")
+	case c.Window < 100*time.Millisecond:
+		return fmt.Errorf("engine config: Window must be at least 100ms, got %s", c.Window)
+	case c.MaxLoaded < 16:
+		return fmt.Errorf("engine config: MaxLoaded must be at least 16, got %d", c.MaxLoaded)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("engine config: MaxInFlight must be at least 1, got %d", c.MaxInFlight)
+	case c.MaxPayload < 1:
+		return fmt.Errorf("engine config: MaxPayload must be at least 1, got %d", c.MaxPayload)
+	case c.Retention < time.Minute:
+		return fmt.Errorf("engine config: Retention must be at least 1m, got %s", c.Retention)
+	}
+	return nil
+}
+
+// Engine schedules, fires and delivers tasks. Create it with New, then
+// Start; Stop before closing the store.
+type Engine struct {
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	ids   task.IDGenerator
+	boot  string // this process's part of lease tokens
+
+	// kick wakes the run loop when an earlier entry enters the wheel;
+	// loadKick wakes the loader when room frees up. Capacity 1, sent
+	// without blocking.
+	kick     chan struct{}
+	loadKick chan struct{}
+	readyCh  chan struct{}
+	sem      chan struct{} // MaxInFlight tokens
+
+	mu struct {
+		sync.Mutex
+		started  bool
+		stopping bool
+		wheel    *timingwheel.Wheel[task.ID]
+		cursor   store.Cursor // everything up to here is loaded
+		scanning bool
+		recent   []store.Wakeup // tracked while a scan ran, beyond the old cursor
+		capped   bool           // the loader stopped for lack of room
+		ready    []task.ID      // fired, waiting for a worker
+		armed    time.Time      // when the run loop's timer fires
+		waiters  map[string]chan struct{}
+	}
+
+	cancel   context.CancelFunc // stops the loops
+	loops    sync.WaitGroup     // run, load, pump and sweep loops
+	workers  sync.WaitGroup     // firing and delivering goroutines
+	workCtx  context.Context    // cancelled when Stop's grace runs out
+	workStop context.CancelFunc
+}
+
+// New returns an engine. It does nothing until Start.
+func New(cfg Config) (*Engine, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:      cfg,
+		store:    cfg.Store,
+		log:      cfg.Logger,
+		boot:     newBoot(),
+		kick:     make(chan struct{}, 1),
+		loadKick: make(chan struct{}, 1),
+		readyCh:  make(chan struct{}, 1),
+		sem:      make(chan struct{}, cfg.MaxInFlight),
+	}
+	e.mu.waiters = make(map[string]chan struct{})
+	return e, nil
+}
+
+// Start recovers deliveries interrupted by a previous process and starts the
+// loops. The loops run until Stop; ctx only bounds the recovery scan.
+func (e *Engine) Start(ctx context.Context) error {
+	now := time.Now()
+	e.mu.Lock()
+	if e.mu.started {
+		e.mu.Unlock()
+		return errors.New("engine: already started")
+	}
+	e.mu.wheel = timingwheel.New[task.ID](now.UnixMilli())
+	e.mu.Unlock()
+
+	if err := e.recover(ctx, now); err != nil {
+		return err
+	}
+
+	loopCtx, cancel := context.WithCancel(context.Background())
+	e.workCtx, e.workStop = context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.mu.Lock()
+	e.mu.started = true
+	e.mu.Unlock()
+
+	e.loops.Add(4)
+	go func() { defer e.loops.Done(); e.runLoop(loopCtx) }()
+	go func() { defer e.loops.Done(); e.loadLoop(loopCtx) }()
+	go func() { defer e.loops.Done(); e.pumpLoop(loopCtx) }()
+	go func() { defer e.loops.Done(); e.sweepLoop(loopCtx) }()
+	return nil
+}
+
+// recover queues push deliveries that a previous process had under way: their
+// leases name a boot that is gone, so nobody will finish them. fire rolls
+// them back and delivers them again (at-least-once).
+func (e *Engine) recover(ctx context.Context, now time.Time) error {
+	until := now.Add(task.MaxHTTPTimeout + e.cfg.LeaseGrace + time.Second)
+	var after store.Cursor
+	n := 0
+	for {
+		ws, err := e.store.Wakeups(ctx, after, until, 1000)
+		if err != nil {
+			return fmt.Errorf("recover interrupted deliveries: %w", err)
+		}
+		e.mu.Lock()
+		for _, w := range ws {
+			if w.State == task.Delivering && w.Kind != "pull" {
+				e.mu.ready = append(e.mu.ready, w.ID)
+				n++
+			}
+		}
+		e.mu.Unlock()
+		if len(ws) < 1000 {
+			break
+		}
+		after = store.Cursor{At: ws[len(ws)-1].At, ID: ws[len(ws)-1].ID}
+	}
+	if n > 0 {
+		e.log.InfoContext(ctx, "redelivering tasks interrupted by a restart", slog.Int("tasks", n))
+		e.signalReady()
+	}
+	return nil
+}
+
+// Stop stops firing, gives in-flight deliveries until ctx is done to finish,
+// then cancels them and puts them back to scheduled. It is safe to call more
+// than once and before Start.
+//
+// Shutdown order: loops first (nothing new fires), then workers (in-flight
+// attempts finish or are released), so the store is still open for both.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.mu.started || e.mu.stopping {
+		e.mu.Unlock()
+		e.loops.Wait()
+		e.workers.Wait()
+		return nil
+	}
+	e.mu.stopping = true
+	e.mu.Unlock()
+
+	e.cancel()
+	e.loops.Wait()
+
+	done := make(chan struct{})
+	go func() { e.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.workStop() // in-flight attempts see ctx cancelled and release their tasks
+		<-done
+	}
+	e.workStop()
+	return nil
+}
+
+// Ready reports whether the engine accepts work.
+func (e *Engine) Ready() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mu.started && !e.mu.stopping
+}
+
+// Stats is a snapshot of the engine's memory tiers.
+type Stats struct {
+	Wheel  int       // tasks in the timing wheel
+	Ready  int       // fired tasks waiting for a worker
+	Cursor time.Time // the loader has loaded everything due up to here
+}
+
+// Stats returns a snapshot.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Stats{Ready: len(e.mu.ready), Cursor: e.mu.cursor.At}
+	if e.mu.wheel != nil {
+		s.Wheel = e.mu.wheel.Len()
+	}
+	return s
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) signalReady() { signal(e.readyCh) }
+
+// track brings the wheel in line with a task just written to (or read from)
+// the store. It is the only way tasks enter the wheel besides the loader.
+func (e *Engine) track(t *task.Task) {
+	now := time.Now()
+	e.mu.Lock()
+	if e.mu.wheel == nil {
+		e.mu.Unlock()
+		return
+	}
+	if t.WakeAt.IsZero() {
+		e.mu.wheel.Remove(t.ID)
+		e.mu.Unlock()
+		return
+	}
+	pos := store.Cursor{At: t.WakeAt, ID: t.ID}
+	if e.mu.cursor.Less(pos) {
+		// Beyond what is loaded: the loader will bring it in. If a scan is
+		// under way it may have missed this write; note it for the scan's end.
+		e.mu.wheel.Remove(t.ID)
+		if e.mu.scanning {
+			e.mu.recent = append(e.mu.recent, store.Wakeup{ID: t.ID, At: t.WakeAt})
+		}
+		e.mu.Unlock()
+		return
+	}
+	at := t.WakeAt.UnixMilli()
+	e.mu.wheel.Add(t.ID, at)
+	earlier := e.mu.armed.IsZero() || at < e.mu.armed.UnixMilli()
+	over := e.mu.wheel.Len()+len(e.mu.ready) > e.cfg.MaxLoaded+e.cfg.MaxLoaded/4
+	if over {
+		e.trimLocked()
+	}
+	e.mu.Unlock()
+	if earlier {
+		signal(e.kick)
+	}
+	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(now) {
+		e.notifyPull(t.App)
+	}
+}
+
+// trimLocked shrinks the wheel to 3/4 of MaxLoaded when direct inserts have
+// pushed it well past the cap: it keeps the earliest entries and moves the
+// cursor back to the last one kept, so the loader reloads the rest in order.
+// Rare, and O(n log n) when it happens.
+func (e *Engine) trimLocked() {
+	type ent struct {
+		id task.ID
+		at int64
+	}
+	all := make([]ent, 0, e.mu.wheel.Len())
+	e.mu.wheel.All(func(id task.ID, at int64) { all = append(all, ent{id, at}) })
+	slices.SortFunc(all, func(a, b ent) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return slices.Compare(a.id[:], b.id[:])
+	})
+	keep := e.cfg.MaxLoaded * 3 / 4
+	if keep >= len(all) || keep == 0 {
+		return
+	}
+	for _, x := range all[keep:] {
+		e.mu.wheel.Remove(x.id)
+	}
+	last := all[keep-1]
+	e.mu.cursor = store.Cursor{At: time.UnixMilli(last.at), ID: last.id}
+	e.mu.capped = true
+}
+
+// runLoop fires what is due and sleeps until the wheel's next bucket.
+func (e *Engine) runLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		var due []task.ID
+		e.mu.Lock()
+		e.mu.wheel.Advance(now.UnixMilli(), func(id task.ID, _ int64) { due = append(due, id) })
+		if len(due) > 0 {
+			e.mu.ready = append(e.mu.ready, due...)
+		}
+		next, ok := e.mu.wheel.Next()
+		var wait time.Duration
+		if ok {
+			e.mu.armed = time.UnixMilli(next)
+			wait = time.Until(e.mu.armed)
+		} else {
+			e.mu.armed = time.Time{}
+			wait = time.Hour
+		}
+		e.mu.Unlock()
+		if len(due) > 0 {
+			e.signalReady()
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-e.kick:
+		}
+	}
+}
+
+// pumpLoop hands ready tasks to goroutines, at most MaxInFlight at once.
+// When all are busy it waits, and tasks queue in memory in due order.
+func (e *Engine) pumpLoop(ctx context.Context) {
+	for {
+		e.mu.Lock()
+		var id task.ID
+		have := len(e.mu.ready) > 0
+		if have {
+			id = e.mu.ready[0]
+			e.mu.ready[0] = task.ID{}
+			e.mu.ready = e.mu.ready[1:]
+		}
+		e.mu.Unlock()
+		if !have {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.readyCh:
+				continue
+			}
+		}
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		e.workers.Add(1)
+		go func() {
+			defer e.workers.Done()
+			defer func() { <-e.sem }()
+			e.fire(e.workCtx, id)
+		}()
+		e.maybeKickLoader()
+	}
+}
+
+// maybeKickLoader wakes the loader when it stopped for lack of room and
+// there is room again.
+func (e *Engine) maybeKickLoader() {
+	e.mu.Lock()
+	room := e.mu.capped && e.mu.wheel.Len()+len(e.mu.ready) < e.cfg.MaxLoaded/2
+	e.mu.Unlock()
+	if room {
+		signal(e.loadKick)
+	}
+}
+
+// loadLoop keeps the wheel filled up to now+Window. It scans when half the
+// window has passed since its last scan, or when room frees up after the
+// cap stopped it.
+func (e *Engine) loadLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := e.cfg.Window / 2
+		if err := e.load(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.ErrorContext(ctx, "load due tasks", slog.String("error", err.Error()))
+			wait = time.Second // the store is in trouble; try again soon
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-e.loadKick:
+		}
+	}
+}
+
+const loadPage = 1000
+
+// load moves tasks due up to now+Window from the store into the wheel, in
+// wake order, while there is room.
+func (e *Engine) load(ctx context.Context) error {
+	until := time.Now().Add(e.cfg.Window)
+	for {
+		e.mu.Lock()
+		room := e.cfg.MaxLoaded - e.mu.wheel.Len() - len(e.mu.ready)
+		if room <= 0 {
+			e.mu.capped = true
+			e.mu.Unlock()
+			return nil
+		}
+		if !e.mu.cursor.Less(store.Cursor{At: until, ID: maxID}) {
+			e.mu.Unlock()
+			return nil // loaded up to until already
+		}
+		from := e.mu.cursor
+		e.mu.scanning = true
+		e.mu.recent = e.mu.recent[:0]
+		e.mu.Unlock()
+
+		limit := min(room, loadPage)
+		ws, err := e.store.Wakeups(ctx, from, until, limit)
+
+		e.mu.Lock()
+		e.mu.scanning = false
+		if err != nil {
+			e.mu.recent = e.mu.recent[:0]
+			e.mu.Unlock()
+			return fmt.Errorf("scan wakeups after %s: %w", from.At.Format(time.RFC3339Nano), err)
+		}
+		if e.mu.cursor != from {
+			// A trim moved the cursor back while we scanned; start over from it.
+			e.mu.recent = e.mu.recent[:0]
+			e.mu.Unlock()
+			continue
+		}
+		var earliest int64 = -1
+		for _, w := range ws {
+			at := w.At.UnixMilli()
+			e.mu.wheel.Add(w.ID, at)
+			if earliest < 0 || at < earliest {
+				earliest = at
+			}
+		}
+		full := len(ws) == limit
+		if full {
+			last := ws[len(ws)-1]
+			e.mu.cursor = store.Cursor{At: last.At, ID: last.ID}
+		} else {
+			e.mu.cursor = store.Cursor{At: until, ID: maxID}
+		}
+		for _, r := range e.mu.recent {
+			if !e.mu.cursor.Less(store.Cursor{At: r.At, ID: r.ID}) {
+				at := r.At.UnixMilli()
+				e.mu.wheel.Add(r.ID, at)
+				if earliest < 0 || at < earliest {
+					earliest = at
+				}
+			}
+		}
+		e.mu.recent = e.mu.recent[:0]
+		e.mu.capped = full && room == limit
+		kick := earliest >= 0 && (e.mu.armed.IsZero() || earliest < e.mu.armed.UnixMilli())
+		e.mu.Unlock()
+		if kick {
+			signal(e.kick)
+		}
+		if !full {
+			return nil
+		}
+	}
+}
+
+var maxID = task.ID{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
+
+// sweepLoop deletes finished tasks past the retention period, a page at a
+// time, so that it never holds up the hot path for long.
+func (e *Engine) sweepLoop(ctx context.Context) {
+	every := min(e.cfg.Retention/10, time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-e.cfg.Retention)
+		for {
+			n, err := e.store.Sweep(ctx, cutoff, 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					e.log.ErrorContext(ctx, "sweep finished tasks", slog.String("error", err.Error()))
+				}
+				break
+			}
+			if n < 1000 {
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// fire handles one task the wheel says needs a look: it starts a push
+// attempt, expires it, rolls back a lease that ran out, or wakes pull
+// consumers. Whatever it writes, it ends by tracking the stored task so the
+// wheel holds its next wake.
+func (e *Engine) fire(ctx context.Context, id task.ID) {
+	var push bool
+	var pullDue bool
+	t, err := e.store.Update(context.WithoutCancel(ctx), id, func(t *task.Task) error {
+		push, pullDue = false, false
+		now := msNow()
+		switch t.State {
+		case task.Scheduled:
+			if t.WakeAt.IsZero() || t.WakeAt.After(now) {
+				return errSkip // a stale wheel entry: the task moved
+			}
+			if pastDeadline(t, now) {
+				expire(t, now)
+				return nil
+			}
+			if t.NextAttemptAt.After(now) {
+				t.WakeAt = wakeFor(t) // woke for a deadline that has not passed
+				return nil
+			}
+			if t.Target.Pull != nil {
+				pullDue = true
+				// Due and waiting to be claimed: only the deadline is left to
+				// wake for.
+				var w time.Time
+				if t.Deadline != nil {
+					w = t.Deadline.Add(time.Millisecond)
+				}
+				if w.Equal(t.WakeAt) {
+					return errSkip
+				}
+				t.WakeAt = w
+				return nil
+			}
+			timeout := t.Target.HTTP.Timeout.Std()
+			if timeout == 0 {
+				timeout = task.DefaultHTTPTimeout
+			}
+			startAttempt(t, now, timeout+e.cfg.LeaseGrace, e.boot)
+			push = true
+			return nil
+		case task.Delivering:
+			if t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot {
+				// A push attempt of a process that is gone: deliver again now.
+				t.LastError = "interrupted: toc stopped during the delivery"
+				schedule(t, now, now)
+				return nil
+			}
+			if t.LeaseExpiresAt == nil || t.LeaseExpiresAt.After(now) {
+				return errSkip
+			}
+			failAttempt(t, now, "lease expired without an ack", nil)
+			return nil
+		}
+		return errSkip
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		e.untrack(id)
+		return
+	case errors.Is(err, errSkip):
+	case err != nil:
+		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
+		e.retryLater(id)
+		return
+	}
+	if t == nil {
+		return
+	}
+	e.track(t)
+	if pullDue {
+		e.notifyPull(t.App)
+	}
+	if push {
+		e.deliver(ctx, t)
+	}
+}
+
+// retryLater puts a task whose store write failed back into the wheel a
+// second from now, so a store hiccup delays it instead of losing it from
+// memory until the next restart.
+func (e *Engine) retryLater(id task.ID) {
+	e.mu.Lock()
+	if e.mu.wheel != nil {
+		e.mu.wheel.Add(id, time.Now().Add(time.Second).UnixMilli())
+	}
+	e.mu.Unlock()
+	signal(e.kick)
+}
+
+func (e *Engine) untrack(id task.ID) {
+	e.mu.Lock()
+	if e.mu.wheel != nil {
+		e.mu.wheel.Remove(id)
+	}
+	e.mu.Unlock()
+}
+
+// deliver runs one push attempt of t, which holds a fresh lease, and records
+// the outcome under that lease.
+func (e *Engine) deliver(ctx context.Context, t *task.Task) {
+	s := e.cfg.Sinks[t.Target.Kind()]
+	var derr error
+	if s == nil {
+		derr = fmt.Errorf("no sink for target kind %q on this server", t.Target.Kind())
+	} else {
+		derr = s.Deliver(ctx, t)
+	}
+	released := derr != nil && ctx.Err() != nil // shutting down: not the receiver's fault
+	lease := t.Lease
+	out, err := e.store.Update(context.WithoutCancel(ctx), t.ID, func(t *task.Task) error {
+		if t.State != task.Delivering || t.Lease != lease {
+			return errSkip // the lease ran out and moved on
+		}
+		now := msNow()
+		switch {
+		case derr == nil:
+			finish(t, task.Delivered, now)
+			t.LastError = ""
+		case released:
+			t.Attempts--
+			schedule(t, now, now)
+		default:
+			failAttempt(t, now, derr.Error(), nil)
+		}
+		return nil
+	})
+	if errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	if err != nil {
+		// The lease stays in the store and runs out; the wheel holds its
+		// expiry, so the task is tried again then.
+		e.log.ErrorContext(ctx, "record delivery outcome", slog.String("task", t.ID.String()), slog.String("error", err.Error()))
+		return
+	}
+	e.track(out)
+}
+
+// notifyPull wakes the claims waiting on app.
+func (e *Engine) notifyPull(app string) {
+	e.mu.Lock()
+	ch, ok := e.mu.waiters[app]
+	if ok {
+		delete(e.mu.waiters, app)
+	}
+	e.mu.Unlock()
+	if ok {
+		close(ch)
+	}
+}
+
+// pullWaiter returns a channel closed at the next notifyPull(app).
+func (e *Engine) pullWaiter(app string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.mu.waiters[app]
+	if !ok {
+		ch = make(chan struct{})
+		e.mu.waiters[app] = ch
+	}
+	return ch
+}

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	crand "crypto/rand"
+	"encoding/hex"
+	"math/rand/v2"
+	"time"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// This file holds the state machine. Every function here changes one task in
+// memory and decides its WakeAt; the callers run them inside Store.Update so
+// that the change and its indexes land in one write.
+
+// wakeFor returns when the engine must next look at a scheduled task: its
+// next attempt, or just after its deadline if that comes first.
+func wakeFor(t *task.Task) time.Time {
+	w := t.NextAttemptAt
+	if t.Deadline != nil {
+		if d := t.Deadline.Add(time.Millisecond); d.Before(w) {
+			w = d
+		}
+	}
+	return w
+}
+
+// pastDeadline reports whether delivering t at now would be too late.
+func pastDeadline(t *task.Task, now time.Time) bool {
+	return t.Deadline != nil && now.After(*t.Deadline)
+}
+
+func finish(t *task.Task, s task.State, now time.Time) {
+	t.State = s
+	t.Lease = ""
+	t.LeaseExpiresAt = nil
+	t.WakeAt = time.Time{}
+	t.UpdatedAt = now
+	t.FinishedAt = &now
+}
+
+// expire ends a task whose deadline passed before it could be delivered.
+func expire(t *task.Task, now time.Time) {
+	if t.LastError == "" {
+		t.LastError = "deadline passed before the task was delivered"
+	}
+	finish(t, task.Expired, now)
+}
+
+// schedule puts t back to scheduled for an attempt at next.
+func schedule(t *task.Task, next, now time.Time) {
+	t.State = task.Scheduled
+	t.Lease = ""
+	t.LeaseExpiresAt = nil
+	t.NextAttemptAt = next
+	t.WakeAt = wakeFor(t)
+	t.UpdatedAt = now
+	t.FinishedAt = nil
+}
+
+// startAttempt moves a scheduled task to delivering under a new lease that
+// runs until now+lease.
+func startAttempt(t *task.Task, now time.Time, lease time.Duration, boot string) {
+	exp := now.Add(lease)
+	t.State = task.Delivering
+	t.Attempts++
+	t.Lease = newLease(boot)
+	t.LeaseExpiresAt = &exp
+	t.WakeAt = exp
+	t.UpdatedAt = now
+}
+
+// failAttempt records a failed attempt: the task is retried after retryIn
+// (or its backoff when retryIn is nil), or is dead when it has no attempt
+// left.
+func failAttempt(t *task.Task, now time.Time, msg string, retryIn *time.Duration) {
+	t.LastError = msg
+	p := t.Retry.WithDefaults()
+	if t.Attempts >= p.MaxAttempts {
+		finish(t, task.Dead, now)
+		return
+	}
+	d := backoff(t.Attempts, p)
+	if retryIn != nil {
+		d = *retryIn
+	}
+	schedule(t, task.Ms(now.Add(d)), now)
+}
+
+// backoff returns the delay after the n-th failed attempt: min·2^(n-1)
+// capped at max, with "equal jitter" (a random point in the upper half),
+// and never outside [min, max].
+func backoff(n int, p task.RetryPolicy) time.Duration {
+	lo, hi := p.MinBackoff.Std(), p.MaxBackoff.Std()
+	d := lo
+	for i := 1; i < n && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	d = d/2 + rand.N(d/2+1)
+	return max(d, lo)
+}
+
+// newLease returns a lease token: the boot id of this process and 16 random
+// hex digits. The boot part tells a restarted toc that a push lease belongs
+// to a process that is gone.
+func newLease(boot string) string {
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails (Go 1.24+)
+	return boot + hex.EncodeToString(b[:])
+}
+
+// leaseBoot returns the boot id part of a lease token.
+func leaseBoot(lease string) string {
+	if len(lease) < bootLen {
+		return ""
+	}
+	return lease[:bootLen]
+}
+
+const bootLen = 8
+
+func newBoot() string {
+	var b [bootLen / 2]byte
+	_, _ = crand.Read(b[:]) // never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+
+// msNow is the current time truncated to the millisecond, the precision of
+// every stored time. Truncating (not rounding) keeps "due <= now" from ever
+// holding before the due instant.
+func msNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }

@@ -1,0 +1,685 @@
+// Package httpapi serves toc's HTTP JSON API over an engine.
+//
+// Every error answer is {"error":{"code","message","field"}} with the status
+// chosen in one place, statusOf. A 409 carries the task as well.
+package httpapi
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// Config configures the API handler.
+type Config struct {
+	Engine *engine.Engine // required
+	Logger *slog.Logger   // default slog.Default()
+	// MaxPayload must match the engine's; it sizes the body caps.
+	// Default task.DefaultMaxPayload.
+	MaxPayload int
+}
+
+// Handler serves the API.
+type Handler struct {
+	eng        *engine.Engine
+	log        *slog.Logger
+	maxBody    int64 // one task
+	maxBatch   int64 // a batch
+	mux        *http.ServeMux
+	maxPayload int
+}
+
+// New returns the API handler.
+func New(cfg Config) *Handler {
+	h := &Handler{
+		eng:        cfg.Engine,
+		log:        cmp.Or(cfg.Logger, slog.Default()),
+		maxPayload: cmp.Or(cfg.MaxPayload, task.DefaultMaxPayload),
+		mux:        http.NewServeMux(),
+	}
+	// A maximal payload in base64, plus room for the other fields.
+	h.maxBody = int64(h.maxPayload*4/3 + 64<<10)
+	h.maxBatch = 32 << 20
+
+	m := h.mux
+	m.HandleFunc("GET /healthz", h.healthz)
+	m.HandleFunc("GET /readyz", h.readyz)
+	m.HandleFunc("POST /v1/tasks", h.create)
+	m.HandleFunc("POST /v1/tasks:batch", h.batch)
+	m.HandleFunc("GET /v1/tasks/{id}", h.get)
+	m.HandleFunc("PATCH /v1/tasks/{id}", h.patch)
+	m.HandleFunc("DELETE /v1/tasks/{id}", h.cancel)
+	m.HandleFunc("POST /v1/tasks/{id}/retry", h.retry)
+	m.HandleFunc("POST /v1/tasks/{id}/ack", h.ack)
+	m.HandleFunc("POST /v1/tasks/{id}/nack", h.nack)
+	m.HandleFunc("GET /v1/apps/{app}/keys/{key}", h.getByKey)
+	m.HandleFunc("DELETE /v1/apps/{app}/keys/{key}", h.cancelByKey)
+	m.HandleFunc("GET /v1/apps/{app}/tasks", h.list)
+	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
+	})
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// apiError is an error that already knows its answer.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	field  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badField(field, format string, args ...any) error {
+	return &task.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// statusOf maps an error to its HTTP status and code: the one place that does.
+func statusOf(err error) (status int, code, field string) {
+	var fe *task.FieldError
+	var ae *apiError
+	var ce *engine.ConflictError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code, ae.field
+	case errors.As(err, &fe):
+		return http.StatusBadRequest, "invalid_field", fe.Field
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, "not_found", ""
+	case errors.As(err, &ce):
+		return http.StatusConflict, "conflict", ""
+	case errors.Is(err, engine.ErrTooLarge), errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, "too_large", ""
+	case errors.Is(err, engine.ErrNotReady), errors.Is(err, store.ErrClosed):
+		return http.StatusServiceUnavailable, "not_ready", ""
+	}
+	return http.StatusInternalServerError, "internal", ""
+}
+
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func errorJSON(err error) (int, any) {
+	status, code, field := statusOf(err)
+	msg := err.Error()
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		msg = fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)
+	}
+	if status == http.StatusInternalServerError {
+		msg = "internal error; the server log has the details"
+	}
+	body := struct {
+		Error errorBody  `json:"error"`
+		Task  *task.Task `json:"task,omitempty"`
+	}{Error: errorBody{Code: code, Message: msg, Field: field}}
+	var ce *engine.ConflictError
+	if errors.As(err, &ce) {
+		body.Task = ce.Task
+	}
+	return status, body
+}
+
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := errorJSON(err)
+	if status == http.StatusInternalServerError {
+		h.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+}
+
+// decode reads exactly one JSON object from the body, refusing unknown
+// fields, trailing data and bodies over limit.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err // *http.MaxBytesError → 413
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is empty; send a JSON object"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body has data after the JSON object"}
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a 400 that names the field when it
+// can.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		f := te.Field
+		return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: f, msg: fmt.Sprintf("%s: must be %s, got %s", f, kindName(te.Type.Kind().String()), te.Value)}
+	case errors.As(err, &se):
+		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: fmt.Sprintf("request body is not valid JSON (at byte %d): %v", se.Offset, err)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: f, msg: fmt.Sprintf("unknown field %q", f)}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is truncated JSON"}
+	}
+	return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body: " + err.Error()}
+}
+
+func kindName(k string) string {
+	switch k {
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "int", "int64", "float64":
+		return "a number"
+	}
+	return "a " + k
+}
+
+// pathID parses the {id} path segment. An id that cannot exist is a 404.
+func pathID(r *http.Request) (task.ID, error) {
+	id, err := task.ParseID(r.PathValue("id"))
+	if err != nil {
+		return id, fmt.Errorf("%w: %q is not a task id", store.ErrNotFound, r.PathValue("id"))
+	}
+	return id, nil
+}
+
+// createRequest is the body of POST /v1/tasks and of each batch item.
+type createRequest struct {
+	App           string            `json:"app"`
+	Key           *string           `json:"key"`
+	DueAt         *string           `json:"due_at"`
+	Delay         *string           `json:"delay"`
+	Deadline      *string           `json:"deadline"`
+	Payload       json.RawMessage   `json:"payload"`
+	PayloadBase64 *string           `json:"payload_base64"`
+	Target        *task.Target      `json:"target"`
+	Retry         *task.RetryPolicy `json:"retry"`
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, badField(field, "must be an RFC 3339 time like 2026-01-02T15:04:05.123Z, got %q", s)
+	}
+	return t, nil
+}
+
+// dueAt resolves exactly one of due_at and delay.
+func dueAt(due, delay *string, now time.Time, required bool) (*time.Time, error) {
+	switch {
+	case due != nil && delay != nil:
+		return nil, badField("due_at", `give one of "due_at" and "delay", not both`)
+	case due != nil:
+		t, err := parseTime("due_at", *due)
+		return &t, err
+	case delay != nil:
+		d, err := time.ParseDuration(*delay)
+		if err != nil {
+			return nil, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
+		}
+		t := now.Add(d)
+		return &t, nil
+	case required:
+		return nil, badField("due_at", `one of "due_at" or "delay" is required`)
+	}
+	return nil, nil
+}
+
+func payloadOf(raw json.RawMessage, b64 *string) ([]byte, bool, error) {
+	switch {
+	case raw != nil && b64 != nil:
+		return nil, false, badField("payload", `give one of "payload" and "payload_base64", not both`)
+	case raw != nil:
+		return append([]byte(nil), raw...), true, nil
+	case b64 != nil:
+		p, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, false, badField("payload_base64", "is not standard base64: %v", err)
+		}
+		return p, true, nil
+	}
+	return nil, false, nil
+}
+
+func (req *createRequest) params(now time.Time) (engine.ScheduleParams, error) {
+	p := engine.ScheduleParams{App: req.App}
+	if err := task.ValidateApp(req.App); err != nil {
+		return p, err
+	}
+	if req.Key != nil {
+		if err := task.ValidateKey(*req.Key); err != nil {
+			return p, err
+		}
+		p.Key = *req.Key
+	}
+	due, err := dueAt(req.DueAt, req.Delay, now, true)
+	if err != nil {
+		return p, err
+	}
+	p.DueAt = *due
+	if req.Deadline != nil {
+		d, err := parseTime("deadline", *req.Deadline)
+		if err != nil {
+			return p, err
+		}
+		p.Deadline = &d
+	}
+	if p.Payload, _, err = payloadOf(req.Payload, req.PayloadBase64); err != nil {
+		return p, err
+	}
+	if req.Target == nil {
+		return p, badField("target", `is required: {"http":{"url":"..."}} or {"pull":{}}`)
+	}
+	p.Target = *req.Target
+	if req.Retry != nil {
+		p.Retry = *req.Retry
+	}
+	return p, nil
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if !h.eng.Ready() {
+		h.writeError(w, r, engine.ErrNotReady)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := decode(w, r, h.maxBody, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	p, err := req.params(time.Now())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rs, err := h.eng.Schedule(r.Context(), []engine.ScheduleParams{p})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	res := rs[0]
+	if res.Err != nil {
+		h.writeError(w, r, res.Err)
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, res.Task)
+}
+
+type batchItem struct {
+	Task    *task.Task `json:"task,omitempty"`
+	Created *bool      `json:"created,omitempty"`
+	Error   *errorBody `json:"error,omitempty"`
+}
+
+func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if err := decode(w, r, h.maxBatch, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if req.Tasks == nil {
+		h.writeError(w, r, badField("tasks", "is required: an array of up to %d tasks", engine.MaxBatch))
+		return
+	}
+	if len(req.Tasks) > engine.MaxBatch {
+		h.writeError(w, r, badField("tasks", "has %d tasks, more than %d", len(req.Tasks), engine.MaxBatch))
+		return
+	}
+	now := time.Now()
+	items := make([]batchItem, len(req.Tasks))
+	var ps []engine.ScheduleParams
+	var idx []int
+	for i, raw := range req.Tasks {
+		var cr createRequest
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&cr)
+		if err != nil {
+			err = jsonError(err)
+		} else if len(raw) > int(h.maxBody) {
+			err = &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large", msg: fmt.Sprintf("task is larger than %d bytes", h.maxBody)}
+		}
+		var p engine.ScheduleParams
+		if err == nil {
+			p, err = cr.params(now)
+		}
+		if err != nil {
+			items[i].Error = itemError(err)
+			continue
+		}
+		ps = append(ps, p)
+		idx = append(idx, i)
+	}
+	if len(ps) > 0 {
+		rs, err := h.eng.Schedule(r.Context(), ps)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		for j, res := range rs {
+			i := idx[j]
+			if res.Err != nil {
+				items[i].Error = itemError(res.Err)
+				continue
+			}
+			created := res.Created
+			items[i].Task, items[i].Created = res.Task, &created
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": items})
+}
+
+func itemError(err error) *errorBody {
+	_, code, field := statusOf(err)
+	return &errorBody{Code: code, Message: err.Error(), Field: field}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err == nil {
+		var t *task.Task
+		if t, err = h.eng.Get(r.Context(), id); err == nil {
+			writeJSON(w, http.StatusOK, t)
+			return
+		}
+	}
+	h.writeError(w, r, err)
+}
+
+func (h *Handler) getByKey(w http.ResponseWriter, r *http.Request) {
+	t, err := h.eng.GetByKey(r.Context(), r.PathValue("app"), r.PathValue("key"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (h *Handler) patch(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		DueAt         *string         `json:"due_at"`
+		Delay         *string         `json:"delay"`
+		Deadline      json.RawMessage `json:"deadline"`
+		Payload       json.RawMessage `json:"payload"`
+		PayloadBase64 *string         `json:"payload_base64"`
+	}
+	if err := decode(w, r, h.maxBody, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var p engine.PatchParams
+	if p.DueAt, err = dueAt(req.DueAt, req.Delay, time.Now(), false); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	switch {
+	case req.Deadline == nil:
+	case string(req.Deadline) == "null":
+		p.ClearDeadline = true
+	default:
+		var s string
+		if json.Unmarshal(req.Deadline, &s) != nil {
+			h.writeError(w, r, badField("deadline", "must be an RFC 3339 time or null"))
+			return
+		}
+		d, err := parseTime("deadline", s)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		p.Deadline = &d
+	}
+	payload, set, err := payloadOf(req.Payload, req.PayloadBase64)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if set {
+		p.Payload = &payload
+	}
+	if p.DueAt == nil && p.Deadline == nil && !p.ClearDeadline && p.Payload == nil {
+		h.writeError(w, r, badField("due_at", `nothing to change: give "due_at", "delay", "deadline" or "payload"`))
+		return
+	}
+	t, err := h.eng.Patch(r.Context(), id, p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err == nil {
+		if _, err = h.eng.Cancel(r.Context(), id); err == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	h.writeError(w, r, err)
+}
+
+func (h *Handler) cancelByKey(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.eng.CancelByKey(r.Context(), r.PathValue("app"), r.PathValue("key")); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err == nil {
+		var t *task.Task
+		if t, err = h.eng.Retry(r.Context(), id); err == nil {
+			writeJSON(w, http.StatusOK, t)
+			return
+		}
+	}
+	h.writeError(w, r, err)
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := task.State(q.Get("state"))
+	if state == "" {
+		h.writeError(w, r, badField("state", "is required: one of %v", task.States))
+		return
+	}
+	limit := 100
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			h.writeError(w, r, badField("limit", "must be a number between 1 and %d", engine.MaxList))
+			return
+		}
+		limit = n
+	}
+	var after task.ID
+	if c := q.Get("cursor"); c != "" {
+		id, err := task.ParseID(c)
+		if err != nil {
+			h.writeError(w, r, badField("cursor", "is not a cursor this server gave out"))
+			return
+		}
+		after = id
+	}
+	ts, next, err := h.eng.List(r.Context(), r.PathValue("app"), state, after, limit)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	body := struct {
+		Tasks      []*task.Task `json:"tasks"`
+		NextCursor string       `json:"next_cursor,omitempty"`
+	}{Tasks: ts}
+	if body.Tasks == nil {
+		body.Tasks = []*task.Task{}
+	}
+	if !next.IsZero() {
+		body.NextCursor = next.String()
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Max   *int           `json:"max"`
+		Lease *task.Duration `json:"lease"`
+		Wait  *task.Duration `json:"wait"`
+	}
+	if err := decodeOptional(w, r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	p := engine.ClaimParams{Max: 10, Lease: 30 * time.Second}
+	if req.Max != nil {
+		p.Max = *req.Max
+	}
+	if req.Lease != nil {
+		p.Lease = req.Lease.Std()
+	}
+	if req.Wait != nil {
+		p.Wait = req.Wait.Std()
+	}
+	ts, err := h.eng.Claim(r.Context(), r.PathValue("app"), p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if ts == nil {
+		ts = []*task.Task{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": ts})
+}
+
+// decodeOptional is decode for bodies that may be empty (all defaults).
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	err := decode(w, r, 64<<10, v)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.code == "invalid_json" && strings.Contains(ae.msg, "empty") {
+		return nil
+	}
+	return err
+}
+
+func (h *Handler) ack(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Lease string `json:"lease"`
+	}
+	if err := decode(w, r, 64<<10, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := h.eng.Ack(r.Context(), id, req.Lease); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) nack(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Lease   string         `json:"lease"`
+		Error   string         `json:"error"`
+		RetryIn *task.Duration `json:"retry_in"`
+	}
+	if err := decode(w, r, 64<<10, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var retryIn *time.Duration
+	if req.RetryIn != nil {
+		d := req.RetryIn.Std()
+		if d < 0 || d > 7*24*time.Hour {
+			h.writeError(w, r, badField("retry_in", "must be between 0s and 168h"))
+			return
+		}
+		retryIn = &d
+	}
+	if len(req.Error) > 4096 {
+		req.Error = req.Error[:4096]
+	}
+	if err := h.eng.Nack(r.Context(), id, req.Lease, req.Error, retryIn); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

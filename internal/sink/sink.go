@@ -1,0 +1,22 @@
+// Package sink defines how a due task leaves toc: a Sink delivers one task
+// and says whether the receiver took it.
+package sink
+
+import (
+	"context"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// Sink delivers a due task. A nil error means the receiver has the task and
+// it is marked delivered; any error is a failed attempt, retried with
+// backoff. Deliver must return when ctx is done.
+type Sink interface {
+	Deliver(ctx context.Context, t *task.Task) error
+}
+
+// Func adapts a function to a Sink, as http.HandlerFunc does.
+type Func func(ctx context.Context, t *task.Task) error
+
+// Deliver calls f(ctx, t).
+func (f Func) Deliver(ctx context.Context, t *task.Task) error { return f(ctx, t) }
