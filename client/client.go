@@ -1,0 +1,440 @@
+package client
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// BaseURLDefault is the server a [Client] talks to when [Config.BaseURL] is
+// empty: toc's default listen address.
+const BaseURLDefault = "http://127.0.0.1:7070"
+
+// Config configures a [Client]. The zero value is ready to use.
+type Config struct {
+	// BaseURL is the server's root URL, like "https://toc.internal:7070".
+	// A path is kept as a prefix ("https://host/toc" sends requests to
+	// "https://host/toc/v1/..."). Default [BaseURLDefault].
+	BaseURL string
+
+	// HTTPClient sends the requests. Default [http.DefaultClient], which has
+	// no timeout: bound each call with its context instead. If you set
+	// Timeout, make it longer than the longest [ClaimRequest.Wait] you use.
+	HTTPClient *http.Client
+
+	// Token, when set, is sent with every request as
+	// "Authorization: Bearer <Token>".
+	Token string
+}
+
+// Client talks to a toc server over its HTTP API. It is safe for concurrent
+// use. Every method that sends a request takes a context that bounds it.
+type Client struct {
+	base  string
+	hc    *http.Client
+	token string
+}
+
+// New returns a client for cfg, with defaults filled in. It does not contact
+// the server; a malformed BaseURL is reported by the first call.
+func New(cfg Config) *Client {
+	return &Client{
+		base:  strings.TrimRight(cmp.Or(cfg.BaseURL, BaseURLDefault), "/"),
+		hc:    cmp.Or(cfg.HTTPClient, http.DefaultClient),
+		token: cfg.Token,
+	}
+}
+
+// ScheduleRequest is the body of a create. Give at most one of DueAt and
+// Delay, at most one of Payload and PayloadBase64, and exactly one target.
+// Zero fields are left out of the request, so the server's defaults apply.
+type ScheduleRequest struct {
+	// App names the application the task belongs to; required.
+	App string `json:"app"`
+	// Key makes the create idempotent: while a task of App with this key
+	// exists, creating another returns that task with created false.
+	Key string `json:"key,omitempty"`
+
+	// DueAt is when the task fires.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// Delay is how long from the server's now the task fires. When DueAt is
+	// nil it is always sent, so a request with neither fires at once.
+	Delay task.Duration `json:"delay,omitempty"`
+	// Deadline is when the task expires if it has not been delivered.
+	Deadline *time.Time `json:"deadline,omitempty"`
+
+	// Payload is a JSON value delivered as these bytes. It must be valid
+	// JSON; send anything else as PayloadBase64.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// PayloadBase64 is a payload of any bytes; it travels base64-encoded.
+	PayloadBase64 []byte `json:"payload_base64,omitempty"`
+
+	// Target says how the task is delivered: task.Target{HTTP: ...} or
+	// task.Target{Pull: &task.PullTarget{}}.
+	Target task.Target `json:"target"`
+	// Retry overrides the server's retry policy; zero fields keep defaults.
+	Retry *task.RetryPolicy `json:"retry,omitempty"`
+}
+
+// MarshalJSON writes the create body: the fields with their JSON names,
+// zero ones left out, except Delay which is sent whenever DueAt is nil.
+func (r ScheduleRequest) MarshalJSON() ([]byte, error) {
+	type plain ScheduleRequest // its fields, not this method
+	w := struct {
+		plain
+		Delay *task.Duration `json:"delay,omitempty"` // hides plain's
+	}{plain: plain(r)}
+	if r.DueAt == nil || r.Delay != 0 {
+		w.Delay = &r.Delay
+	}
+	return json.Marshal(w)
+}
+
+// PatchRequest changes a scheduled task. Fields left zero are not changed.
+// Give at most one of DueAt and Delay, of Payload and PayloadBase64, and of
+// Deadline and ClearDeadline.
+type PatchRequest struct {
+	// DueAt moves the task to fire at this time.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// Delay moves the task to fire this long from the server's now.
+	Delay task.Duration `json:"delay,omitempty"`
+	// Deadline sets a new deadline.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// ClearDeadline removes the deadline (sent as "deadline": null).
+	ClearDeadline bool `json:"-"`
+	// Payload replaces the payload with a JSON value.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// PayloadBase64 replaces the payload with any bytes.
+	PayloadBase64 []byte `json:"payload_base64,omitempty"`
+}
+
+// MarshalJSON writes the patch body: the fields set, and "deadline": null
+// for ClearDeadline.
+func (r PatchRequest) MarshalJSON() ([]byte, error) {
+	if r.ClearDeadline && r.Deadline != nil {
+		return nil, errors.New("give Deadline or ClearDeadline, not both")
+	}
+	type plain PatchRequest // its fields, not this method
+	w := struct {
+		plain
+		Deadline any `json:"deadline,omitempty"` // hides plain's
+	}{plain: plain(r)}
+	switch {
+	case r.ClearDeadline:
+		w.Deadline = json.RawMessage("null")
+	case r.Deadline != nil:
+		w.Deadline = r.Deadline
+	}
+	return json.Marshal(w)
+}
+
+// ClaimRequest asks for due pull tasks. Zero fields take the server's
+// defaults.
+type ClaimRequest struct {
+	// Max is the most tasks to return.
+	Max int `json:"max,omitempty"`
+	// Lease is how long the caller has to ack or nack each task before it
+	// is given to another consumer.
+	Lease task.Duration `json:"lease,omitempty"`
+	// Wait is how long the server may hold the request when no task is
+	// due (long polling). Zero answers at once.
+	Wait task.Duration `json:"wait,omitempty"`
+}
+
+// NackRequest reports a failed attempt at a claimed task.
+type NackRequest struct {
+	// Lease is the task's lease token, from the claim; required.
+	Lease string `json:"lease"`
+	// Error says what went wrong; it becomes the task's last_error.
+	Error string `json:"error,omitempty"`
+	// RetryIn asks for the next attempt after this long instead of the
+	// task's backoff. Zero keeps the backoff.
+	RetryIn task.Duration `json:"retry_in,omitempty"`
+}
+
+// BatchResult is the outcome of one request of [Client.ScheduleBatch]:
+// either Task (created or, with the same app and key, existing) or Err.
+type BatchResult struct {
+	Task    *task.Task
+	Created bool
+	// Err is an *Error when the server refused this request. Its Status is
+	// 0: the batch as a whole succeeded.
+	Err error
+}
+
+// ListOptions pages through [Client.List]. A nil *ListOptions asks for the
+// first page at the server's default size.
+type ListOptions struct {
+	// Limit is the most tasks per page; 0 takes the server's default.
+	Limit int
+	// Cursor is a previous page's NextCursor; "" starts at the beginning.
+	Cursor string
+}
+
+// ListPage is one page of [Client.List].
+type ListPage struct {
+	Tasks []*task.Task `json:"tasks"`
+	// NextCursor fetches the next page; "" on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Schedule creates a task. created is false when a task of the same app and
+// key already existed; t is then that task, unchanged.
+func (c *Client) Schedule(ctx context.Context, req ScheduleRequest) (t *task.Task, created bool, err error) {
+	t = new(task.Task)
+	status, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, req, t)
+	if err != nil {
+		return nil, false, err
+	}
+	return t, status == http.StatusCreated, nil
+}
+
+// ScheduleBatch creates up to 1000 tasks in one request and one durable
+// write. The results are in the order of reqs. A request the server refuses
+// fails alone, in its result's Err; the error returned is for the batch as a
+// whole. An empty reqs sends nothing.
+func (c *Client) ScheduleBatch(ctx context.Context, reqs []ScheduleRequest) ([]BatchResult, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	type item struct {
+		Task    *task.Task `json:"task"`
+		Created bool       `json:"created"`
+		Error   *apiError  `json:"error"`
+	}
+	var resp struct {
+		Results []item `json:"results"`
+	}
+	in := struct {
+		Tasks []ScheduleRequest `json:"tasks"`
+	}{reqs}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks:batch", nil, in, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(reqs) {
+		return nil, fmt.Errorf("toc: batch of %d tasks answered with %d results", len(reqs), len(resp.Results))
+	}
+	out := make([]BatchResult, len(reqs))
+	for i, r := range resp.Results {
+		switch {
+		case r.Error != nil:
+			out[i].Err = &Error{Code: r.Error.Code, Message: r.Error.Message, Field: r.Error.Field}
+		case r.Task != nil:
+			out[i] = BatchResult{Task: r.Task, Created: r.Created}
+		default:
+			return nil, fmt.Errorf("toc: batch result %d has neither task nor error", i)
+		}
+	}
+	return out, nil
+}
+
+// Get returns the task with this id; [IsNotFound] when there is none.
+func (c *Client) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	return c.task(ctx, http.MethodGet, taskPath(id, ""), nil)
+}
+
+// GetByKey returns app's task with this key; [IsNotFound] when there is
+// none. Any key is escaped for the URL, including "/", "." and "..".
+func (c *Client) GetByKey(ctx context.Context, app, key string) (*task.Task, error) {
+	p, err := keyPath(app, key)
+	if err != nil {
+		return nil, err
+	}
+	return c.task(ctx, http.MethodGet, p, nil)
+}
+
+// Patch changes a scheduled task and returns it as changed. A task that is
+// not scheduled any more answers [IsConflict], with the task in the *Error.
+func (c *Client) Patch(ctx context.Context, id task.ID, req PatchRequest) (*task.Task, error) {
+	return c.task(ctx, http.MethodPatch, taskPath(id, ""), req)
+}
+
+// Cancel cancels a scheduled task. A task being delivered or finished
+// answers [IsConflict], with the task in the *Error; an unknown id
+// [IsNotFound].
+func (c *Client) Cancel(ctx context.Context, id task.ID) error {
+	_, err := c.do(ctx, http.MethodDelete, taskPath(id, ""), nil, nil, nil)
+	return err
+}
+
+// CancelByKey cancels app's task with this key, as [Client.Cancel].
+func (c *Client) CancelByKey(ctx context.Context, app, key string) error {
+	p, err := keyPath(app, key)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, http.MethodDelete, p, nil, nil, nil)
+	return err
+}
+
+// List returns one page of app's tasks in state, oldest first. state ""
+// leaves the filter to the server. Pass the page's NextCursor in
+// opts.Cursor for the next page, until it is "".
+func (c *Client) List(ctx context.Context, app string, state task.State, opts *ListOptions) (*ListPage, error) {
+	if app == "" {
+		return nil, errors.New("toc: list: app is required")
+	}
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", string(state))
+	}
+	if opts != nil {
+		if opts.Limit > 0 {
+			q.Set("limit", strconv.Itoa(opts.Limit))
+		}
+		if opts.Cursor != "" {
+			q.Set("cursor", opts.Cursor)
+		}
+	}
+	page := new(ListPage)
+	if _, err := c.do(ctx, http.MethodGet, "/v1/apps/"+pathSegment(app)+"/tasks", q, nil, page); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// Retry schedules a dead or expired task again, now, and returns it. Any
+// other state answers [IsConflict].
+func (c *Client) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
+	return c.task(ctx, http.MethodPost, taskPath(id, "/retry"), nil)
+}
+
+// Claim takes due pull tasks of app. Each returned task carries its Lease
+// token and Attempts; ack or nack it before the lease runs out. It returns
+// an empty slice when nothing was due within req.Wait.
+func (c *Client) Claim(ctx context.Context, app string, req ClaimRequest) ([]*task.Task, error) {
+	if app == "" {
+		return nil, errors.New("toc: claim: app is required")
+	}
+	var resp struct {
+		Tasks []*task.Task `json:"tasks"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/apps/"+pathSegment(app)+"/claim", nil, req, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Tasks, nil
+}
+
+// Ack reports a claimed task delivered. [IsConflict] means the lease is no
+// longer current (it ran out, and the task may have gone to another
+// consumer).
+func (c *Client) Ack(ctx context.Context, id task.ID, lease string) error {
+	in := struct {
+		Lease string `json:"lease"`
+	}{lease}
+	_, err := c.do(ctx, http.MethodPost, taskPath(id, "/ack"), nil, in, nil)
+	return err
+}
+
+// Nack reports a failed attempt at a claimed task; the task is retried by
+// its policy or goes dead. [IsConflict] as for [Client.Ack].
+func (c *Client) Nack(ctx context.Context, id task.ID, req NackRequest) error {
+	_, err := c.do(ctx, http.MethodPost, taskPath(id, "/nack"), nil, req, nil)
+	return err
+}
+
+// Healthy returns nil when the server answers /healthz with success: the
+// process is up.
+func (c *Client) Healthy(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+	return err
+}
+
+// Ready returns nil when the server answers /readyz with success: it can
+// serve requests (its store is open).
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	return err
+}
+
+func (c *Client) task(ctx context.Context, method, path string, in any) (*task.Task, error) {
+	t := new(task.Task)
+	if _, err := c.do(ctx, method, path, nil, in, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func taskPath(id task.ID, suffix string) string {
+	return "/v1/tasks/" + id.String() + suffix
+}
+
+func keyPath(app, key string) (string, error) {
+	if app == "" {
+		return "", errors.New("toc: app is required")
+	}
+	if key == "" {
+		return "", errors.New("toc: key is required")
+	}
+	return "/v1/apps/" + pathSegment(app) + "/keys/" + pathSegment(key), nil
+}
+
+// pathSegment escapes s as one path segment. "." and ".." are escaped as
+// well, or servers (and Go's ServeMux) would clean them out of the path.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// do sends one request with in as its JSON body (none when nil), and decodes
+// a 2xx answer into out (ignored when nil). Other answers become *Error.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("toc: encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return 0, fmt.Errorf("toc: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "toc-go-client")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		// Drain a little so that the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+	}()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, decodeError(resp)
+	}
+	if out != nil && resp.StatusCode != http.StatusNoContent {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, fmt.Errorf("toc: decode answer to %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}

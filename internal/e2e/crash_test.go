@@ -1,0 +1,115 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/task"
+)
+
+// TestCrashLosesNothing kills `toc serve` with SIGKILL while clients are
+// scheduling and tasks are being delivered, restarts it on the same data
+// directory, and checks that every task that got a 2xx answer is delivered
+// at least once. It counts lost and duplicate deliveries and fails on any
+// loss; duplicates are allowed (at-least-once) and reported.
+func TestCrashLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	rcv := newHooks(t)
+	target := task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}}
+
+	for round := range 2 {
+		c := startChild(t, dir)
+		cl := c.client()
+		var (
+			mu    sync.Mutex
+			acked []string
+			seq   atomic.Int64
+			wg    sync.WaitGroup
+		)
+		ctx, stopClients := context.WithCancel(context.Background())
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ctx.Err() == nil && i < 5000; i++ {
+					n := seq.Add(1)
+					// Due between now and 1.5 s from now, so deliveries run
+					// while the kill comes.
+					delay := time.Duration(n%1500) * time.Millisecond
+					tk, _, err := cl.Schedule(ctx, client.ScheduleRequest{
+						App: "crash", Key: fmt.Sprintf("r%d-w%d-%d", round, w, i),
+						Delay: task.Duration(delay), Target: target,
+					})
+					if err != nil {
+						return // the server died under us: this one was not acked
+					}
+					mu.Lock()
+					acked = append(acked, tk.ID.String())
+					mu.Unlock()
+				}
+			}()
+		}
+		time.Sleep(1500 * time.Millisecond) // let scheduling and delivery overlap
+		c.kill(t)
+		stopClients()
+		wg.Wait()
+		t.Logf("round %d: %d tasks acked before SIGKILL", round, len(acked))
+		if len(acked) == 0 {
+			t.Fatalf("no task was acked before the kill:\n%s", c.stderr)
+		}
+
+		c2 := startChild(t, dir)
+		wctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		waitUntil(wctx, func() bool {
+			for _, id := range acked {
+				if !rcv.seen(id) {
+					return false
+				}
+			}
+			return true
+		})
+		cancel()
+		lost, dups := 0, 0
+		rcv.mu.Lock()
+		for _, id := range acked {
+			switch n := rcv.count[id]; {
+			case n == 0:
+				lost++
+			case n > 1:
+				dups += n - 1
+			}
+		}
+		rcv.mu.Unlock()
+		t.Logf("round %d: %d acked, %d lost, %d duplicate deliveries", round, len(acked), lost, dups)
+		if lost > 0 {
+			t.Fatalf("round %d: %d of %d acked tasks were never delivered\n%s", round, lost, len(acked), c2.stderr)
+		}
+		// Every acked task ends delivered in the store too.
+		for _, id := range acked[:min(len(acked), 200)] {
+			pid, _ := task.ParseID(id)
+			var tk *task.Task
+			wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			waitUntil(wctx, func() bool {
+				var err error
+				tk, err = c2.client().Get(context.Background(), pid)
+				return err == nil && tk.State == task.Delivered
+			})
+			cancel()
+			if tk == nil || tk.State != task.Delivered {
+				t.Fatalf("task %s is %v after recovery", id, tk)
+			}
+		}
+		err, took := c2.terminate(t)
+		if err != nil {
+			t.Fatalf("SIGTERM: exit %v after %s\n%s", err, took, c2.stderr)
+		}
+	}
+	if len(rcv.bad) > 0 {
+		t.Errorf("malformed deliveries: %v", rcv.bad)
+	}
+}

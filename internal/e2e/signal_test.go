@@ -1,0 +1,12 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
