@@ -155,15 +155,22 @@ func cloneTime(t *time.Time) *time.Time {
 type Target struct {
 	HTTP *HTTPTarget `json:"http,omitempty"`
 	Pull *PullTarget `json:"pull,omitempty"`
+	AMQP *AMQPTarget `json:"amqp,omitempty"`
+	NATS *NATSTarget `json:"nats,omitempty"`
 }
 
-// Kind names the set field: "http" or "pull" ("" when none is set).
+// Kind names the set field: "http", "pull", "amqp" or "nats" ("" when none
+// is set).
 func (t Target) Kind() string {
 	switch {
 	case t.HTTP != nil:
 		return "http"
 	case t.Pull != nil:
 		return "pull"
+	case t.AMQP != nil:
+		return "amqp"
+	case t.NATS != nil:
+		return "nats"
 	}
 	return ""
 }
@@ -185,6 +192,14 @@ func (t Target) Clone() Target {
 		p := *t.Pull
 		c.Pull = &p
 	}
+	if t.AMQP != nil {
+		a := *t.AMQP
+		c.AMQP = &a
+	}
+	if t.NATS != nil {
+		n := *t.NATS
+		c.NATS = &n
+	}
 	return c
 }
 
@@ -194,6 +209,28 @@ type HTTPTarget struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout bounds one attempt. Default [DefaultHTTPTimeout].
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// AMQPTarget publishes a task to a RabbitMQ (AMQP 0-9-1) exchange with
+// publisher confirms: the task is delivered when the broker confirms it.
+type AMQPTarget struct {
+	// URL of the broker, like amqp://user:pass@host:5672/vhost. Default: the
+	// server's --amqp setting.
+	URL string `json:"url,omitempty"`
+	// Exchange to publish to ("" is the default exchange).
+	Exchange string `json:"exchange,omitempty"`
+	// RoutingKey of the message. Default: the task's app.
+	RoutingKey string `json:"routing_key,omitempty"`
+}
+
+// NATSTarget publishes a task to a NATS JetStream subject, with Nats-Msg-Id
+// set to the task id so JetStream drops a redelivered duplicate.
+type NATSTarget struct {
+	// URL of the server, like nats://host:4222. Default: the server's --nats
+	// setting.
+	URL string `json:"url,omitempty"`
+	// Subject to publish to; a stream must capture it. Required.
+	Subject string `json:"subject"`
 }
 
 // PullTarget makes a due task available to consumers that claim it.

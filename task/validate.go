@@ -75,8 +75,39 @@ func (t Target) Validate() error {
 	if t.Pull != nil {
 		n++
 	}
+	if t.AMQP != nil {
+		n++
+	}
+	if t.NATS != nil {
+		n++
+	}
 	if n != 1 {
-		return fieldErr("target", `needs exactly one of "http" or "pull"`)
+		return fieldErr("target", `needs exactly one of "http", "pull", "amqp" or "nats"`)
+	}
+	if a := t.AMQP; a != nil {
+		if a.URL != "" {
+			u, err := url.Parse(a.URL)
+			if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
+				return fieldErr("target.amqp.url", "must be an amqp:// or amqps:// URL")
+			}
+		}
+		if len(a.Exchange) > 255 {
+			return fieldErr("target.amqp.exchange", "is longer than 255 bytes")
+		}
+		if len(a.RoutingKey) > 255 {
+			return fieldErr("target.amqp.routing_key", "is longer than 255 bytes")
+		}
+	}
+	if n := t.NATS; n != nil {
+		if n.URL != "" {
+			u, err := url.Parse(n.URL)
+			if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
+				return fieldErr("target.nats.url", "must be a nats:// or tls:// URL")
+			}
+		}
+		if n.Subject == "" || strings.ContainsAny(n.Subject, " \t\r\n*>") || len(n.Subject) > 255 {
+			return fieldErr("target.nats.subject", "is required: a literal subject without spaces or wildcards")
+		}
 	}
 	if h := t.HTTP; h != nil {
 		if h.URL == "" {

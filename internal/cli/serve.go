@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"net/http"
 	"time"
 
@@ -87,7 +86,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Writer) (err error) {
-	st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log, NoSync: os.Getenv("TOC_NOSYNC") != ""})
+	st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open store in %s: %w", c.data, err)
 	}

@@ -164,7 +164,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if p.Payload != nil && len(*p.Payload) > e.cfg.MaxPayload {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), e.cfg.MaxPayload)
 	}
-	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Scheduled {
 			return conflict("change", t, "")
 		}
@@ -205,7 +205,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
 		switch t.State {
 		case task.Cancelled:
 			return errSkip
@@ -266,7 +266,7 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Dead && t.State != task.Expired {
 			return conflict("retry", t, "only dead or expired tasks can be retried")
 		}
@@ -347,7 +347,7 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 	var got []*task.Task
 	for _, id := range ids {
 		var claimed bool
-		t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
 			claimed = false
 			now := msNow()
 			if t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now) {
@@ -402,7 +402,7 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 	if lease == "" {
 		return &task.FieldError{Field: "lease", Message: "is required: send the lease token the claim returned"}
 	}
-	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Delivering || t.Lease != lease {
 			return conflict(op, t, "the lease is no longer current (it ran out, or the task was claimed again)")
 		}

@@ -45,9 +45,10 @@ type Store interface {
 	// Update reads the task, calls fn with a copy, and stores what fn left in
 	// it, all atomically with respect to other Updates of the same task. If
 	// fn returns an error nothing is written and Update returns that error
-	// unchanged (with the task as read). fn must not change ID, App or Key.
-	// Returns the task as stored.
-	Update(ctx context.Context, id task.ID, fn func(*task.Task) error) (*task.Task, error)
+	// unchanged (with the task as read). fn must not change ID, App or Key,
+	// and must not call the store. Returns the task as stored. opts may be
+	// nil.
+	Update(ctx context.Context, id task.ID, opts *UpdateOpts, fn func(*task.Task) error) (*task.Task, error)
 
 	// Wakeups returns up to limit tasks with a non-zero WakeAt <= until that
 	// come after the cursor in (WakeAt, ID) order, in that order.
@@ -67,6 +68,17 @@ type Store interface {
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error
+}
+
+// UpdateOpts are per-call options of Update.
+type UpdateOpts struct {
+	// NoSync lets Update return before its write is synced to disk. The
+	// write is still atomic and ordered before any later write; a process
+	// crash keeps it, a machine crash may lose it (and anything after it
+	// up to the next synced write). The engine uses it for the writes of
+	// the delivery path, where a lost write means a redelivery, which
+	// at-least-once allows; never for an answer given to a client.
+	NoSync bool
 }
 
 // CreateResult is what Create did with one task.
@@ -102,5 +114,5 @@ type Wakeup struct {
 	ID    task.ID
 	At    time.Time  // the task's WakeAt
 	State task.State // Scheduled or Delivering
-	Kind  string     // the target kind: "http" or "pull"
+	Kind  string     // the target kind: task.Target.Kind()
 }

@@ -1,0 +1,233 @@
+package pebblestore
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// The key layout. Every key starts with a byte that says what it is; ms are
+// Unix milliseconds as 8 bytes big-endian with the sign bit flipped (so keys
+// sort by time, times before 1970 included) and ids are their 16 bytes.
+//
+//	t <id>                            → record: version byte, JSON of the task
+//	w <wake ms> <id>                  → state byte, kind byte   (WakeAt not zero)
+//	p <app> 0x00 <next attempt ms> <id> → empty                 (scheduled, pull target)
+//	k <app> 0x00 <key>                → id                      (Key not empty; until swept)
+//	a <app> 0x00 <state byte> <id>    → empty                   (every task: List)
+//	f <finished ms> <id>              → empty                   (final, FinishedAt set: Sweep)
+//
+// An app never contains 0x00 (task.ValidateApp allows [a-z0-9._-]; the store
+// checks), so the separator ends it unambiguously. Keys come last in their
+// key and need no separator.
+const (
+	prefixTask     byte = 't'
+	prefixWake     byte = 'w'
+	prefixPull     byte = 'p'
+	prefixKey      byte = 'k'
+	prefixApp      byte = 'a'
+	prefixFinished byte = 'f'
+)
+
+const (
+	idLen = len(task.ID{})
+	msLen = 8
+)
+
+// appendMs appends ms so that the bytes sort as the numbers do.
+func appendMs(b []byte, ms int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(ms)^(1<<63))
+}
+
+// readMs reads what appendMs wrote.
+func readMs(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
+
+// taskKey is the key of a task's record.
+func taskKey(id task.ID) []byte {
+	return append([]byte{prefixTask}, id[:]...)
+}
+
+// wakeKey is a task's entry in the wake-time order.
+func wakeKey(ms int64, id task.ID) []byte {
+	b := make([]byte, 0, 1+msLen+idLen)
+	b = append(b, prefixWake)
+	b = appendMs(b, ms)
+	return append(b, id[:]...)
+}
+
+// wakeBound sorts after the wake keys of every time before ms and before
+// those of ms and later.
+func wakeBound(ms int64) []byte {
+	return appendMs([]byte{prefixWake}, ms)
+}
+
+// parseWakeKey reads a key made by wakeKey.
+func parseWakeKey(k []byte) (ms int64, id task.ID, err error) {
+	if len(k) != 1+msLen+idLen || k[0] != prefixWake {
+		return 0, id, fmt.Errorf("pebblestore: malformed wake key %x", k)
+	}
+	copy(id[:], k[1+msLen:])
+	return readMs(k[1:]), id, nil
+}
+
+// pullPrefix starts every claimable entry of app.
+func pullPrefix(app string) []byte {
+	b := make([]byte, 0, 1+len(app)+1+msLen+idLen)
+	b = append(b, prefixPull)
+	b = append(b, app...)
+	return append(b, 0)
+}
+
+// pullKey is a claimable task's entry: app, then NextAttemptAt in ms.
+func pullKey(app string, ms int64, id task.ID) []byte {
+	return append(appendMs(pullPrefix(app), ms), id[:]...)
+}
+
+// parsePullKey reads a key made by pullKey, given the length of its prefix
+// (pullPrefix(app)).
+func parsePullKey(k []byte, prefixLen int) (ms int64, id task.ID, err error) {
+	if len(k) != prefixLen+msLen+idLen || k[0] != prefixPull {
+		return 0, id, fmt.Errorf("pebblestore: malformed pull key %x", k)
+	}
+	copy(id[:], k[prefixLen+msLen:])
+	return readMs(k[prefixLen:]), id, nil
+}
+
+// keyKey maps an app's key to the id of the task that has it.
+func keyKey(app, key string) []byte {
+	b := make([]byte, 0, 1+len(app)+1+len(key))
+	b = append(b, prefixKey)
+	b = append(b, app...)
+	b = append(b, 0)
+	return append(b, key...)
+}
+
+// appStatePrefix starts the list of app's tasks in a state.
+func appStatePrefix(app string, state byte) []byte {
+	b := make([]byte, 0, 1+len(app)+2+idLen)
+	b = append(b, prefixApp)
+	b = append(b, app...)
+	return append(b, 0, state)
+}
+
+// appStateKey is a task's entry in the list of its app and state.
+func appStateKey(app string, state byte, id task.ID) []byte {
+	return append(appStatePrefix(app, state), id[:]...)
+}
+
+// parseAppStateKey returns the id that ends a key made by appStateKey.
+func parseAppStateKey(k []byte, prefixLen int) (task.ID, error) {
+	var id task.ID
+	if len(k) != prefixLen+idLen || k[0] != prefixApp {
+		return id, fmt.Errorf("pebblestore: malformed list key %x", k)
+	}
+	copy(id[:], k[prefixLen:])
+	return id, nil
+}
+
+// finishedKey is a final task's entry in the finish-time order.
+func finishedKey(ms int64, id task.ID) []byte {
+	b := make([]byte, 0, 1+msLen+idLen)
+	b = append(b, prefixFinished)
+	b = appendMs(b, ms)
+	return append(b, id[:]...)
+}
+
+// finishedBound sorts after the finished keys of every time before ms and
+// before those of ms and later.
+func finishedBound(ms int64) []byte {
+	return appendMs([]byte{prefixFinished}, ms)
+}
+
+// parseFinishedKey reads a key made by finishedKey.
+func parseFinishedKey(k []byte) (ms int64, id task.ID, err error) {
+	if len(k) != 1+msLen+idLen || k[0] != prefixFinished {
+		return 0, id, fmt.Errorf("pebblestore: malformed finished key %x", k)
+	}
+	copy(id[:], k[1+msLen:])
+	return readMs(k[1:]), id, nil
+}
+
+// prefixEnd returns the smallest key greater than every key that starts with
+// prefix, or nil (no bound) when there is none.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xFF {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// successor returns the smallest key greater than k.
+func successor(k []byte) []byte {
+	return append(append(make([]byte, 0, len(k)+1), k...), 0)
+}
+
+// State and kind bytes. They are on disk: never renumber them.
+var stateBytes = map[task.State]byte{
+	task.Scheduled:  1,
+	task.Delivering: 2,
+	task.Delivered:  3,
+	task.Dead:       4,
+	task.Expired:    5,
+	task.Cancelled:  6,
+}
+
+var byteStates = func() (m [256]task.State) {
+	for s, b := range stateBytes {
+		m[b] = s
+	}
+	return m
+}()
+
+func stateByte(s task.State) (byte, error) {
+	b, ok := stateBytes[s]
+	if !ok {
+		return 0, fmt.Errorf("pebblestore: unknown task state %q", s)
+	}
+	return b, nil
+}
+
+func parseStateByte(b byte) (task.State, error) {
+	if s := byteStates[b]; s != "" {
+		return s, nil
+	}
+	return "", fmt.Errorf("pebblestore: unknown state byte %d", b)
+}
+
+// kindBytes are the target kinds (task.Target.Kind) as stored in wake
+// entries. A kind added to task.Target needs a byte here: until then tasks
+// of that kind are refused rather than indexed with the wrong kind.
+var kindBytes = map[string]byte{
+	"":     0,
+	"http": 'h',
+	"pull": 'p',
+	"amqp": 'a',
+	"nats": 'n',
+}
+
+var byteKinds = func() (m [256]*string) {
+	for k, b := range kindBytes {
+		m[b] = &k
+	}
+	return m
+}()
+
+func kindByte(kind string) (byte, error) {
+	b, ok := kindBytes[kind]
+	if !ok {
+		return 0, fmt.Errorf("pebblestore: unknown target kind %q", kind)
+	}
+	return b, nil
+}
+
+func parseKindByte(b byte) (string, error) {
+	if k := byteKinds[b]; k != nil {
+		return *k, nil
+	}
+	return "", fmt.Errorf("pebblestore: unknown kind byte %d", b)
+}

@@ -1,0 +1,689 @@
+// Package pebblestore is toc's embedded [store.Store]: tasks and their
+// indexes in a Pebble database kept in one directory. It is the default
+// store of the product; nothing else needs to run.
+//
+// # Layout
+//
+// Each task is a record under its id, plus one entry in each index that
+// applies to it: the wake-time order, the claimable order of its app, its
+// app's key, the list of its app and state, and the finish-time order. The
+// layout is written down in keys.go. Every Create, Update and Sweep is one
+// Pebble batch, so a task and its index entries change together.
+//
+// # Durability
+//
+// Batches are committed with pebble.Sync: when Create, Update or Sweep
+// returns, the change is in the write-ahead log and fsync'd. Concurrent
+// commits share one fsync through Pebble's commit pipeline, which is why no
+// lock is ever held across every commit (see below). [Options.NoSync] turns
+// the fsync off, for tests and benchmarks.
+//
+// # Concurrency
+//
+// Reads (Get, GetByKey, Wakeups, Claimable, List) take no lock: each reads
+// through a fresh iterator or snapshot, so it sees every write whose commit
+// returned before the read began. Writes lock stripes, not the store:
+//
+//   - Update locks the stripe of the task's id across read, fn, batch and
+//     commit, so Updates of one task are serialized and Updates of others
+//     are not.
+//   - Create locks the stripes of the (app, key) pairs of its tasks across
+//     the check that a key is free and the commit that takes it.
+//   - Sweep locks the id stripes of the tasks it deletes, then their key
+//     stripes, across the re-check and the commit. It holds up to limit id
+//     stripes (of 512) for one commit, so callers should keep limit modest
+//     (hundreds) to not stall Updates.
+//
+// Lock order: id stripes before key stripes; within each kind, stripes in
+// ascending index order. The two kinds are separate arrays, so an id stripe
+// and a key stripe never alias. Every call also holds Store.mu shared for
+// its duration (Close holds it exclusively); it is a read lock, so commits
+// still run concurrently and group.
+package pebblestore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options configure [Open].
+type Options struct {
+	// Dir is the directory of the database. Required. It is created if it
+	// does not exist.
+	Dir string
+
+	// Logger receives Pebble's messages: its informational ones at Debug
+	// level, its errors at Error. Default slog.Default().
+	Logger *slog.Logger
+
+	// NoSync makes Create, Update and Sweep return before their write is
+	// fsync'd: a crash may lose the last writes, though it never corrupts
+	// the store. Default false: every write is on disk when the call
+	// returns. Meant for tests and benchmarks.
+	NoSync bool
+
+	// CacheSize is the size in bytes of Pebble's block cache, which holds
+	// recently read parts of the database in memory. Default
+	// [CacheSizeDefault].
+	CacheSize int64
+
+	// FS is the file system the database lives in. Default vfs.Default, the
+	// operating system's. Tests may pass vfs.NewMem() or a fault-injecting
+	// wrapper.
+	FS vfs.FS
+}
+
+// CacheSizeDefault is the default [Options.CacheSize]: 64 MiB.
+const CacheSizeDefault = 64 << 20
+
+// Validate reports what is wrong with o, naming the field.
+func (o Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("pebblestore: Options.Dir is required")
+	}
+	if o.CacheSize < 0 {
+		return fmt.Errorf("pebblestore: Options.CacheSize is negative (%d)", o.CacheSize)
+	}
+	return nil
+}
+
+// stripes is the number of id stripes and of key stripes.
+const stripes = 512
+
+// stripe is a mutex alone on its cache line.
+type stripe struct {
+	sync.Mutex
+	_ [64 - 8]byte
+}
+
+// Store is the Pebble-backed [store.Store]. Open one with [Open].
+type Store struct {
+	db   *pebble.DB
+	wo   *pebble.WriteOptions
+	seed maphash.Seed
+
+	idLocks  [stripes]stripe // by task id; see the package doc for the lock order
+	keyLocks [stripes]stripe // by (app, key)
+
+	mu struct {
+		// Held for reading by every call for its duration, for writing by
+		// Close: Close waits for calls in flight, and no call reaches the
+		// database once it is closed.
+		sync.RWMutex
+		closed bool
+	}
+}
+
+// Open opens the store in opts.Dir, creating it if needed.
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
+	defer cache.Unref() // the database holds its own reference
+	db, err := pebble.Open(opts.Dir, &pebble.Options{
+		Cache:              cache,
+		FS:                 opts.FS,
+		Logger:             pebbleLogger{logger.With(slog.String("component", "pebble"))},
+		FormatMajorVersion: pebble.FormatNewest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
+	}
+	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed()}
+	if opts.NoSync {
+		s.wo = pebble.NoSync
+	}
+	return s, nil
+}
+
+// enter starts a call: it fails once the store is closed and otherwise
+// holds s.mu shared until leave.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.mu.closed {
+		s.mu.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.mu.RUnlock() }
+
+// idStripe returns the index of id's stripe in idLocks.
+func (s *Store) idStripe(id task.ID) int {
+	return int(maphash.Bytes(s.seed, id[:]) % stripes)
+}
+
+// keyStripe returns the index of (app, key)'s stripe in keyLocks.
+func (s *Store) keyStripe(app, key string) int {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(app)
+	h.WriteByte(0)
+	h.WriteString(key)
+	return int(h.Sum64() % stripes)
+}
+
+// errChangedIdentity is returned by Update when fn changed the ID, App or Key
+// of the task, which the contract forbids.
+var errChangedIdentity = errors.New("toc: update must not change a task's id, app or key")
+
+// Create implements [store.Store].
+func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	for _, t := range tasks {
+		if err := checkTask(t); err != nil {
+			return nil, err
+		}
+	}
+
+	// Lock the key stripes (see the lock order).
+	var keyStripes []int
+	for _, t := range tasks {
+		if t.Key != "" {
+			keyStripes = append(keyStripes, s.keyStripe(t.App, t.Key))
+		}
+	}
+	defer lockAll(&s.keyLocks, keyStripes)()
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	res := make([]store.CreateResult, len(tasks))
+	byKey := make(map[string]*task.Task) // keyKey → the task that has it, for this batch
+	for i, t := range tasks {
+		var kk []byte
+		if t.Key != "" {
+			kk = keyKey(t.App, t.Key)
+			owner, ok := byKey[string(kk)]
+			if !ok {
+				var err error
+				owner, err = getByKey(s.db, kk)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
+			}
+			if owner != nil {
+				byKey[string(kk)] = owner
+				res[i] = store.CreateResult{Task: owner.Clone()}
+				continue
+			}
+		}
+		c := normalize(t.Clone())
+		if err := writeTask(b, nil, c); err != nil {
+			return nil, err
+		}
+		if kk != nil {
+			byKey[string(kk)] = c
+		}
+		res[i] = store.CreateResult{Task: c.Clone(), Created: true}
+	}
+	if err := b.Commit(s.wo); err != nil {
+		return nil, fmt.Errorf("pebblestore: create: %w", err)
+	}
+	return res, nil
+}
+
+// Get implements [store.Store].
+func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	return get(s.db, id)
+}
+
+// GetByKey implements [store.Store].
+func (s *Store) GetByKey(ctx context.Context, app, key string) (*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	// A snapshot, so that a sweep between the two reads can't make a
+	// taken key look free.
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	return getByKey(snap, keyKey(app, key))
+}
+
+// Update implements [store.Store]. fn runs with the task's stripe locked, so
+// it must not call the store.
+func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	mu := &s.idLocks[s.idStripe(id)]
+	mu.Lock()
+	defer mu.Unlock()
+
+	old, err := get(s.db, id)
+	if err != nil {
+		return nil, err
+	}
+	c := old.Clone()
+	if err := fn(c); err != nil {
+		return old, err
+	}
+	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
+		return old, errChangedIdentity
+	}
+	c = normalize(c.Clone()) // fn may have kept the pointer it was given
+	if err := checkTask(c); err != nil {
+		return old, err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := writeTask(b, old, c); err != nil {
+		return old, err
+	}
+	wo := s.wo
+	if opts != nil && opts.NoSync {
+		wo = pebble.NoSync
+	}
+	if err := b.Commit(wo); err != nil {
+		return nil, fmt.Errorf("pebblestore: update %s: %w", id, err)
+	}
+	return c.Clone(), nil
+}
+
+// Wakeups implements [store.Store]. Times are compared at millisecond
+// precision.
+func (s *Store) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return nil, nil
+	}
+	lower := []byte{prefixWake}
+	if !after.At.IsZero() {
+		lower = successor(wakeKey(after.At.UnixMilli(), after.ID))
+	}
+	upper := prefixEnd([]byte{prefixWake})
+	if ms := until.UnixMilli(); ms < math.MaxInt64 {
+		upper = wakeBound(ms + 1)
+	}
+	var out []store.Wakeup
+	err := scan(s.db, lower, upper, func(k, v []byte) (bool, error) {
+		ms, id, err := parseWakeKey(k)
+		if err != nil {
+			return false, err
+		}
+		if len(v) != 2 {
+			return false, fmt.Errorf("pebblestore: malformed wake entry %x", v)
+		}
+		state, err := parseStateByte(v[0])
+		if err != nil {
+			return false, err
+		}
+		kind, err := parseKindByte(v[1])
+		if err != nil {
+			return false, err
+		}
+		out = append(out, store.Wakeup{ID: id, At: time.UnixMilli(ms).UTC(), State: state, Kind: kind})
+		return len(out) < limit, nil
+	})
+	return out, err
+}
+
+// Claimable implements [store.Store]. Times are compared at millisecond
+// precision.
+func (s *Store) Claimable(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return nil, nil
+	}
+	prefix := pullPrefix(app)
+	upper := prefixEnd(prefix)
+	if ms := now.UnixMilli(); ms < math.MaxInt64 {
+		upper = appendMs(pullPrefix(app), ms+1)
+	}
+	var out []task.ID
+	err := scan(s.db, prefix, upper, func(k, _ []byte) (bool, error) {
+		_, id, err := parsePullKey(k, len(prefix))
+		if err != nil {
+			return false, err
+		}
+		out = append(out, id)
+		return len(out) < limit, nil
+	})
+	return out, err
+}
+
+// List implements [store.Store].
+func (s *Store) List(ctx context.Context, app string, state task.State, after task.ID, limit int) ([]*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	sb, err := stateByte(state)
+	if limit <= 0 || err != nil {
+		return nil, nil // no task is in an unknown state
+	}
+	prefix := appStatePrefix(app, sb)
+	lower := prefix
+	if !after.IsZero() {
+		lower = successor(appStateKey(app, sb, after))
+	}
+	// A snapshot, so that the tasks read are those the index listed.
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	var ids []task.ID
+	err = scan(snap, lower, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
+		id, err := parseAppStateKey(k, len(prefix))
+		if err != nil {
+			return false, err
+		}
+		ids = append(ids, id)
+		return len(ids) < limit, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*task.Task, 0, len(ids))
+	for _, id := range ids {
+		t, err := get(snap, id)
+		if err != nil {
+			return nil, fmt.Errorf("pebblestore: list entry of %s: %w", id, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Sweep implements [store.Store]. FinishedAt and cutoff are compared at
+// millisecond precision; the oldest finished tasks go first.
+func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return 0, nil
+	}
+	cutoffMs := cutoff.UnixMilli()
+	var ids []task.ID
+	err := scan(s.db, []byte{prefixFinished}, finishedBound(cutoffMs), func(k, _ []byte) (bool, error) {
+		_, id, err := parseFinishedKey(k)
+		if err != nil {
+			return false, err
+		}
+		ids = append(ids, id)
+		return len(ids) < limit, nil
+	})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+
+	// Lock the id stripes, then the key stripes, each in ascending order.
+	var idStripes []int
+	for _, id := range ids {
+		idStripes = append(idStripes, s.idStripe(id))
+	}
+	defer lockAll(&s.idLocks, idStripes)()
+
+	// Re-read under the locks: an Update may have changed a task since the
+	// scan.
+	var doomed []*task.Task
+	var keyStripes []int
+	for _, id := range ids {
+		t, err := get(s.db, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // swept meanwhile
+		}
+		if err != nil {
+			return 0, err
+		}
+		if !t.State.Final() || t.FinishedAt == nil || t.FinishedAt.UnixMilli() >= cutoffMs {
+			continue
+		}
+		doomed = append(doomed, t)
+		if t.Key != "" {
+			keyStripes = append(keyStripes, s.keyStripe(t.App, t.Key))
+		}
+	}
+	defer lockAll(&s.keyLocks, keyStripes)()
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, t := range doomed {
+		if err := writeTask(b, t, nil); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.Commit(s.wo); err != nil {
+		return 0, fmt.Errorf("pebblestore: sweep: %w", err)
+	}
+	return len(doomed), nil
+}
+
+// lockAll locks the stripes of locks at the indexes idx, each once and in
+// ascending order, and returns the function that unlocks them. It sorts idx.
+func lockAll(locks *[stripes]stripe, idx []int) (unlock func()) {
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		locks[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			locks[i].Unlock()
+		}
+	}
+}
+
+// Close implements [store.Store]. It waits for calls in flight to return.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return store.ErrClosed
+	}
+	s.mu.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	return nil
+}
+
+// reader is what *pebble.DB and *pebble.Snapshot have in common that the
+// store uses.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// get reads the task with id.
+func get(r reader, id task.ID) (*task.Task, error) {
+	v, closer, err := r.Get(taskKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: get %s: %w", id, err)
+	}
+	defer closer.Close()
+	t, err := decodeRecord(v)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// getByKey reads the task that has the key entry kk.
+func getByKey(r reader, kk []byte) (*task.Task, error) {
+	v, closer, err := r.Get(kk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
+	}
+	var id task.ID
+	n := copy(id[:], v)
+	closer.Close()
+	if n != idLen || len(v) != idLen {
+		return nil, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
+	}
+	t, err := get(r, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("pebblestore: key entry %q points to missing task %s", kk, id)
+	}
+	return t, err
+}
+
+// scan calls fn with each key and value in [lower, upper) until fn returns
+// false or an error. The slices are valid only during the call.
+func scan(r reader, lower, upper []byte, fn func(k, v []byte) (more bool, err error)) error {
+	if upper != nil && string(lower) >= string(upper) {
+		return nil
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("pebblestore: new iterator: %w", err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("pebblestore: scan: %w", err)
+		}
+		more, err := fn(it.Key(), v)
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("pebblestore: scan: %w", err)
+	}
+	return nil
+}
+
+// entry is one index entry of a task.
+type entry struct{ key, value []byte }
+
+// indexEntries returns the index entries of t (none when t is nil).
+func indexEntries(t *task.Task) ([]entry, error) {
+	if t == nil {
+		return nil, nil
+	}
+	sb, err := stateByte(t.State)
+	if err != nil {
+		return nil, err
+	}
+	kind := t.Target.Kind()
+	kb, err := kindByte(kind)
+	if err != nil {
+		return nil, err
+	}
+	es := make([]entry, 0, 5)
+	es = append(es, entry{key: appStateKey(t.App, sb, t.ID)})
+	if !t.WakeAt.IsZero() {
+		es = append(es, entry{wakeKey(t.WakeAt.UnixMilli(), t.ID), []byte{sb, kb}})
+	}
+	if t.State == task.Scheduled && kind == "pull" {
+		es = append(es, entry{key: pullKey(t.App, t.NextAttemptAt.UnixMilli(), t.ID)})
+	}
+	if t.Key != "" {
+		es = append(es, entry{keyKey(t.App, t.Key), t.ID[:]})
+	}
+	if t.State.Final() && t.FinishedAt != nil {
+		es = append(es, entry{key: finishedKey(t.FinishedAt.UnixMilli(), t.ID)})
+	}
+	return es, nil
+}
+
+// writeTask adds to b the change from old to new: the record and the index
+// entries that differ. old nil creates new; new nil deletes old.
+func writeTask(b *pebble.Batch, old, new *task.Task) error {
+	olds, err := indexEntries(old)
+	if err != nil {
+		return err
+	}
+	news, err := indexEntries(new)
+	if err != nil {
+		return err
+	}
+	if new != nil {
+		rec, err := encodeRecord(new)
+		if err != nil {
+			return err
+		}
+		if err := b.Set(taskKey(new.ID), rec, nil); err != nil {
+			return err
+		}
+	} else {
+		if err := b.Delete(taskKey(old.ID), nil); err != nil {
+			return err
+		}
+	}
+	for _, o := range olds {
+		if !slices.ContainsFunc(news, func(n entry) bool { return string(n.key) == string(o.key) }) {
+			if err := b.Delete(o.key, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range news {
+		i := slices.IndexFunc(olds, func(o entry) bool { return string(n.key) == string(o.key) })
+		if i >= 0 && string(olds[i].value) == string(n.value) {
+			continue
+		}
+		if err := b.Set(n.key, n.value, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTask refuses a task the layout can't hold.
+func checkTask(t *task.Task) error {
+	if t.ID.IsZero() {
+		return errors.New("pebblestore: task without an id")
+	}
+	if strings.IndexByte(t.App, 0) >= 0 {
+		return fmt.Errorf("pebblestore: task %s: app %q contains a NUL byte", t.ID, t.App)
+	}
+	if _, err := stateByte(t.State); err != nil {
+		return err
+	}
+	_, err := kindByte(t.Target.Kind())
+	return err
+}
