@@ -556,3 +556,34 @@ func TestBackoffBounds(t *testing.T) {
 	}
 	_ = fmt.Sprint
 }
+
+// TestRetentionSweep: finished tasks are removed after the retention period,
+// and their key is free again; live tasks are kept.
+func TestRetentionSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(c *Config) { c.Retention = time.Hour })
+		done := b.schedule(t, ScheduleParams{Key: "k", DueAt: time.Now()})
+		live := b.schedule(t, ScheduleParams{Key: "far", DueAt: time.Now().Add(48 * time.Hour)})
+		synctest.Wait()
+		if s := b.get(t, done.ID).State; s != task.Delivered {
+			t.Fatalf("state %s", s)
+		}
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		if _, err := b.eng.Get(t.Context(), done.ID); err != nil {
+			t.Fatalf("removed before the retention period: %v", err)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if _, err := b.eng.Get(t.Context(), done.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("after retention: %v, want not found", err)
+		}
+		if _, err := b.eng.Get(t.Context(), live.ID); err != nil {
+			t.Fatalf("live task swept: %v", err)
+		}
+		again := b.schedule(t, ScheduleParams{Key: "k", DueAt: time.Now().Add(time.Hour)})
+		if again.ID == done.ID {
+			t.Error("the key of a swept task still returns the old task")
+		}
+	})
+}

@@ -30,7 +30,15 @@ type Config struct {
 	// MaxPayload must match the engine's; it sizes the body caps.
 	// Default task.DefaultMaxPayload.
 	MaxPayload int
+	// MaxConcurrent caps the API requests served at once (long-polling
+	// claims excepted); more get 429 with Retry-After, so that a flood
+	// sheds load instead of queueing without bound. Default
+	// MaxConcurrentDefault.
+	MaxConcurrent int
 }
+
+// MaxConcurrentDefault is Config.MaxConcurrent's default.
+const MaxConcurrentDefault = 4096
 
 // Handler serves the API.
 type Handler struct {
@@ -40,6 +48,7 @@ type Handler struct {
 	maxBatch   int64 // a batch
 	mux        *http.ServeMux
 	maxPayload int
+	slots      chan struct{} // MaxConcurrent tokens
 }
 
 // New returns the API handler.
@@ -49,6 +58,7 @@ func New(cfg Config) *Handler {
 		log:        cmp.Or(cfg.Logger, slog.Default()),
 		maxPayload: cmp.Or(cfg.MaxPayload, task.DefaultMaxPayload),
 		mux:        http.NewServeMux(),
+		slots:      make(chan struct{}, cmp.Or(cfg.MaxConcurrent, MaxConcurrentDefault)),
 	}
 	// A maximal payload in base64, plus room for the other fields.
 	h.maxBody = int64(h.maxPayload*4/3 + 64<<10)
@@ -57,18 +67,18 @@ func New(cfg Config) *Handler {
 	m := h.mux
 	m.HandleFunc("GET /healthz", h.healthz)
 	m.HandleFunc("GET /readyz", h.readyz)
-	m.HandleFunc("POST /v1/tasks", h.create)
-	m.HandleFunc("POST /v1/tasks:batch", h.batch)
-	m.HandleFunc("GET /v1/tasks/{id}", h.get)
-	m.HandleFunc("PATCH /v1/tasks/{id}", h.patch)
-	m.HandleFunc("DELETE /v1/tasks/{id}", h.cancel)
-	m.HandleFunc("POST /v1/tasks/{id}/retry", h.retry)
-	m.HandleFunc("POST /v1/tasks/{id}/ack", h.ack)
-	m.HandleFunc("POST /v1/tasks/{id}/nack", h.nack)
-	m.HandleFunc("GET /v1/apps/{app}/keys/{key}", h.getByKey)
-	m.HandleFunc("DELETE /v1/apps/{app}/keys/{key}", h.cancelByKey)
-	m.HandleFunc("GET /v1/apps/{app}/tasks", h.list)
-	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim)
+	m.HandleFunc("POST /v1/tasks", h.limited(h.create))
+	m.HandleFunc("POST /v1/tasks:batch", h.limited(h.batch))
+	m.HandleFunc("GET /v1/tasks/{id}", h.limited(h.get))
+	m.HandleFunc("PATCH /v1/tasks/{id}", h.limited(h.patch))
+	m.HandleFunc("DELETE /v1/tasks/{id}", h.limited(h.cancel))
+	m.HandleFunc("POST /v1/tasks/{id}/retry", h.limited(h.retry))
+	m.HandleFunc("POST /v1/tasks/{id}/ack", h.limited(h.ack))
+	m.HandleFunc("POST /v1/tasks/{id}/nack", h.limited(h.nack))
+	m.HandleFunc("GET /v1/apps/{app}/keys/{key}", h.limited(h.getByKey))
+	m.HandleFunc("DELETE /v1/apps/{app}/keys/{key}", h.limited(h.cancelByKey))
+	m.HandleFunc("GET /v1/apps/{app}/tasks", h.limited(h.list))
+	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})
@@ -76,6 +86,24 @@ func New(cfg Config) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// errBusy is the answer past MaxConcurrent.
+var errBusy = &apiError{status: http.StatusTooManyRequests, code: "too_many_requests",
+	msg: "the server is at its limit of concurrent requests; retry after the Retry-After delay"}
+
+// limited sheds load: past MaxConcurrent requests at once, it answers 429
+// at once instead of queueing.
+func (h *Handler) limited(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+			next(w, r)
+		default:
+			h.writeError(w, r, errBusy)
+		}
+	}
+}
 
 // apiError is an error that already knows its answer.
 type apiError struct {
@@ -146,7 +174,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if status == http.StatusInternalServerError {
 		h.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, body)
