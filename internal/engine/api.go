@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,14 +54,23 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 	if p.DueAt.IsZero() {
 		return nil, &task.FieldError{Field: "due_at", Message: `one of "due_at" or "delay" is required`}
 	}
+	pol := e.Policy(p.App)
+	if p.Target.Kind() == "" && pol.Target != nil {
+		p.Target = *pol.Target
+	}
+	if p.Target.Kind() == "" {
+		return nil, &task.FieldError{Field: "target", Message: `is required (the app has no default target): {"http":{"url":"..."}} or {"pull":{}}`}
+	}
 	if err := p.Target.Validate(); err != nil {
 		return nil, err
 	}
 	if err := p.Retry.Validate(); err != nil {
 		return nil, err
 	}
-	if len(p.Payload) > e.cfg.MaxPayload {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(p.Payload), e.cfg.MaxPayload)
+	p.Retry = withPolicyRetry(p.Retry, pol.Retry)
+	limit := cmp.Or(pol.MaxPayload, e.cfg.MaxPayload)
+	if len(p.Payload) > limit {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(p.Payload), limit)
 	}
 	due := task.Ms(p.DueAt)
 	now = now.UTC().Truncate(time.Millisecond)
@@ -88,6 +98,21 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 	return t, nil
 }
 
+// withPolicyRetry fills the zero fields of a task's retry policy from its
+// app's.
+func withPolicyRetry(r, app task.RetryPolicy) task.RetryPolicy {
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = app.MaxAttempts
+	}
+	if r.MinBackoff == 0 {
+		r.MinBackoff = app.MinBackoff
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = app.MaxBackoff
+	}
+	return r
+}
+
 func checkDeadline(deadline, due, now time.Time) error {
 	if deadline.Before(due) {
 		return &task.FieldError{Field: "deadline", Message: "is before the due time"}
@@ -109,6 +134,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	results := make([]ScheduleResult, len(ps))
 	var tasks []*task.Task
 	var idx []int
+	perApp := map[string]int{}
 	for i, p := range ps {
 		t, err := e.newTask(p, now)
 		if err != nil {
@@ -117,6 +143,25 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 		}
 		tasks = append(tasks, t)
 		idx = append(idx, i)
+		perApp[t.App]++
+	}
+	// Creates beyond an app's creates_per_second fail as a whole per app.
+	limited := map[string]error{}
+	for app, n := range perApp {
+		if err := e.allowCreate(app, n, now); err != nil {
+			limited[app] = err
+		}
+	}
+	if len(limited) > 0 {
+		kt, ki := tasks[:0:0], idx[:0:0]
+		for j, t := range tasks {
+			if err := limited[t.App]; err != nil {
+				results[idx[j]].Err = err
+				continue
+			}
+			kt, ki = append(kt, t), append(ki, idx[j])
+		}
+		tasks, idx = kt, ki
 	}
 	if len(tasks) == 0 {
 		return results, nil
@@ -161,12 +206,15 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	if p.Payload != nil && len(*p.Payload) > e.cfg.MaxPayload {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), e.cfg.MaxPayload)
-	}
 	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Scheduled {
 			return conflict("change", t, "")
+		}
+		if p.Payload != nil {
+			limit := cmp.Or(e.Policy(t.App).MaxPayload, e.cfg.MaxPayload)
+			if len(*p.Payload) > limit {
+				return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), limit)
+			}
 		}
 		now := msNow()
 		if p.DueAt != nil {

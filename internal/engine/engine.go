@@ -121,6 +121,7 @@ type Engine struct {
 	log   *slog.Logger
 	ids   task.IDGenerator
 	boot  string // this process's part of lease tokens
+	apps  *apps  // per-app policies and limits
 
 	// kick wakes the run loop when an earlier entry enters the wheel;
 	// loadKick wakes the loader when room frees up. Capacity 1, sent
@@ -166,6 +167,7 @@ func New(cfg Config) (*Engine, error) {
 		loadKick: make(chan struct{}, 1),
 		readyCh:  make(chan struct{}, 1),
 		sem:      make(chan struct{}, cfg.MaxInFlight),
+		apps:     newApps(cfg.MaxInFlight),
 	}
 	e.mu.waiters = make(map[string]chan struct{})
 	return e, nil

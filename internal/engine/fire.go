@@ -16,10 +16,11 @@ import (
 // consumers. Whatever it writes, it ends by tracking the stored task so the
 // wheel holds its next wake.
 func (e *Engine) fire(ctx context.Context, id task.ID) {
-	var push bool
-	var pullDue bool
+	var push, pullDue, parked bool
+	var later time.Time
+	var app string
 	t, err := e.store.Update(context.WithoutCancel(ctx), id, noSync, func(t *task.Task) error {
-		push, pullDue = false, false
+		push, pullDue, parked, later, app = false, false, false, time.Time{}, t.App
 		now := msNow()
 		switch t.State {
 		case task.Scheduled:
@@ -52,6 +53,14 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 				timeout = h.Timeout.Std()
 			}
+			switch adm, at := e.admit(t.App, t.ID, now); adm {
+			case admitLater:
+				later = at
+				return errSkip
+			case admitPark:
+				parked = true
+				return errSkip
+			}
 			startAttempt(t, now, timeout+e.cfg.LeaseGrace, e.boot)
 			push = true
 			return nil
@@ -70,10 +79,19 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 		}
 		return errSkip
 	})
+	if err != nil && push {
+		e.release(app) // admitted, but the lease was not written
+		push = false
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		e.untrack(id)
 		return
+	case errors.Is(err, errSkip) && !later.IsZero():
+		e.deferTo(id, later)
+		return
+	case errors.Is(err, errSkip) && parked:
+		return // release will enqueue it when a slot frees
 	case errors.Is(err, errSkip):
 	case err != nil:
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
@@ -124,6 +142,7 @@ func (e *Engine) untrack(id task.ID) {
 // deliver runs one push attempt of t, which holds a fresh lease, and records
 // the outcome under that lease.
 func (e *Engine) deliver(ctx context.Context, t *task.Task) {
+	defer e.release(t.App)
 	s := e.cfg.Sinks[t.Target.Kind()]
 	var derr error
 	if s == nil {

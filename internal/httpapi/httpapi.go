@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/toc-dev/toc/internal/engine"
@@ -30,6 +32,9 @@ type Config struct {
 	// MaxPayload must match the engine's; it sizes the body caps.
 	// Default task.DefaultMaxPayload.
 	MaxPayload int
+	// Access says which tokens reach which apps; nil allows everything
+	// (local development). SetAccess replaces it.
+	Access *Access
 	// MaxConcurrent caps the API requests served at once (long-polling
 	// claims excepted); more get 429 with Retry-After, so that a flood
 	// sheds load instead of queueing without bound. Default
@@ -49,6 +54,8 @@ type Handler struct {
 	mux        *http.ServeMux
 	maxPayload int
 	slots      chan struct{} // MaxConcurrent tokens
+	access     atomic.Pointer[Access]
+	api        http.Handler // mux behind authentication
 }
 
 // New returns the API handler.
@@ -82,10 +89,45 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})
+	h.access.Store(cfg.Access)
+	h.api = h.authenticate(m)
 	return h
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the health routes to anyone and everything else to
+// authenticated requests.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	h.api.ServeHTTP(w, r)
+}
+
+// authorizeID checks that the caller may write to task id: 404 when the task
+// does not exist, 403 when it belongs to an app the token does not reach.
+func (h *Handler) authorizeID(r *http.Request, id task.ID) error {
+	p := who(r.Context())
+	if p.admin {
+		return nil
+	}
+	t, err := h.eng.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !p.can(t.App) {
+		return errForbidden(t.App)
+	}
+	return nil
+}
+
+// authorizeApp is authorizeID for routes that name the app.
+func authorizeApp(r *http.Request, app string) error {
+	if !who(r.Context()).can(app) {
+		return errForbidden(app)
+	}
+	return nil
+}
 
 // errBusy is the answer past MaxConcurrent.
 var errBusy = &apiError{status: http.StatusTooManyRequests, code: "too_many_requests",
@@ -136,6 +178,8 @@ func statusOf(err error) (status int, code, field string) {
 		return http.StatusConflict, "conflict", ""
 	case errors.Is(err, engine.ErrTooLarge), errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large", ""
+	case errors.As(err, new(*engine.RateLimitError)):
+		return http.StatusTooManyRequests, "rate_limited", ""
 	case errors.Is(err, engine.ErrNotReady), errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "not_ready", ""
 	}
@@ -175,7 +219,12 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		h.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	}
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+		secs := 1
+		var rl *engine.RateLimitError
+		if errors.As(err, &rl) {
+			secs = max(1, int(math.Ceil(rl.RetryAfter.Seconds())))
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	writeJSON(w, status, body)
 }
@@ -339,10 +388,9 @@ func (req *createRequest) params(now time.Time) (engine.ScheduleParams, error) {
 	if p.Payload, _, err = payloadOf(req.Payload, req.PayloadBase64); err != nil {
 		return p, err
 	}
-	if req.Target == nil {
-		return p, badField("target", `is required: {"http":{"url":"..."}} or {"pull":{}}`)
+	if req.Target != nil { // else the app's default target, if it has one
+		p.Target = *req.Target
 	}
-	p.Target = *req.Target
 	if req.Retry != nil {
 		p.Retry = *req.Retry
 	}
@@ -368,6 +416,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := req.params(time.Now())
+	if err == nil {
+		err = authorizeApp(r, p.App)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -429,6 +480,9 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			p, err = cr.params(now)
 		}
+		if err == nil {
+			err = authorizeApp(r, p.App)
+		}
 		if err != nil {
 			items[i].Error = itemError(err)
 			continue
@@ -465,14 +519,22 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var t *task.Task
 		if t, err = h.eng.Get(r.Context(), id); err == nil {
-			writeJSON(w, http.StatusOK, t)
-			return
+			if !who(r.Context()).can(t.App) {
+				err = fmt.Errorf("%w: %s", store.ErrNotFound, id) // reads of other apps' tasks: as if absent
+			} else {
+				writeJSON(w, http.StatusOK, t)
+				return
+			}
 		}
 	}
 	h.writeError(w, r, err)
 }
 
 func (h *Handler) getByKey(w http.ResponseWriter, r *http.Request) {
+	if authorizeApp(r, r.PathValue("app")) != nil {
+		h.writeError(w, r, fmt.Errorf("%w: no such key", store.ErrNotFound))
+		return
+	}
 	t, err := h.eng.GetByKey(r.Context(), r.PathValue("app"), r.PathValue("key"))
 	if err != nil {
 		h.writeError(w, r, err)
@@ -532,6 +594,10 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, badField("due_at", `nothing to change: give "due_at", "delay", "deadline" or "payload"`))
 		return
 	}
+	if err := h.authorizeID(r, id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	t, err := h.eng.Patch(r.Context(), id, p)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -543,6 +609,9 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err == nil {
+		err = h.authorizeID(r, id)
+	}
+	if err == nil {
 		if _, err = h.eng.Cancel(r.Context(), id); err == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -552,6 +621,10 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) cancelByKey(w http.ResponseWriter, r *http.Request) {
+	if err := authorizeApp(r, r.PathValue("app")); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	if _, err := h.eng.CancelByKey(r.Context(), r.PathValue("app"), r.PathValue("key")); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -561,6 +634,9 @@ func (h *Handler) cancelByKey(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
+	if err == nil {
+		err = h.authorizeID(r, id)
+	}
 	if err == nil {
 		var t *task.Task
 		if t, err = h.eng.Retry(r.Context(), id); err == nil {
@@ -572,6 +648,10 @@ func (h *Handler) retry(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	if err := authorizeApp(r, r.PathValue("app")); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	q := r.URL.Query()
 	state := task.State(q.Get("state"))
 	if state == "" {
@@ -615,6 +695,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
+	if err := authorizeApp(r, r.PathValue("app")); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	var req struct {
 		Max   *int           `json:"max"`
 		Lease *task.Duration `json:"lease"`
@@ -671,6 +755,10 @@ func (h *Handler) ack(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	if err := h.authorizeID(r, id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	if err := h.eng.Ack(r.Context(), id, req.Lease); err != nil {
 		h.writeError(w, r, err)
 		return
@@ -704,6 +792,10 @@ func (h *Handler) nack(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Error) > 4096 {
 		req.Error = req.Error[:4096]
+	}
+	if err := h.authorizeID(r, id); err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	if err := h.eng.Nack(r.Context(), id, req.Lease, req.Error, retryIn); err != nil {
 		h.writeError(w, r, err)

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// AppPolicy is what the engine applies to one app's tasks. Zero fields fall
+// back to the engine's defaults.
+type AppPolicy struct {
+	// Target is used when a create gives none.
+	Target *task.Target
+	// Retry fills the fields a task's own policy leaves zero.
+	Retry task.RetryPolicy
+	// MaxPayload caps the app's payloads (default Config.MaxPayload).
+	MaxPayload int
+	// DeliveriesPerSecond and Burst limit push attempts (0: unlimited).
+	// Burst defaults to max(1, DeliveriesPerSecond/10).
+	DeliveriesPerSecond float64
+	Burst               int
+	// MaxInFlight caps the app's concurrent push attempts. Default: half of
+	// Config.MaxInFlight, so that one app whose endpoint hangs can never
+	// take every delivery slot.
+	MaxInFlight int
+	// CreatesPerSecond limits task creation (0: unlimited); past it creates
+	// fail with a *RateLimitError (HTTP 429 with Retry-After).
+	CreatesPerSecond float64
+}
+
+// Policies are the per-app settings; Default applies to apps not in Apps.
+type Policies struct {
+	Default AppPolicy
+	Apps    map[string]AppPolicy
+}
+
+func (p *Policies) of(app string) AppPolicy {
+	if a, ok := p.Apps[app]; ok {
+		return a
+	}
+	return p.Default
+}
+
+// RateLimitError: an app created tasks faster than its creates_per_second.
+type RateLimitError struct {
+	App        string
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("toc: app %q is over its creates_per_second limit; retry after %s", e.App, e.RetryAfter.Round(time.Millisecond))
+}
+
+// appState is the runtime state of one app's limits. Guarded by apps.mu.
+type appState struct {
+	deliver     *rate.Limiter // nil: unlimited
+	create      *rate.Limiter // nil: unlimited
+	maxInFlight int
+	inFlight    int
+	parked      []task.ID            // due, waiting for an in-flight slot
+	reserved    map[task.ID]time.Time // due, holding a rate reservation for this time
+}
+
+// apps holds the policies and each app's limiters. It has its own lock,
+// never held together with Engine.mu.
+type apps struct {
+	mu       sync.Mutex
+	pol      Policies
+	state    map[string]*appState
+	defShare int // default MaxInFlight per app
+}
+
+func newApps(maxInFlight int) *apps {
+	return &apps{state: map[string]*appState{}, defShare: max(1, maxInFlight/2)}
+}
+
+// SetPolicies replaces the per-app settings. Limits change in place: tasks
+// waiting for a slot or a rate reservation keep waiting under the new limits,
+// and none is dropped. Safe to call at any time (a config reload).
+func (e *Engine) SetPolicies(p Policies) {
+	a := e.apps
+	a.mu.Lock()
+	a.pol = p
+	var unpark []task.ID
+	for app, st := range a.state {
+		a.applyLocked(app, st)
+		for len(st.parked) > 0 && st.inFlight < st.maxInFlight {
+			unpark = append(unpark, st.parked[0])
+			st.parked = st.parked[1:]
+			st.inFlight++ // the slot is taken on the task's behalf; see admit
+			if st.reserved == nil {
+				st.reserved = map[task.ID]time.Time{}
+			}
+			st.reserved[unpark[len(unpark)-1]] = time.Time{}
+		}
+	}
+	a.mu.Unlock()
+	e.enqueue(unpark...)
+}
+
+// Policy returns the settings in force for app.
+func (e *Engine) Policy(app string) AppPolicy {
+	e.apps.mu.Lock()
+	defer e.apps.mu.Unlock()
+	return e.apps.pol.of(app)
+}
+
+func (a *apps) applyLocked(app string, st *appState) {
+	p := a.pol.of(app)
+	st.maxInFlight = p.MaxInFlight
+	if st.maxInFlight <= 0 {
+		st.maxInFlight = a.defShare
+	}
+	st.deliver = setLimit(st.deliver, p.DeliveriesPerSecond, p.Burst)
+	st.create = setLimit(st.create, p.CreatesPerSecond, 0)
+}
+
+func setLimit(l *rate.Limiter, perSec float64, burst int) *rate.Limiter {
+	if perSec <= 0 {
+		return nil
+	}
+	if burst <= 0 {
+		burst = max(1, int(math.Ceil(perSec/10)))
+	}
+	if l == nil {
+		return rate.NewLimiter(rate.Limit(perSec), burst)
+	}
+	l.SetLimit(rate.Limit(perSec))
+	l.SetBurst(burst)
+	return l
+}
+
+func (a *apps) getLocked(app string) *appState {
+	st, ok := a.state[app]
+	if !ok {
+		st = &appState{}
+		a.applyLocked(app, st)
+		a.state[app] = st
+	}
+	return st
+}
+
+type admission int
+
+const (
+	admitNow   admission = iota
+	admitLater           // wait for a rate reservation: retry at the returned time
+	admitPark            // at MaxInFlight: parked until a slot frees
+)
+
+// admit decides whether a due push task of app may start an attempt now. On
+// admitNow it has taken an in-flight slot, which release gives back.
+func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.Time) {
+	a := e.apps
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	at, held := st.reserved[id]
+	if held && at.IsZero() {
+		// Unparked with a slot already taken for it.
+		delete(st.reserved, id)
+		return admitNow, time.Time{}
+	}
+	if held && at.After(now) {
+		return admitLater, at
+	}
+	if st.inFlight >= st.maxInFlight {
+		if held {
+			delete(st.reserved, id) // it will reserve again when unparked
+		}
+		st.parked = append(st.parked, id)
+		return admitPark, time.Time{}
+	}
+	if !held && st.deliver != nil {
+		r := st.deliver.ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			if st.reserved == nil {
+				st.reserved = map[task.ID]time.Time{}
+			}
+			at := task.Ms(now.Add(d))
+			st.reserved[id] = at
+			return admitLater, at
+		}
+	}
+	delete(st.reserved, id)
+	st.inFlight++
+	return admitNow, time.Time{}
+}
+
+// release gives back an in-flight slot of app and hands it to a parked task.
+func (e *Engine) release(app string) {
+	a := e.apps
+	a.mu.Lock()
+	st := a.getLocked(app)
+	st.inFlight--
+	var next []task.ID
+	if len(st.parked) > 0 && st.inFlight < st.maxInFlight {
+		id := st.parked[0]
+		st.parked[0] = task.ID{}
+		st.parked = st.parked[1:]
+		st.inFlight++
+		if st.reserved == nil {
+			st.reserved = map[task.ID]time.Time{}
+		}
+		st.reserved[id] = time.Time{} // slot taken on its behalf
+		next = append(next, id)
+	}
+	a.mu.Unlock()
+	e.enqueue(next...)
+}
+
+// allowCreate takes n create tokens of app, or says when to retry.
+func (e *Engine) allowCreate(app string, n int, now time.Time) error {
+	a := e.apps
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	if st.create == nil {
+		return nil
+	}
+	r := st.create.ReserveN(now, n)
+	if !r.OK() {
+		return &RateLimitError{App: app, RetryAfter: time.Second}
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return &RateLimitError{App: app, RetryAfter: d}
+	}
+	return nil
+}
+
+// enqueue hands fired ids to the workers.
+func (e *Engine) enqueue(ids ...task.ID) {
+	if len(ids) == 0 {
+		return
+	}
+	e.mu.Lock()
+	e.mu.ready = append(e.mu.ready, ids...)
+	e.mu.Unlock()
+	e.signalReady()
+}
+
+// deferTo puts id back in the wheel at `at` (a rate reservation), whatever
+// the loader's cursor: the store still says it is due now.
+func (e *Engine) deferTo(id task.ID, at time.Time) {
+	e.mu.Lock()
+	if e.mu.wheel != nil {
+		e.mu.wheel.Add(id, at.UnixMilli())
+	}
+	earlier := e.mu.armed.IsZero() || at.Before(e.mu.armed)
+	e.mu.Unlock()
+	if earlier {
+		signal(e.kick)
+	}
+}

@@ -1,0 +1,201 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/task"
+)
+
+// appSink routes deliveries by app to per-app functions and records them.
+type appSink struct {
+	mu    sync.Mutex
+	by    map[string]func(ctx context.Context, t *task.Task) error
+	times map[string][]time.Time
+	late  map[string][]time.Duration
+}
+
+func newAppSink() *appSink {
+	return &appSink{by: map[string]func(context.Context, *task.Task) error{}, times: map[string][]time.Time{}, late: map[string][]time.Duration{}}
+}
+
+func (s *appSink) Deliver(ctx context.Context, t *task.Task) error {
+	now := time.Now()
+	s.mu.Lock()
+	s.times[t.App] = append(s.times[t.App], now)
+	s.late[t.App] = append(s.late[t.App], now.Sub(t.DueAt))
+	fn := s.by[t.App]
+	s.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, t)
+	}
+	return nil
+}
+
+func (s *appSink) count(app string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.times[app])
+}
+
+func many(app string, n int, due time.Time) []ScheduleParams {
+	ps := make([]ScheduleParams, n)
+	for i := range ps {
+		ps[i] = ScheduleParams{App: app, DueAt: due, Target: httpTarget}
+	}
+	return ps
+}
+
+// TestRateLimitAndIsolation: app "slow" is limited to 200 deliveries/s and
+// 2000 of its tasks fall due at once; they go out at about 200/s, while app
+// "fast"'s tasks, due meanwhile, fire exactly on time.
+func TestRateLimitAndIsolation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newAppSink()
+		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s} })
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"slow": {DeliveriesPerSecond: 200, Burst: 10}}})
+		start := time.Now()
+		if _, err := b.eng.Schedule(t.Context(), many("slow", 2000, start.Add(time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		var fast []ScheduleParams
+		for i := range 100 {
+			fast = append(fast, ScheduleParams{App: "fast", DueAt: start.Add(time.Second + time.Duration(i)*50*time.Millisecond), Target: httpTarget})
+		}
+		if _, err := b.eng.Schedule(t.Context(), fast); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := s.count("slow"); n != 2000 {
+			t.Fatalf("slow: %d delivered, want 2000", n)
+		}
+		ts := s.times["slow"]
+		span := ts[len(ts)-1].Sub(ts[0])
+		rate := float64(len(ts)-10) / span.Seconds() // the burst goes at once
+		t.Logf("slow app: 2000 deliveries over %s: %.1f/s", span, rate)
+		if rate < 180 || rate > 220 {
+			t.Errorf("rate %.1f/s, want about 200/s", rate)
+		}
+		for i, l := range s.late["fast"] {
+			if l != 0 {
+				t.Errorf("fast task %d fired %s late", i, l)
+			}
+		}
+	})
+}
+
+// TestHangingAppDoesNotDelayOthers: app A's endpoint hangs (until its
+// timeout); app B's 1000 tasks still fire on time.
+func TestHangingAppDoesNotDelayOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newAppSink()
+		var inFlight, peak int
+		var mu sync.Mutex
+		s.by["a"] = func(ctx context.Context, _ *task.Task) error {
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			mu.Unlock()
+			defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+			}
+			return errors.New("timeout")
+		}
+		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s}; c.MaxInFlight = 64 })
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 16}}})
+		start := time.Now()
+		if _, err := b.eng.Schedule(t.Context(), many("a", 500, start)); err != nil {
+			t.Fatal(err)
+		}
+		var bs []ScheduleParams
+		for i := range 1000 {
+			bs = append(bs, ScheduleParams{App: "b", DueAt: start.Add(time.Duration(i) * time.Millisecond), Target: httpTarget})
+		}
+		if _, err := b.eng.Schedule(t.Context(), bs); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := s.count("b"); n != 1000 {
+			t.Fatalf("b: %d delivered, want 1000", n)
+		}
+		for i, l := range s.late["b"] {
+			if l != 0 {
+				t.Fatalf("b task %d fired %s late", i, l)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if peak > 16 {
+			t.Errorf("app a had %d attempts in flight, limit 16", peak)
+		}
+	})
+}
+
+func TestSetPoliciesRaisesLimitsLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newAppSink()
+		block := make(chan struct{})
+		s.by["a"] = func(ctx context.Context, _ *task.Task) error { <-block; return nil }
+		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s} })
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 2}}})
+		if _, err := b.eng.Schedule(t.Context(), many("a", 10, time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := s.count("a"); n != 2 {
+			t.Fatalf("%d attempts started, want 2 (max_in_flight)", n)
+		}
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 5}}})
+		synctest.Wait()
+		if n := s.count("a"); n != 5 {
+			t.Fatalf("after raising the limit: %d attempts started, want 5", n)
+		}
+		close(block)
+		synctest.Wait()
+		if n := s.count("a"); n != 10 {
+			t.Fatalf("%d attempts, want all 10 (none dropped by the reload)", n)
+		}
+	})
+}
+
+func TestCreatesPerSecondAndAppDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil)
+		tgt := task.Target{Pull: &task.PullTarget{}}
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {
+			CreatesPerSecond: 10, Target: &tgt,
+			Retry: task.RetryPolicy{MaxAttempts: 3}, MaxPayload: 5,
+		}}})
+		rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{{App: "a", DueAt: time.Now().Add(time.Hour)}})
+		if err != nil || rs[0].Err != nil {
+			t.Fatal(err, rs[0].Err)
+		}
+		got := rs[0].Task
+		if got.Target.Pull == nil || got.Retry.MaxAttempts != 3 || got.Retry.MinBackoff.Std() != task.DefaultMinBackoff {
+			t.Errorf("app defaults not applied: target %+v retry %+v", got.Target, got.Retry)
+		}
+		rs, _ = b.eng.Schedule(t.Context(), []ScheduleParams{{App: "a", DueAt: time.Now(), Payload: []byte("123456")}})
+		if !errors.Is(rs[0].Err, ErrTooLarge) {
+			t.Errorf("app max_payload: %v", rs[0].Err)
+		}
+		rs, _ = b.eng.Schedule(t.Context(), many("a", 50, time.Now().Add(time.Hour)))
+		var rl *RateLimitError
+		if !errors.As(rs[0].Err, &rl) || rl.RetryAfter <= 0 {
+			t.Fatalf("50 creates at 10/s: %v, want a RateLimitError", rs[0].Err)
+		}
+		// Other apps are not limited.
+		rs, _ = b.eng.Schedule(t.Context(), many("b", 50, time.Now().Add(time.Hour)))
+		if rs[0].Err != nil {
+			t.Errorf("app b: %v", rs[0].Err)
+		}
+	})
+}
