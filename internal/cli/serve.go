@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,18 +10,28 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/toc-dev/toc/internal/config"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/sink/amqpsink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/internal/sink/natssink"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/task"
 )
 
-// serveConfig is what `toc serve` runs with.
+// serveConfig is what `toc serve` runs with: the flags, with the
+// configuration file filling what the command line did not set.
 type serveConfig struct {
+	configPath      string
 	data            string
 	listen          string
 	retention       time.Duration
@@ -31,6 +42,13 @@ type serveConfig struct {
 	window          time.Duration
 	logFormat       string
 	logLevel        string
+	amqp            string
+	nats            string
+	tlsCert         string
+	tlsKey          string
+	insecure        bool
+	allowPrivate    string // "", "true" or "false"
+	reloadEvery     time.Duration
 }
 
 // runServe runs the service until ctx is done, then shuts down gracefully:
@@ -40,16 +58,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var c serveConfig
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&c.configPath, "config", "", "YAML configuration file (apps, tokens, limits); flags override it")
 	fs.StringVar(&c.data, "data", "./toc-data", "directory of the embedded store (created if missing)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address of the HTTP API (host:port; port 0 picks a free one)")
 	fs.DurationVar(&c.retention, "retention", engine.RetentionDefault, "how long finished tasks and their keys are kept")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", engine.ShutdownDefault, "how long a shutdown waits for in-flight deliveries")
 	fs.IntVar(&c.maxPayload, "max-payload", task.DefaultMaxPayload, "largest payload in bytes")
 	fs.IntVar(&c.maxLoaded, "max-loaded", engine.MaxLoadedDefault, "most tasks held in memory (the timing wheel's cap)")
-	fs.IntVar(&c.maxInFlight, "max-in-flight", engine.MaxInFlightDefault, "most concurrent push deliveries")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", engine.MaxInFlightDefault, "most concurrent push deliveries (one app gets at most half unless configured)")
 	fs.DurationVar(&c.window, "window", engine.WindowDefault, "how far ahead tasks are loaded into memory")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.amqp, "amqp", "", "default RabbitMQ URL for amqp targets, like amqp://guest:guest@127.0.0.1:5672/")
+	fs.StringVar(&c.nats, "nats", "", "default NATS URL for nats targets, like nats://127.0.0.1:4222")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.BoolVar(&c.insecure, "insecure", false, "allow serving without any token on a non-loopback address")
+	fs.StringVar(&c.allowPrivate, "allow-private-targets", "", "let tasks call loopback/private/link-local addresses: true or false (default: true only in local development mode)")
+	fs.DurationVar(&c.reloadEvery, "config-check", 2*time.Second, "how often the configuration file is checked for changes (SIGHUP reloads at once)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: toc serve [flags]\n\nRuns toc on an embedded store.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -63,11 +89,63 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", ErrUsage, fs.Args())
 	}
+	file := &config.File{}
+	if c.configPath != "" {
+		f, err := config.Load(c.configPath)
+		if err != nil {
+			return err
+		}
+		file = f
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.fill(file, set)
+	if c.allowPrivate != "" && c.allowPrivate != "true" && c.allowPrivate != "false" {
+		return fmt.Errorf("%w: --allow-private-targets must be true or false", ErrUsage)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", ErrUsage)
+	}
 	log, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, c, log, stdout)
+	return serve(ctx, c, file, log, stdout)
+}
+
+// fill takes from the file every setting whose flag was not given.
+func (c *serveConfig) fill(f *config.File, set map[string]bool) {
+	str := func(flag string, dst *string, v string) {
+		if !set[flag] && v != "" {
+			*dst = v
+		}
+	}
+	str("listen", &c.listen, f.Listen)
+	str("data", &c.data, f.Data)
+	str("amqp", &c.amqp, f.AMQP)
+	str("nats", &c.nats, f.NATS)
+	str("log-format", &c.logFormat, f.LogFormat)
+	str("log-level", &c.logLevel, f.LogLevel)
+	str("tls-cert", &c.tlsCert, f.TLSCert)
+	str("tls-key", &c.tlsKey, f.TLSKey)
+	if !set["retention"] && f.Retention > 0 {
+		c.retention = f.Retention.Std()
+	}
+	if !set["shutdown-timeout"] && f.ShutdownTimeout > 0 {
+		c.shutdownTimeout = f.ShutdownTimeout.Std()
+	}
+	if !set["max-payload"] && f.MaxPayload > 0 {
+		c.maxPayload = f.MaxPayload
+	}
+	if !set["max-in-flight"] && f.MaxInFlight > 0 {
+		c.maxInFlight = f.MaxInFlight
+	}
+	if !set["insecure"] && f.Insecure {
+		c.insecure = true
+	}
+	if !set["allow-private-targets"] && f.AllowPrivateTargets != nil {
+		c.allowPrivate = fmt.Sprint(*f.AllowPrivateTargets)
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -85,7 +163,70 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("%w: --log-format must be text or json, got %q", ErrUsage, format)
 }
 
-func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Writer) (err error) {
+// isLoopback reports whether a listen address only accepts local
+// connections.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// live is the part of the configuration a reload changes.
+type live struct {
+	file         atomic.Pointer[config.File]
+	allowPrivate bool // server-wide default, fixed at start
+}
+
+// policies turns the file's apps into the engine's policies.
+func policies(f *config.File) engine.Policies {
+	conv := func(a config.App) engine.AppPolicy {
+		return engine.AppPolicy{
+			Target: a.Target, Retry: a.Retry, MaxPayload: a.MaxPayload,
+			DeliveriesPerSecond: a.Rate.DeliveriesPerSecond, Burst: a.Rate.Burst,
+			MaxInFlight: a.Rate.MaxInFlight, CreatesPerSecond: a.Rate.CreatesPerSecond,
+		}
+	}
+	p := engine.Policies{Default: conv(f.Defaults), Apps: map[string]engine.AppPolicy{}}
+	for name := range f.Apps {
+		p.Apps[name] = conv(f.Effective(name))
+	}
+	return p
+}
+
+// access turns the file's token digests into the API's grants; nil when
+// none is configured.
+func access(f *config.File) (*httpapi.Access, error) {
+	if !f.Tokens() {
+		return nil, nil
+	}
+	apps := map[string][]string{}
+	for name, a := range f.Apps {
+		apps[name] = a.Tokens
+	}
+	return httpapi.NewAccess(f.AdminTokens, apps)
+}
+
+func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logger, stdout io.Writer) (err error) {
+	devMode := !file.Tokens() && isLoopback(c.listen)
+	if !file.Tokens() && !isLoopback(c.listen) && !c.insecure {
+		return fmt.Errorf("%w: refusing to serve %s without any token: configure admin_tokens or apps.<app>.tokens in --config, listen on a loopback address, or pass --insecure", ErrUsage, c.listen)
+	}
+	lv := &live{allowPrivate: devMode}
+	if c.allowPrivate != "" {
+		lv.allowPrivate = c.allowPrivate == "true"
+	}
+	lv.file.Store(file)
+	acc, err := access(file)
+	if err != nil {
+		return err
+	}
+
 	st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log})
 	if err != nil {
 		return fmt.Errorf("open store in %s: %w", c.data, err)
@@ -96,9 +237,15 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Write
 		}
 	}()
 
+	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.amqp, Logger: log})
+	defer amqpSink.Close()
+	natsSink := natssink.New(natssink.Config{DefaultURL: c.nats, Logger: log})
+	defer natsSink.Close()
+	httpSink := newHTTPSink(lv)
+
 	eng, err := engine.New(engine.Config{
 		Store:       st,
-		Sinks:       map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
+		Sinks:       map[string]sink.Sink{"http": httpSink, "amqp": amqpSink, "nats": natsSink},
 		Logger:      log,
 		Window:      c.window,
 		MaxLoaded:   c.maxLoaded,
@@ -109,6 +256,7 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
+	eng.SetPolicies(policies(file))
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
@@ -118,11 +266,12 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Write
 		_ = eng.Stop(context.Background())
 		return fmt.Errorf("listen on %s: %w", c.listen, err)
 	}
+	api := httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload, Access: acc})
 	// Requests get a context that shutdown cancels, so long polls end at once.
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
 	srv := &http.Server{
-		Handler:           httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload}),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      engine.MaxWait + 30*time.Second, // a claim may wait 30s
@@ -132,9 +281,33 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Write
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("toc serving", slog.String("addr", "http://"+ln.Addr().String()), slog.String("data", c.data))
-	fmt.Fprintf(stdout, "toc listening on http://%s\n", ln.Addr())
+	scheme := "http"
+	if c.tlsCert != "" {
+		scheme = "https"
+		go func() { served <- srv.ServeTLS(ln, c.tlsCert, c.tlsKey) }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
+	log.Info("toc serving", slog.String("addr", scheme+"://"+ln.Addr().String()), slog.String("data", c.data),
+		slog.Bool("tokens", acc != nil), slog.Bool("allow_private_targets", lv.allowPrivate))
+	fmt.Fprintf(stdout, "toc listening on %s://%s\n", scheme, ln.Addr())
+
+	reloadDone := make(chan struct{})
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	go func() {
+		defer close(reloadDone)
+		watchConfig(reloadCtx, c.configPath, c.reloadEvery, log, func(f *config.File) error {
+			a, err := access(f)
+			if err != nil {
+				return err
+			}
+			lv.file.Store(f)
+			eng.SetPolicies(policies(f))
+			api.SetAccess(a)
+			return nil
+		})
+	}()
+	defer func() { stopReload(); <-reloadDone }()
 
 	select {
 	case <-ctx.Done():
@@ -157,4 +330,58 @@ func serve(ctx context.Context, c serveConfig, log *slog.Logger, stdout io.Write
 	}
 	log.Info("toc stopped")
 	return nil
+}
+
+func newHTTPSink(lv *live) *httpsink.Sink {
+	_ = lv // per-app secrets and callback policy: wired in security.go
+	return httpsink.New(httpsink.Config{})
+}
+
+// watchConfig reloads the file at path when it changes (checked every
+// `every`) or on SIGHUP, and hands each valid version to apply. A file that
+// does not parse is logged and ignored: the running settings stay.
+//
+// serve is the one long-running command, so it, not main, listens for
+// SIGHUP: the signal means nothing to the other commands.
+func watchConfig(ctx context.Context, path string, every time.Duration, log *slog.Logger, apply func(*config.File) error) {
+	if path == "" {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	stat := func() (time.Time, int64) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return time.Time{}, -1
+		}
+		return fi.ModTime(), fi.Size()
+	}
+	lastMod, lastSize := stat()
+	tick := time.NewTicker(cmp.Or(every, 2*time.Second))
+	defer tick.Stop()
+	for {
+		forced := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			forced = true
+		case <-tick.C:
+		}
+		mod, size := stat()
+		if !forced && mod.Equal(lastMod) && size == lastSize {
+			continue
+		}
+		lastMod, lastSize = mod, size
+		f, err := config.Load(path)
+		if err == nil {
+			err = apply(f)
+		}
+		if err != nil {
+			log.Error("config reload failed; keeping the running settings", slog.String("error", err.Error()))
+			continue
+		}
+		log.Info("config reloaded", slog.String("path", path))
+	}
 }

@@ -110,6 +110,23 @@ func (e *Engine) Policy(app string) AppPolicy {
 	return e.apps.pol.of(app)
 }
 
+// EffectivePolicy is Policy with every default filled in: the retry
+// policy, the payload cap, the in-flight cap and the burst actually applied.
+func (e *Engine) EffectivePolicy(app string) AppPolicy {
+	p := e.Policy(app)
+	p.Retry = p.Retry.WithDefaults()
+	if p.MaxPayload == 0 {
+		p.MaxPayload = e.cfg.MaxPayload
+	}
+	if p.MaxInFlight <= 0 {
+		p.MaxInFlight = e.apps.defShare
+	}
+	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
+		p.Burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
+	}
+	return p
+}
+
 func (a *apps) applyLocked(app string, st *appState) {
 	p := a.pol.of(app)
 	st.maxInFlight = p.MaxInFlight

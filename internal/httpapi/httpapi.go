@@ -85,6 +85,7 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET /v1/apps/{app}/keys/{key}", h.limited(h.getByKey))
 	m.HandleFunc("DELETE /v1/apps/{app}/keys/{key}", h.limited(h.cancelByKey))
 	m.HandleFunc("GET /v1/apps/{app}/tasks", h.limited(h.list))
+	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
 	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
@@ -692,6 +693,38 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		body.NextCursor = next.String()
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// appSettings is GET /v1/apps/{app}: the settings in force for the app,
+// defaults filled in. Secrets and tokens are never shown.
+type appSettings struct {
+	App        string           `json:"app"`
+	Target     *task.Target     `json:"target,omitempty"`
+	Retry      task.RetryPolicy `json:"retry"`
+	MaxPayload int              `json:"max_payload"`
+	Rate       struct {
+		DeliveriesPerSecond float64 `json:"deliveries_per_second"`
+		Burst               int     `json:"burst"`
+		MaxInFlight         int     `json:"max_in_flight"`
+		CreatesPerSecond    float64 `json:"creates_per_second"`
+	} `json:"rate"`
+}
+
+func (h *Handler) app(w http.ResponseWriter, r *http.Request) {
+	app := r.PathValue("app")
+	if err := task.ValidateApp(app); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := authorizeApp(r, app); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	p := h.eng.EffectivePolicy(app)
+	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload}
+	out.Rate.DeliveriesPerSecond, out.Rate.Burst = p.DeliveriesPerSecond, p.Burst
+	out.Rate.MaxInFlight, out.Rate.CreatesPerSecond = p.MaxInFlight, p.CreatesPerSecond
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
