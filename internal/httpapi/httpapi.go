@@ -258,6 +258,9 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
+	if err := checkDuplicateKeys(raw); err != nil {
+		return err
+	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body has data after the JSON object"}
 	}

@@ -1,0 +1,32 @@
+// Package natssink delivers tasks by publishing them to a NATS JetStream
+// subject.
+//
+// # Delivery
+//
+// [Sink.Deliver] publishes the task's payload to the subject of its
+// [task.NATSTarget] with JetStream and returns nil once a stream acked it
+// (a PubAck). The message carries the header Nats-Msg-Id set to the task id,
+// so a task published again (its confirm was lost, or an attempt timed out
+// after the stream stored it) within the stream's duplicate window (2
+// minutes by default) is stored once. A subject that no stream captures
+// ("no responders"), a stream error, a lost connection or ctx ending first is
+// an error, and the engine tries again with backoff.
+//
+// The message carries the headers [HeaderTaskID], [HeaderApp], [HeaderKey]
+// (when the task has a key), [HeaderAttempt] and [HeaderDueAt] (RFC 3339,
+// UTC), as httpsink does.
+//
+// # Connections
+//
+// A Sink keeps one connection per server URL, made by the first Deliver that
+// needs it, and shares it between Delivers. The nats.go client reconnects it
+// for ever ([ReconnectWait] apart); while it is reconnecting, Deliver fails
+// at once instead of buffering the message, so no publish is sent after its
+// Deliver gave up. Close closes the connections.
+//
+// # Limits
+//
+// The Sink creates no stream: the operator creates the streams that capture
+// the targets' subjects. Error messages show server URLs with the password
+// redacted.
+package natssink

@@ -1,0 +1,286 @@
+package natssink
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/task"
+)
+
+// Headers toc sets on every message, as httpsink does on every push.
+const (
+	HeaderTaskID  = "Toc-Task-Id"
+	HeaderApp     = "Toc-App"
+	HeaderKey     = "Toc-Key"
+	HeaderAttempt = "Toc-Attempt"
+	HeaderDueAt   = "Toc-Due-At"
+)
+
+// Defaults of [Config].
+const (
+	// TimeoutDefault bounds one Deliver. It matches the lease the engine
+	// gives a push attempt without a timeout of its own.
+	TimeoutDefault = task.DefaultHTTPTimeout
+	// ConnectionNameDefault is the connection name the server shows.
+	ConnectionNameDefault = "toc"
+)
+
+// ReconnectWait is how long a lost connection waits between attempts to
+// reconnect (plus a little jitter). It reconnects for ever.
+const ReconnectWait = time.Second
+
+// ErrClosed is returned by Deliver after Close.
+var ErrClosed = errors.New("natssink: closed")
+
+// Config configures a Sink. Zero fields take the documented defaults.
+type Config struct {
+	// DefaultURL is the server of tasks whose target has no URL, like
+	// nats://host:4222 (a comma-separated list for a cluster). Default none:
+	// such tasks fail.
+	DefaultURL string
+	// Logger receives connection events (connected, disconnected,
+	// reconnected). Default: slog.Default().
+	Logger *slog.Logger
+	// Timeout bounds one Deliver: connecting and waiting for the PubAck.
+	// Default [TimeoutDefault].
+	Timeout time.Duration
+	// ConnectionName is shown by the server (its /connz monitoring).
+	// Default [ConnectionNameDefault].
+	ConnectionName string
+}
+
+// Validate reports the first invalid field of c.
+func (c Config) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("natssink config: Timeout must not be negative, got %s", c.Timeout)
+	}
+	return nil
+}
+
+// Sink publishes tasks to NATS JetStream. It is safe for concurrent use.
+type Sink struct {
+	cfg Config
+	log *slog.Logger
+
+	// connecting counts the goroutines that make connections; Close waits
+	// for them. Add is called under mu, while not closed.
+	connecting sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		conns  map[string]*dial // by server URL
+	}
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns a Sink. It connects to nothing until the first Deliver. It
+// panics if cfg is invalid: call [Config.Validate] first to get an error.
+func New(cfg Config) *Sink {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
+	cfg.ConnectionName = cmp.Or(cfg.ConnectionName, ConnectionNameDefault)
+	s := &Sink{cfg: cfg, log: cfg.Logger}
+	s.mu.conns = make(map[string]*dial)
+	return s
+}
+
+// dial is the connection to one server URL, being made or made.
+type dial struct {
+	done chan struct{} // closed once c or err is set
+	c    *conn
+	err  error
+}
+
+type conn struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// Deliver publishes t to its target's subject and returns nil once a
+// JetStream stream acked it.
+func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
+	n := t.Target.NATS
+	if n == nil {
+		return fmt.Errorf("natssink: task %s has no nats target", t.ID)
+	}
+	if n.Subject == "" {
+		return fmt.Errorf("natssink: task %s has no subject: set the target's subject", t.ID)
+	}
+	rawURL := cmp.Or(n.URL, s.cfg.DefaultURL)
+	if rawURL == "" {
+		return fmt.Errorf("natssink: task %s has no server URL and the server has no default: set the target's url or start toc with a NATS URL", t.ID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+
+	c, err := s.conn(ctx, rawURL)
+	if err != nil {
+		return fmt.Errorf("publish to subject %q: connect to %s: %w", n.Subject, redact(rawURL), err)
+	}
+
+	h := nats.Header{}
+	h.Set(HeaderTaskID, t.ID.String())
+	h.Set(HeaderApp, t.App)
+	if t.Key != "" {
+		h.Set(HeaderKey, t.Key)
+	}
+	h.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
+	h.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
+	msg := &nats.Msg{Subject: n.Subject, Header: h, Data: t.Payload}
+
+	_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(t.ID.String()))
+	switch {
+	case err == nil:
+		return nil // a duplicate (PubAck.Duplicate) is stored already
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Errorf("publish to subject %q on %s: no stream captures the subject (no responders): create a JetStream stream for it: %w",
+			n.Subject, redact(rawURL), err)
+	case errors.Is(err, nats.ErrReconnectBufExceeded) || c.nc.IsReconnecting():
+		return fmt.Errorf("publish to subject %q: lost the connection to %s, reconnecting: %w", n.Subject, redact(rawURL), err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("publish to subject %q on %s: no ack from JetStream: %w", n.Subject, redact(rawURL), ctx.Err())
+	default:
+		return fmt.Errorf("publish to subject %q on %s: %w", n.Subject, redact(rawURL), err)
+	}
+}
+
+// conn returns the connection to rawURL, connecting if there is none. The
+// connection is made by a goroutine of the Sink, which nats.Connect (which
+// takes no ctx) may hold past ctx; the Delivers wait for it up to their ctx.
+func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
+	for {
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		d := s.mu.conns[rawURL]
+		if d == nil {
+			d = &dial{done: make(chan struct{})}
+			s.mu.conns[rawURL] = d
+			s.connecting.Add(1)
+			go func() {
+				defer s.connecting.Done()
+				d.c, d.err = s.connect(rawURL)
+				s.mu.Lock()
+				if d.err != nil && s.mu.conns[rawURL] == d {
+					delete(s.mu.conns, rawURL) // the next Deliver connects again
+				}
+				s.mu.Unlock()
+				close(d.done) // Close waits for this and closes d.c
+			}()
+		}
+		s.mu.Unlock()
+
+		select {
+		case <-d.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+		if !d.c.nc.IsClosed() {
+			return d.c, nil
+		}
+		// Closed by the client (it gave up, as after an authorization
+		// error): connect again.
+		s.mu.Lock()
+		if s.mu.conns[rawURL] == d {
+			delete(s.mu.conns, rawURL)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Sink) connect(rawURL string) (*conn, error) {
+	log := s.log.With(slog.String("url", redact(rawURL)))
+	nc, err := nats.Connect(rawURL,
+		nats.Name(s.cfg.ConnectionName),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(ReconnectWait),
+		// Fail a publish while reconnecting rather than send it later,
+		// after its Deliver may have given up.
+		nats.ReconnectBufSize(-1),
+		nats.NoCallbacksAfterClientClose(),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected; reconnecting", slog.Any("error", err))
+		}),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
+		nats.ClosedHandler(func(*nats.Conn) { log.Warn("nats connection closed") }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Error("nats error", slog.String("error", err.Error()))
+		}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	log.Info("nats connected")
+	return &conn{nc: nc, js: js}, nil
+}
+
+// Close closes the connections, failing the Delivers in flight, after
+// waiting for the connections being made. Deliver returns [ErrClosed]
+// afterwards. Close is idempotent and safe before any Deliver.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	dials := s.mu.conns
+	s.mu.conns = nil
+	s.mu.Unlock()
+
+	for _, d := range dials {
+		<-d.done // nats.Connect ends within its dial timeout per server
+		if d.c != nil {
+			d.c.nc.Close()
+		}
+	}
+	s.connecting.Wait()
+	return nil
+}
+
+// redact hides the passwords and tokens in a NATS URL or comma-separated
+// list of URLs.
+func redact(rawURL string) string {
+	parts := strings.Split(rawURL, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			parts[i] = "(unparsable URL)"
+			continue
+		}
+		if u.User != nil {
+			if _, ok := u.User.Password(); !ok {
+				u.User = url.User("xxxxx") // nats://token@host
+			}
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
+}
