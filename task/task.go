@@ -81,10 +81,34 @@ type Task struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 
+	// History is what happened to the task, oldest first: the last
+	// MaxHistory events (attempts started and ended, state changes).
+	History []Event `json:"history,omitempty"`
+
 	// WakeAt is when the engine must next look at the task: the next attempt,
 	// the deadline, or the end of a lease. Zero when nothing is pending. It is
 	// the key of the store's time index and is not part of the API.
 	WakeAt time.Time `json:"-"`
+}
+
+// Event is one entry of a task's history.
+type Event struct {
+	At      time.Time `json:"at"`
+	What    string    `json:"what"`              // "created", "attempt", "failed", "delivered", "dead", "expired", "cancelled", "retried", "rescheduled", "released"
+	Attempt int       `json:"attempt,omitempty"` // the attempt it concerns
+	Error   string    `json:"error,omitempty"`
+}
+
+// MaxHistory is how many events a task keeps; older ones are dropped.
+const MaxHistory = 32
+
+// Record appends an event to t's history, dropping the oldest past
+// MaxHistory.
+func (t *Task) Record(at time.Time, what string, attempt int, err string) {
+	if len(t.History) >= MaxHistory {
+		t.History = append(t.History[:0:0], t.History[len(t.History)-MaxHistory+1:]...)
+	}
+	t.History = append(t.History, Event{At: at, What: what, Attempt: attempt, Error: err})
 }
 
 // taskJSON is Task's wire form: Task's fields plus the payload in its two
@@ -140,6 +164,9 @@ func (t *Task) Clone() *Task {
 	c.LeaseExpiresAt = cloneTime(t.LeaseExpiresAt)
 	c.FinishedAt = cloneTime(t.FinishedAt)
 	c.Target = t.Target.Clone()
+	if t.History != nil {
+		c.History = append([]Event(nil), t.History...)
+	}
 	return &c
 }
 

@@ -95,6 +95,7 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 		t.Deadline = &d
 	}
 	t.WakeAt = wakeFor(t)
+	t.Record(now, "created", 0, "")
 	return t, nil
 }
 
@@ -170,10 +171,17 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	if err != nil {
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}
+	created := map[string]int{}
 	for j, r := range rs {
 		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
 		if r.Created {
 			e.track(r.Task)
+			created[r.Task.App]++
+		}
+	}
+	if h := e.cfg.Hooks.Created; h != nil {
+		for app, n := range created {
+			h(app, n)
 		}
 	}
 	return results, nil
@@ -206,7 +214,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
+	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Scheduled {
 			return conflict("change", t, "")
 		}
@@ -238,6 +246,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 		}
 		t.WakeAt = wakeFor(t)
 		t.UpdatedAt = now
+		t.Record(now, "changed", 0, "")
 		return nil
 	})
 	if err != nil {
@@ -253,7 +262,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
+	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		switch t.State {
 		case task.Cancelled:
 			return errSkip
@@ -314,13 +323,14 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
+	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Dead && t.State != task.Expired {
 			return conflict("retry", t, "only dead or expired tasks can be retried")
 		}
 		now := msNow()
 		t.Attempts = 0
 		t.Deadline = nil
+		t.Record(now, "retried", 0, "")
 		schedule(t, now, now)
 		return nil
 	})
@@ -395,7 +405,7 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 	var got []*task.Task
 	for _, id := range ids {
 		var claimed bool
-		t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
+		t, err := e.update(ctx, id, nil, func(t *task.Task) error {
 			claimed = false
 			now := msNow()
 			if t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now) {
@@ -418,6 +428,9 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 		e.track(t)
 		if claimed {
 			got = append(got, t)
+			if h := e.cfg.Hooks.AttemptStarted; h != nil {
+				h(t.App, "pull", t.UpdatedAt.Sub(t.NextAttemptAt))
+			}
 		}
 	}
 	return got, nil
@@ -450,7 +463,7 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 	if lease == "" {
 		return &task.FieldError{Field: "lease", Message: "is required: send the lease token the claim returned"}
 	}
-	t, err := e.store.Update(ctx, id, nil, func(t *task.Task) error {
+	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Delivering || t.Lease != lease {
 			return conflict(op, t, "the lease is no longer current (it ran out, or the task was claimed again)")
 		}

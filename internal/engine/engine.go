@@ -82,6 +82,8 @@ type Config struct {
 	// LeaseGrace is added to a push target's timeout to make its lease.
 	// Default LeaseGraceDefault (5s).
 	LeaseGrace time.Duration
+	// Hooks follow tasks as they move (metrics).
+	Hooks Hooks
 }
 
 func (c *Config) setDefaults() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -215,6 +216,13 @@ func TestBackoffThenDeadThenRetry(t *testing.T) {
 		dead := b.get(t, tk.ID)
 		if dead.State != task.Dead || dead.Attempts != 4 || dead.LastError != "503 from receiver" || dead.FinishedAt == nil {
 			t.Fatalf("after the last attempt: %+v", dead)
+		}
+		var whats []string
+		for _, ev := range dead.History {
+			whats = append(whats, fmt.Sprintf("%s/%d", ev.What, ev.Attempt))
+		}
+		if got, want := strings.Join(whats, " "), "created/0 attempt/1 failed/1 attempt/2 failed/2 attempt/3 failed/3 attempt/4 failed/4 dead/4"; got != want {
+			t.Errorf("history %q, want %q", got, want)
 		}
 		if !dead.DueAt.Equal(tk.DueAt) {
 			t.Errorf("due_at moved from %s to %s", tk.DueAt, dead.DueAt)

@@ -19,7 +19,7 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 	var push, pullDue, parked bool
 	var later time.Time
 	var app string
-	t, err := e.store.Update(context.WithoutCancel(ctx), id, noSync, func(t *task.Task) error {
+	t, err := e.update(context.WithoutCancel(ctx), id, noSync, func(t *task.Task) error {
 		push, pullDue, parked, later, app = false, false, false, time.Time{}, t.App
 		now := msNow()
 		switch t.State {
@@ -68,6 +68,7 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			if t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot {
 				// A push attempt of a process that is gone: deliver again now.
 				t.LastError = "interrupted: toc stopped during the delivery"
+				t.Record(now, "interrupted", t.Attempts, t.LastError)
 				schedule(t, now, now)
 				return nil
 			}
@@ -143,16 +144,24 @@ func (e *Engine) untrack(id task.ID) {
 // the outcome under that lease.
 func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 	defer e.release(t.App)
-	s := e.cfg.Sinks[t.Target.Kind()]
+	kind := t.Target.Kind()
+	start := time.Now()
+	if h := e.cfg.Hooks.AttemptStarted; h != nil {
+		h(t.App, kind, start.Sub(t.NextAttemptAt))
+	}
+	s := e.cfg.Sinks[kind]
 	var derr error
 	if s == nil {
-		derr = fmt.Errorf("no sink for target kind %q on this server", t.Target.Kind())
+		derr = fmt.Errorf("no sink for target kind %q on this server", kind)
 	} else {
 		derr = s.Deliver(ctx, t)
 	}
+	if h := e.cfg.Hooks.AttemptEnded; h != nil {
+		h(t.App, kind, time.Since(start), derr)
+	}
 	released := derr != nil && ctx.Err() != nil // shutting down: not the receiver's fault
 	lease := t.Lease
-	out, err := e.store.Update(context.WithoutCancel(ctx), t.ID, noSync, func(t *task.Task) error {
+	out, err := e.update(context.WithoutCancel(ctx), t.ID, noSync, func(t *task.Task) error {
 		if t.State != task.Delivering || t.Lease != lease {
 			return errSkip // the lease ran out and moved on
 		}
@@ -162,6 +171,7 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 			finish(t, task.Delivered, now)
 			t.LastError = ""
 		case released:
+			t.Record(now, "released", t.Attempts, "toc is shutting down")
 			t.Attempts--
 			schedule(t, now, now)
 		default:

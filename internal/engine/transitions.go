@@ -31,6 +31,15 @@ func pastDeadline(t *task.Task, now time.Time) bool {
 }
 
 func finish(t *task.Task, s task.State, now time.Time) {
+	attempt := 0
+	if s == task.Delivered || s == task.Dead {
+		attempt = t.Attempts
+	}
+	msg := ""
+	if s == task.Dead || s == task.Expired {
+		msg = t.LastError
+	}
+	t.Record(now, string(s), attempt, msg)
 	t.State = s
 	t.Lease = ""
 	t.LeaseExpiresAt = nil
@@ -64,6 +73,7 @@ func startAttempt(t *task.Task, now time.Time, lease time.Duration, boot string)
 	exp := now.Add(lease)
 	t.State = task.Delivering
 	t.Attempts++
+	t.Record(now, "attempt", t.Attempts, "")
 	t.Lease = newLease(boot)
 	t.LeaseExpiresAt = &exp
 	t.WakeAt = exp
@@ -75,6 +85,7 @@ func startAttempt(t *task.Task, now time.Time, lease time.Duration, boot string)
 // left.
 func failAttempt(t *task.Task, now time.Time, msg string, retryIn *time.Duration) {
 	t.LastError = msg
+	t.Record(now, "failed", t.Attempts, msg)
 	p := t.Retry.WithDefaults()
 	if t.Attempts >= p.MaxAttempts {
 		finish(t, task.Dead, now)

@@ -213,6 +213,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		CreatedAt:      at,
 		UpdatedAt:      at.Add(2 * time.Second),
 		FinishedAt:     &later,
+		History:        []task.Event{{At: at, What: "attempt", Attempt: 2, Error: "boom"}},
 		WakeAt:         later,
 	}
 	v := reflect.ValueOf(*tk)
