@@ -35,6 +35,13 @@ type Config struct {
 	// Access says which tokens reach which apps; nil allows everything
 	// (local development). SetAccess replaces it.
 	Access *Access
+	// Mount adds routes (ServeMux patterns) served behind the same
+	// authentication as the API, like "GET /metrics". Handlers may call
+	// [CanAccess] to scope what they show.
+	Mount map[string]http.Handler
+	// Public adds routes served to anyone, like "GET /ui/" (static assets
+	// that hold no data).
+	Public map[string]http.Handler
 	// MaxConcurrent caps the API requests served at once (long-polling
 	// claims excepted); more get 429 with Retry-After, so that a flood
 	// sheds load instead of queueing without bound. Default
@@ -55,6 +62,7 @@ type Handler struct {
 	maxPayload int
 	slots      chan struct{} // MaxConcurrent tokens
 	access     atomic.Pointer[Access]
+	public     *http.ServeMux // routes without authentication
 	api        http.Handler // mux behind authentication
 }
 
@@ -72,8 +80,6 @@ func New(cfg Config) *Handler {
 	h.maxBatch = 32 << 20
 
 	m := h.mux
-	m.HandleFunc("GET /healthz", h.healthz)
-	m.HandleFunc("GET /readyz", h.readyz)
 	m.HandleFunc("POST /v1/tasks", h.limited(h.create))
 	m.HandleFunc("POST /v1/tasks:batch", h.limited(h.batch))
 	m.HandleFunc("GET /v1/tasks/{id}", h.limited(h.get))
@@ -90,16 +96,32 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})
+	for pattern, handler := range cfg.Mount {
+		m.Handle(pattern, handler)
+	}
+	h.public = http.NewServeMux()
+	h.public.HandleFunc("GET /healthz", h.healthz)
+	h.public.HandleFunc("GET /readyz", h.readyz)
+	for pattern, handler := range cfg.Public {
+		h.public.Handle(pattern, handler)
+	}
 	h.access.Store(cfg.Access)
 	h.api = h.authenticate(m)
 	return h
 }
 
+// CanAccess reports whether the request's token reaches app (always true
+// when no token is configured). For handlers added with Config.Mount.
+func CanAccess(r *http.Request, app string) bool { return who(r.Context()).can(app) }
+
+// IsAdmin reports whether the request's token reaches every app.
+func IsAdmin(r *http.Request) bool { return who(r.Context()).admin }
+
 // ServeHTTP serves the health routes to anyone and everything else to
 // authenticated requests.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-		h.mux.ServeHTTP(w, r)
+	if _, pattern := h.public.Handler(r); pattern != "" {
+		h.public.ServeHTTP(w, r)
 		return
 	}
 	h.api.ServeHTTP(w, r)
