@@ -1,0 +1,307 @@
+// Package redisindex is the hot tier of toc's cluster mode: for each app,
+// --slots sorted sets per queue (the Alibaba timeout center's StoreQueue,
+// PrepareQueue and DeadQueue) holding the ids of tasks due within the hot
+// window, shared by every node.
+//
+// # Layout
+//
+// A task's slot is CRC32 of its key (of its id when it has none) modulo the
+// number of slots, a power of two. The three queues of a slot share one hash
+// tag, {<prefix>:<app>:<slot>}, so the Lua scripts that move members between
+// them run on Redis Cluster (all keys of a script in one hash slot); every
+// key a script touches is passed in KEYS[]. Scores are unix milliseconds:
+// the wake time in the StoreQueue, the lease expiry in the PrepareQueue.
+//
+// Members are task ids. Redis holds no task data: the SQL row is
+// authoritative, and a member whose row says otherwise is dropped by the
+// engine. Losing Redis loses nothing; the repair scan rebuilds it from SQL.
+package redisindex
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/bits"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// Defaults of Options.
+const (
+	PrefixDefault    = "toc"
+	SlotsDefault     = 64
+	HotWindowDefault = 10 * time.Minute
+)
+
+// Options configure an Index.
+type Options struct {
+	// Client is a standalone or cluster client (redis.UniversalClient).
+	// Required.
+	Client redis.UniversalClient
+	// Prefix starts every key (tests use their own). Default "toc".
+	Prefix string
+	// Slots per app, a power of two. Default 64.
+	Slots int
+	// HotWindow: tasks due within it are in Redis. Default 10m.
+	HotWindow time.Duration
+}
+
+// Index is the Redis hot tier. Safe for concurrent use.
+type Index struct {
+	rdb    redis.UniversalClient
+	prefix string
+	slots  int
+	hot    time.Duration
+
+	mu   sync.Mutex
+	apps map[string]bool // apps known to be registered
+}
+
+// New returns an Index.
+func New(o Options) (*Index, error) {
+	if o.Client == nil {
+		return nil, errors.New("redisindex: Client is required")
+	}
+	o.Slots = cmp.Or(o.Slots, SlotsDefault)
+	if o.Slots < 1 || o.Slots > 1<<14 || bits.OnesCount(uint(o.Slots)) != 1 {
+		return nil, fmt.Errorf("redisindex: Slots must be a power of two between 1 and 16384, got %d", o.Slots)
+	}
+	return &Index{
+		rdb:    o.Client,
+		prefix: cmp.Or(o.Prefix, PrefixDefault),
+		slots:  o.Slots,
+		hot:    cmp.Or(o.HotWindow, HotWindowDefault),
+		apps:   map[string]bool{},
+	}, nil
+}
+
+// Slots returns the number of slots per app.
+func (x *Index) Slots() int { return x.slots }
+
+// HotWindow returns how far ahead tasks are kept in Redis.
+func (x *Index) HotWindow() time.Duration { return x.hot }
+
+// Slot returns the slot of a task: CRC32 of its key, or of its id's text
+// when it has no key.
+func (x *Index) Slot(key string, id task.ID) int {
+	var h uint32
+	if key != "" {
+		h = crc32.ChecksumIEEE([]byte(key))
+	} else {
+		h = crc32.ChecksumIEEE([]byte(id.String()))
+	}
+	return int(h & uint32(x.slots-1))
+}
+
+// Queues names the three sorted sets of one slot.
+type Queues struct{ Store, Prepare, Dead string }
+
+// Queues returns the keys of app's slot. They share the hash tag
+// {prefix:app:slot}.
+func (x *Index) Queues(app string, slot int) Queues {
+	tag := "{" + x.prefix + ":" + app + ":" + strconv.Itoa(slot) + "}"
+	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead"}
+}
+
+func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead} }
+
+// appsKey is the set of apps that have had tasks in Redis (so nodes know
+// which slot keys to scan).
+func (x *Index) appsKey() string { return x.prefix + ":apps" }
+
+var (
+	//go:embed scripts/add.lua
+	addLua    string
+	addScript = redis.NewScript(addLua)
+	//go:embed scripts/claim.lua
+	claimLua    string
+	claimScript = redis.NewScript(claimLua)
+	//go:embed scripts/claim_one.lua
+	claimOneLua    string
+	claimOneScript = redis.NewScript(claimOneLua)
+	//go:embed scripts/settle.lua
+	settleLua    string
+	settleScript = redis.NewScript(settleLua)
+	//go:embed scripts/rollback.lua
+	rollbackLua    string
+	rollbackScript = redis.NewScript(rollbackLua)
+)
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+// register remembers app in the apps set (once per process and app).
+func (x *Index) register(ctx context.Context, app string) error {
+	x.mu.Lock()
+	known := x.apps[app]
+	x.mu.Unlock()
+	if known {
+		return nil
+	}
+	if err := x.rdb.SAdd(ctx, x.appsKey(), app).Err(); err != nil {
+		return fmt.Errorf("redisindex: register app %s: %w", app, err)
+	}
+	x.mu.Lock()
+	x.apps[app] = true
+	x.mu.Unlock()
+	return nil
+}
+
+// Apps returns every app that has had tasks in Redis.
+func (x *Index) Apps(ctx context.Context) ([]string, error) {
+	apps, err := x.rdb.SMembers(ctx, x.appsKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisindex: list apps: %w", err)
+	}
+	slices.Sort(apps)
+	return apps, nil
+}
+
+// Add puts a scheduled task in its slot's StoreQueue at `at`, unless it is
+// in the PrepareQueue (being delivered). Reports whether it was added.
+func (x *Index) Add(ctx context.Context, app string, slot int, id task.ID, at time.Time) (bool, error) {
+	if err := x.register(ctx, app); err != nil {
+		return false, err
+	}
+	n, err := addScript.Run(ctx, x.rdb, x.Queues(app, slot).keys(), id.String(), ms(at)).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisindex: add %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// Claim moves up to max due members of a slot to its PrepareQueue with a
+// lease until leaseUntil, atomically, and returns them.
+func (x *Index) Claim(ctx context.Context, app string, slot int, now, leaseUntil time.Time, max int) ([]task.ID, error) {
+	q := x.Queues(app, slot)
+	res, err := claimScript.Run(ctx, x.rdb, []string{q.Store, q.Prepare}, ms(now), ms(leaseUntil), max).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redisindex: claim from %s: %w", q.Store, err)
+	}
+	return parseIDs(res)
+}
+
+// ClaimOne claims one member the caller found due: see scripts/claim_one.lua.
+func (x *Index) ClaimOne(ctx context.Context, app string, slot int, id task.ID, now, leaseUntil time.Time) (bool, error) {
+	q := x.Queues(app, slot)
+	n, err := claimOneScript.Run(ctx, x.rdb, []string{q.Store, q.Prepare}, id.String(), ms(now), ms(leaseUntil)).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisindex: claim %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// Action is what Settle does with a member.
+type Action string
+
+// Settle actions.
+const (
+	Ack   Action = "ack"   // delivered: remove
+	Retry Action = "retry" // back to the StoreQueue at score
+	Lease Action = "lease" // in the PrepareQueue until score
+	Dead  Action = "dead"  // to the DeadQueue
+	Drop  Action = "drop"  // gone from every queue (SQL keeps the task)
+)
+
+// Settle records where a member goes: see scripts/settle.lua.
+func (x *Index) Settle(ctx context.Context, app string, slot int, id task.ID, a Action, score time.Time) error {
+	if a == Retry {
+		if err := x.register(ctx, app); err != nil {
+			return err
+		}
+	}
+	if err := settleScript.Run(ctx, x.rdb, x.Queues(app, slot).keys(), id.String(), string(a), ms(score)).Err(); err != nil {
+		return fmt.Errorf("redisindex: %s %s: %w", a, id, err)
+	}
+	return nil
+}
+
+// Rollback moves up to max members whose lease ran out back to the
+// StoreQueue, and returns them.
+func (x *Index) Rollback(ctx context.Context, app string, slot int, now time.Time, max int) ([]task.ID, error) {
+	q := x.Queues(app, slot)
+	res, err := rollbackScript.Run(ctx, x.rdb, []string{q.Store, q.Prepare}, ms(now), max).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redisindex: roll back %s: %w", q.Prepare, err)
+	}
+	return parseIDs(res)
+}
+
+// Entry is a member of a StoreQueue or PrepareQueue with its score.
+type Entry struct {
+	ID       task.ID
+	At       time.Time
+	Prepared bool // in the PrepareQueue: At is the lease expiry
+}
+
+// Range returns the members of a slot's StoreQueue and PrepareQueue with a
+// score in [from, until] (ms), at most limit of each, by score.
+func (x *Index) Range(ctx context.Context, app string, slot int, from, until time.Time, limit int) ([]Entry, error) {
+	q := x.Queues(app, slot)
+	rng := &redis.ZRangeBy{Min: ms(from), Max: ms(until), Count: int64(limit)}
+	pipe := x.rdb.Pipeline()
+	st := pipe.ZRangeByScoreWithScores(ctx, q.Store, rng)
+	pr := pipe.ZRangeByScoreWithScores(ctx, q.Prepare, rng)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisindex: range %s: %w", q.Store, err)
+	}
+	var out []Entry
+	for i, zs := range [][]redis.Z{st.Val(), pr.Val()} {
+		for _, z := range zs {
+			id, err := task.ParseID(fmt.Sprint(z.Member))
+			if err != nil {
+				continue // not ours; ignore
+			}
+			out = append(out, Entry{ID: id, At: time.UnixMilli(int64(z.Score)), Prepared: i == 1})
+		}
+	}
+	return out, nil
+}
+
+// Count returns the sizes of a slot's three queues.
+func (x *Index) Count(ctx context.Context, app string, slot int) (store, prepare, dead int64, err error) {
+	q := x.Queues(app, slot)
+	pipe := x.rdb.Pipeline()
+	a, b, c := pipe.ZCard(ctx, q.Store), pipe.ZCard(ctx, q.Prepare), pipe.ZCard(ctx, q.Dead)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, 0, 0, fmt.Errorf("redisindex: count %s: %w", q.Store, err)
+	}
+	return a.Val(), b.Val(), c.Val(), nil
+}
+
+// Forget removes every key of the given apps' slots (tests clean up with
+// it).
+func (x *Index) Forget(ctx context.Context, apps ...string) error {
+	for _, app := range apps {
+		for s := range x.slots {
+			if err := x.rdb.Del(ctx, x.Queues(app, s).keys()...).Err(); err != nil {
+				// On Redis Cluster the three keys share a hash slot, so one DEL is fine.
+				return fmt.Errorf("redisindex: forget %s: %w", app, err)
+			}
+		}
+		if err := x.rdb.SRem(ctx, x.appsKey(), app).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseIDs(ss []string) ([]task.ID, error) {
+	out := make([]task.ID, 0, len(ss))
+	for _, s := range ss {
+		id, err := task.ParseID(s)
+		if err != nil {
+			return out, fmt.Errorf("redisindex: member %q is not a task id", s)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
