@@ -95,6 +95,12 @@ func (id ID) Time() time.Time {
 // Shard returns the shard number encoded in the id (0 on a single node).
 func (id ID) Shard() uint16 { return binary.BigEndian.Uint16(id[6:8]) }
 
+// WithShard returns id with its shard number set to shard.
+func (id ID) WithShard(shard uint16) ID {
+	binary.BigEndian.PutUint16(id[6:8], shard)
+	return id
+}
+
 // IDGenerator makes ids that sort by creation. The zero value is ready to use
 // and safe for concurrent use.
 type IDGenerator struct {

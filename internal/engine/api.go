@@ -74,8 +74,12 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 	}
 	due := task.Ms(p.DueAt)
 	now = now.UTC().Truncate(time.Millisecond)
+	id := e.ids.New(now, 0)
+	if f := e.cfg.ShardFor; f != nil {
+		id = id.WithShard(f(p.App, p.Key, id))
+	}
 	t := &task.Task{
-		ID:            e.ids.New(now, 0),
+		ID:            id,
 		App:           p.App,
 		Key:           p.Key,
 		DueAt:         due,
@@ -175,7 +179,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	for j, r := range rs {
 		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
 		if r.Created {
-			e.track(r.Task)
+			e.wrote(ctx, r.Task)
 			created[r.Task.App]++
 		}
 	}
@@ -252,7 +256,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err != nil {
 		return nil, err
 	}
-	e.track(t)
+	e.wrote(ctx, t)
 	return t, nil
 }
 
@@ -278,7 +282,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.track(t)
+	e.wrote(ctx, t)
 	return t, nil
 }
 
@@ -337,7 +341,7 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.track(t)
+	e.wrote(ctx, t)
 	return t, nil
 }
 
@@ -425,7 +429,7 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 		if err != nil {
 			return got, fmt.Errorf("claim task %s: %w", id, err)
 		}
-		e.track(t)
+		e.wrote(ctx, t)
 		if claimed {
 			got = append(got, t)
 			if h := e.cfg.Hooks.AttemptStarted; h != nil {
@@ -473,6 +477,6 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 	if err != nil {
 		return err
 	}
-	e.track(t)
+	e.wrote(ctx, t)
 	return nil
 }

@@ -84,6 +84,30 @@ type Config struct {
 	LeaseGrace time.Duration
 	// Hooks follow tasks as they move (metrics).
 	Hooks Hooks
+	// Index is the shared hot tier of cluster mode; nil on a single node.
+	// With it the loader reads the node's slots instead of the store's
+	// wake order, every write is mirrored into it, and an attempt or a
+	// lease rollback starts only after the index gives the task to this
+	// node.
+	Index Index
+	// ShardFor places a new task: its result goes into the task id, so a
+	// lookup by id goes to one shard. Nil: shard 0 (a single node).
+	ShardFor func(app, key string, id task.ID) uint16
+}
+
+// Index is the cluster hot tier, as the engine sees it.
+type Index interface {
+	// Wakeups is like Store.Wakeups over the tasks this node watches.
+	Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error)
+	// Sync mirrors a task just written to the store: due soon and
+	// scheduled, leased, dead, or gone.
+	Sync(ctx context.Context, t *task.Task) error
+	// Claim gives the task to this node for an attempt or a lease rollback
+	// at now, holding it until `until`; false when another node has it.
+	Claim(ctx context.Context, t *task.Task, now, until time.Time) (bool, error)
+	// Live reports whether the process that took a lease (the boot part of
+	// its token) is still a member of the cluster.
+	Live(boot string) bool
 }
 
 func (c *Config) setDefaults() {
@@ -187,8 +211,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.wheel = timingwheel.New[task.ID](now.UnixMilli())
 	e.mu.Unlock()
 
-	if err := e.recover(ctx, now); err != nil {
-		return err
+	if e.cfg.Index == nil { // in a cluster, Live tells whose leases are orphaned
+		if err := e.recover(ctx, now); err != nil {
+			return err
+		}
 	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())
@@ -303,6 +329,61 @@ func signal(ch chan struct{}) {
 }
 
 func (e *Engine) signalReady() { signal(e.readyCh) }
+
+// Boot returns this process's id, the prefix of its lease tokens (a
+// cluster uses it as the node's member name).
+func (e *Engine) Boot() string { return e.boot }
+
+// Notify tells the engine that a task it did not write itself wakes at
+// `at` (a cluster node's notice of another node's write). It enters the
+// wheel if it falls within what is loaded.
+func (e *Engine) Notify(id task.ID, at time.Time) {
+	e.trackWake(id, at)
+}
+
+// Rescan makes the loader read the whole window again from the start (the
+// cluster's slot ownership changed). The wheel ignores what it already has.
+func (e *Engine) Rescan() {
+	e.mu.Lock()
+	e.mu.cursor = store.Cursor{}
+	e.mu.Unlock()
+	signal(e.loadKick)
+}
+
+// wrote mirrors a task just written to the store into the cluster index,
+// then tracks it. A failed mirror is logged: the repair scan restores it.
+func (e *Engine) wrote(ctx context.Context, t *task.Task) {
+	if e.cfg.Index != nil {
+		if err := e.cfg.Index.Sync(context.WithoutCancel(ctx), t); err != nil {
+			e.log.WarnContext(ctx, "mirror task to the index; the repair scan will", slog.String("task", t.ID.String()), slog.String("error", err.Error()))
+		}
+	}
+	e.track(t)
+}
+
+// trackWake puts id in the wheel at `at` if it is within what is loaded.
+func (e *Engine) trackWake(id task.ID, at time.Time) {
+	e.mu.Lock()
+	if e.mu.wheel == nil {
+		e.mu.Unlock()
+		return
+	}
+	pos := store.Cursor{At: at, ID: id}
+	if e.mu.cursor.Less(pos) {
+		if e.mu.scanning {
+			e.mu.recent = append(e.mu.recent, store.Wakeup{ID: id, At: at})
+		}
+		e.mu.Unlock()
+		return
+	}
+	ms := at.UnixMilli()
+	e.mu.wheel.Add(id, ms)
+	earlier := e.mu.armed.IsZero() || ms < e.mu.armed.UnixMilli()
+	e.mu.Unlock()
+	if earlier {
+		signal(e.kick)
+	}
+}
 
 // track brings the wheel in line with a task just written to (or read from)
 // the store. It is the only way tasks enter the wheel besides the loader.
@@ -505,7 +586,13 @@ func (e *Engine) load(ctx context.Context) error {
 		e.mu.Unlock()
 
 		limit := min(room, loadPage)
-		ws, err := e.store.Wakeups(ctx, from, until, limit)
+		var ws []store.Wakeup
+		var err error
+		if e.cfg.Index != nil {
+			ws, err = e.cfg.Index.Wakeups(ctx, from, until, limit)
+		} else {
+			ws, err = e.store.Wakeups(ctx, from, until, limit)
+		}
 
 		e.mu.Lock()
 		e.mu.scanning = false

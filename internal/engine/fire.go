@@ -53,6 +53,9 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 				timeout = h.Timeout.Std()
 			}
+			if !e.claim(ctx, t, now, now.Add(timeout+e.cfg.LeaseGrace)) {
+				return errSkip // another node has it
+			}
 			switch adm, at := e.admit(t.App, t.ID, now); adm {
 			case admitLater:
 				later = at
@@ -65,7 +68,7 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			push = true
 			return nil
 		case task.Delivering:
-			if t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot {
+			if t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot && !e.live(leaseBoot(t.Lease)) {
 				// A push attempt of a process that is gone: deliver again now.
 				t.LastError = "interrupted: toc stopped during the delivery"
 				t.Record(now, "interrupted", t.Attempts, t.LastError)
@@ -74,6 +77,9 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			}
 			if t.LeaseExpiresAt == nil || t.LeaseExpiresAt.After(now) {
 				return errSkip
+			}
+			if !e.claim(ctx, t, now, now.Add(time.Minute)) {
+				return errSkip // another node is rolling it back
 			}
 			failAttempt(t, now, "lease expired without an ack", nil)
 			return nil
@@ -102,7 +108,11 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 	if t == nil {
 		return
 	}
-	e.track(t)
+	if err == nil {
+		e.wrote(ctx, t)
+	} else {
+		e.track(t)
+	}
 	if pullDue {
 		e.notifyPull(t.App)
 	}
@@ -119,6 +129,30 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 // write that answers a client (create, patch, cancel, retry, claim, ack,
 // nack) stays synced.
 var noSync = &store.UpdateOpts{NoSync: true}
+
+// claim asks the cluster index for the task (always true on a single node).
+// A failing index does not stop delivery: the store row, locked by this
+// Update, is what decides; the index only spares nodes duplicate work.
+func (e *Engine) claim(ctx context.Context, t *task.Task, now, until time.Time) bool {
+	if e.cfg.Index == nil {
+		return true
+	}
+	ok, err := e.cfg.Index.Claim(context.WithoutCancel(ctx), t, now, until)
+	if err != nil {
+		e.log.WarnContext(ctx, "claim in the index; going by the store", slog.String("task", t.ID.String()), slog.String("error", err.Error()))
+		return true
+	}
+	return ok
+}
+
+// live reports whether a lease's process is alive: on a single node only
+// this process is.
+func (e *Engine) live(boot string) bool {
+	if e.cfg.Index == nil {
+		return boot == e.boot
+	}
+	return e.cfg.Index.Live(boot)
+}
 
 // retryLater puts a task whose store write failed back into the wheel a
 // second from now, so a store hiccup delays it instead of losing it from
@@ -188,7 +222,7 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 		e.log.ErrorContext(ctx, "record delivery outcome", slog.String("task", t.ID.String()), slog.String("error", err.Error()))
 		return
 	}
-	e.track(out)
+	e.wrote(ctx, out)
 }
 
 // notifyPull wakes the claims waiting on app.
