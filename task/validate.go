@@ -135,8 +135,10 @@ func (t Target) Validate() error {
 			if strings.HasPrefix(strings.ToLower(k), "toc-") {
 				return fieldErr("target.http.headers", "%q: names starting with Toc- are set by toc", k)
 			}
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return fieldErr("target.http.headers", "value of %q contains a control character", k)
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+					return fieldErr("target.http.headers", "value of %q contains a control character", k)
+				}
 			}
 		}
 		if size > MaxHeaderBytes {

@@ -59,6 +59,13 @@ type File struct {
 	// AdminTokens are SHA-256 hex digests of bearer tokens that reach every
 	// app.
 	AdminTokens []string `json:"admin_tokens,omitempty"`
+	// Cluster mode: the SQL task library, Redis, and their sizing.
+	SQL         []string      `json:"sql,omitempty"`
+	Redis       []string      `json:"redis,omitempty"`
+	RedisPrefix string        `json:"redis_prefix,omitempty"`
+	SQLTables   int           `json:"sql_tables,omitempty"`
+	Slots       int           `json:"slots,omitempty"`
+	HotWindow   task.Duration `json:"hot_window,omitempty"`
 	// Defaults apply to apps not declared under Apps, and fill the fields a
 	// declared app leaves out.
 	Defaults App            `json:"defaults,omitempty"`

@@ -343,10 +343,19 @@ type createRequest struct {
 	Retry         *task.RetryPolicy `json:"retry"`
 }
 
+// Times toc accepts: the store keeps Unix milliseconds of years 1970-9998.
+var (
+	minTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return t, badField(field, "must be an RFC 3339 time like 2026-01-02T15:04:05.123Z, got %q", s)
+	}
+	if t.Before(minTime) || !t.Before(maxTime) {
+		return t, badField(field, "must be between 1970-01-01 and 9998-12-31, got %q", s)
 	}
 	return t, nil
 }
@@ -365,6 +374,9 @@ func dueAt(due, delay *string, now time.Time, required bool) (*time.Time, error)
 			return nil, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
 		}
 		t := now.Add(d)
+		if t.Before(minTime) || !t.Before(maxTime) {
+			return nil, badField("delay", "puts the due time outside 1970-9998, got %q", *delay)
+		}
 		return &t, nil
 	case required:
 		return nil, badField("due_at", `one of "due_at" or "delay" is required`)

@@ -70,6 +70,14 @@ type Store interface {
 	Close() error
 }
 
+// Counter is an optional interface of a Store: how many tasks each app has
+// in each state (the states without tasks left out). It reads an index entry
+// per stored task, so it costs time in proportion to the store: callers
+// cache the answer rather than ask on every request.
+type Counter interface {
+	Counts(ctx context.Context) (map[string]map[task.State]int64, error)
+}
+
 // UpdateOpts are per-call options of Update.
 type UpdateOpts struct {
 	// NoSync lets Update return before its write is synced to disk. The
@@ -115,4 +123,7 @@ type Wakeup struct {
 	At    time.Time  // the task's WakeAt
 	State task.State // Scheduled or Delivering
 	Kind  string     // the target kind: task.Target.Kind()
+	// App and Key are filled by stores that have them at hand (sqlstore,
+	// for the cluster's promotion to Redis); others may leave them empty.
+	App, Key string
 }

@@ -1,4 +1,18 @@
 // Package httpsink delivers tasks by POSTing their payload to a URL.
+//
+// # Signatures
+//
+// When [Config.Secrets] gives an app secrets, every push of the app carries
+// a [HeaderSignature] header made by [client.Sign] with the first of them;
+// receivers check it with [client.Verify].
+//
+// # Internal addresses
+//
+// When [Config.Guard] is set, a push connects only to addresses the app's
+// [netguard.Policy] permits, checked on the resolved address at connect
+// time. Each distinct policy has its own connection pool, so a connection
+// opened for an app that may call internal addresses never serves an app
+// that may not; apps with the same policy share connections.
 package httpsink
 
 import (
@@ -6,12 +20,17 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/task"
 )
@@ -23,6 +42,8 @@ const (
 	HeaderKey     = "Toc-Key"
 	HeaderAttempt = "Toc-Attempt"
 	HeaderDueAt   = "Toc-Due-At"
+	// HeaderSignature is set when the app has secrets: see [client.Sign].
+	HeaderSignature = client.HeaderSignature
 )
 
 // MaxResponseBody is how much of a response body is read (and kept for the
@@ -33,16 +54,42 @@ const MaxResponseBody = 4 << 10
 type Config struct {
 	// Client sends the requests. Default: a client whose transport keeps
 	// connections alive and which does not follow redirects (a redirect is a
-	// failed attempt).
+	// failed attempt). With Guard set, its Transport must be nil or an
+	// *http.Transport without DialTLS or DialTLSContext (New panics
+	// otherwise), and is copied once per policy.
 	Client *http.Client
 	// UserAgent is sent with every push. Default "toc".
 	UserAgent string
+	// Secrets returns the webhook signing secrets of an app, the one to sign
+	// with first (list two while rotating: receivers accept either, toc
+	// signs with the new one); empty strings are skipped. Nil, or no
+	// secrets for an app, sends its pushes unsigned. It is called for every
+	// push, so it should be cheap.
+	Secrets func(app string) []string
+	// Guard returns the policy that says which internal addresses an app's
+	// pushes may connect to. Nil allows every address. With Guard set,
+	// connections never go through a proxy (the transport's Proxy is
+	// ignored), so that the check sees the target's own address. It is
+	// called for every push, so it should be cheap.
+	Guard func(app string) netguard.Policy
+	// Resolver looks up target hosts when Guard is set. Default
+	// net.DefaultResolver.
+	Resolver netguard.Resolver
 }
 
-// Sink POSTs a task's payload to its target URL.
+// Sink POSTs a task's payload to its target URL. It is safe for concurrent
+// use.
 type Sink struct {
-	client    *http.Client
+	client    *http.Client // every push when guard is nil; the template otherwise
 	userAgent string
+	secrets   func(app string) []string
+	guard     func(app string) netguard.Policy
+	resolver  netguard.Resolver
+
+	mu struct {
+		sync.Mutex
+		guarded map[string]*http.Client // by netguard.Policy.Key
+	}
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -60,11 +107,94 @@ func New(cfg Config) *Sink {
 			},
 		}
 	}
-	return &Sink{client: c, userAgent: cmp.Or(cfg.UserAgent, "toc")}
+	if cfg.Guard != nil {
+		switch tr := c.Transport.(type) {
+		case nil:
+		case *http.Transport:
+			if tr.DialTLSContext != nil || tr.DialTLS != nil {
+				panic("httpsink: Config.Guard cannot check connections made by the transport's DialTLSContext or DialTLS")
+			}
+		default:
+			panic(fmt.Sprintf("httpsink: Config.Guard needs Config.Client.Transport to be an *http.Transport or nil, not %T", tr))
+		}
+	}
+	s := &Sink{
+		client:    c,
+		userAgent: cmp.Or(cfg.UserAgent, "toc"),
+		secrets:   cfg.Secrets,
+		guard:     cfg.Guard,
+		resolver:  cfg.Resolver,
+	}
+	s.mu.guarded = make(map[string]*http.Client)
+	return s
+}
+
+// clientFor returns the client that sends app's pushes: under Guard, the
+// one of the app's policy.
+func (s *Sink) clientFor(app string) *http.Client {
+	if s.guard == nil {
+		return s.client
+	}
+	p := s.guard(app)
+	key := p.Key()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.mu.guarded[key]; ok {
+		return c
+	}
+	var tr *http.Transport
+	if t, ok := s.client.Transport.(*http.Transport); ok {
+		tr = t.Clone()
+	} else { // nil, as New checked
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	var dialer netguard.Dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if tr.DialContext != nil {
+		dialer = dialFunc(tr.DialContext)
+	}
+	tr.DialContext = p.DialContext(s.resolver, dialer)
+	tr.Proxy = nil
+	c := *s.client
+	c.Transport = tr
+	s.mu.guarded[key] = &c
+	return &c
+}
+
+// signingSecret returns the first non-empty secret of app, or "".
+func (s *Sink) signingSecret(app string) string {
+	if s.secrets == nil {
+		return ""
+	}
+	for _, secret := range s.secrets(app) {
+		if secret != "" {
+			return secret
+		}
+	}
+	return ""
+}
+
+// dialFunc adapts a transport's DialContext to a [netguard.Dialer].
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return f(ctx, network, addr)
+}
+
+// CloseIdleConnections closes the idle connections of every pool the Sink
+// keeps, as [http.Client.CloseIdleConnections] does.
+func (s *Sink) CloseIdleConnections() {
+	s.client.CloseIdleConnections()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.mu.guarded {
+		c.CloseIdleConnections()
+	}
 }
 
 // Deliver POSTs t.Payload to t.Target.HTTP.URL with the toc headers and the
-// target's own. A 2xx answer is success; anything else is an error.
+// target's own, signed when the app has secrets. A 2xx answer is success;
+// anything else is an error. A connection the app's policy refuses is an
+// error that wraps a [*netguard.BlockedError].
 func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	h := t.Target.HTTP
 	if h == nil {
@@ -96,9 +226,16 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	}
 	req.Header.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
 	req.Header.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
+	if secret := s.signingSecret(t.App); secret != "" {
+		req.Header.Set(HeaderSignature, client.Sign(secret, time.Now(), t.Payload))
+	}
 
-	resp, err := s.client.Do(req)
+	resp, err := s.clientFor(t.App).Do(req)
 	if err != nil {
+		var be *netguard.BlockedError
+		if errors.As(err, &be) {
+			return fmt.Errorf("POST %s: %w", h.URL, be)
+		}
 		if ctx.Err() == context.DeadlineExceeded {
 			return fmt.Errorf("POST %s: no answer within %s", h.URL, timeout)
 		}

@@ -266,6 +266,41 @@ func (x *Index) Range(ctx context.Context, app string, slot int, from, until tim
 	return out, nil
 }
 
+// SlotRef names one slot of one app.
+type SlotRef struct {
+	App  string
+	Slot int
+}
+
+// RangeSlots is Range over many slots in one pipeline (on Redis Cluster,
+// one per master). Entries are in no particular order.
+func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time.Time, limit int) ([]Entry, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	rng := &redis.ZRangeBy{Min: ms(from), Max: ms(until), Count: int64(limit)}
+	pipe := x.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, 0, 2*len(refs))
+	for _, r := range refs {
+		q := x.Queues(r.App, r.Slot)
+		cmds = append(cmds, pipe.ZRangeByScoreWithScores(ctx, q.Store, rng), pipe.ZRangeByScoreWithScores(ctx, q.Prepare, rng))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisindex: range %d slots: %w", len(refs), err)
+	}
+	var out []Entry
+	for i, c := range cmds {
+		for _, z := range c.Val() {
+			id, err := task.ParseID(fmt.Sprint(z.Member))
+			if err != nil {
+				continue
+			}
+			out = append(out, Entry{ID: id, At: time.UnixMilli(int64(z.Score)), Prepared: i%2 == 1})
+		}
+	}
+	return out, nil
+}
+
 // Count returns the sizes of a slot's three queues.
 func (x *Index) Count(ctx context.Context, app string, slot int) (store, prepare, dead int64, err error) {
 	q := x.Queues(app, slot)

@@ -1,0 +1,464 @@
+// Package cluster makes a toc process one node of a cluster: many stateless
+// nodes over a sharded SQL task library (authoritative) and Redis (the hot
+// tier of tasks due within the hot window).
+//
+// # What a node does
+//
+//   - Membership: it heartbeats its member name (the engine's boot id) into a
+//     sorted set scored by expiry; the live members are those not expired.
+//   - Ownership: Redis slots and SQL shards are split among the live members
+//     by rendezvous hashing; when the members change, each node recomputes
+//     and rescans. Correctness never depends on ownership being exclusive:
+//     claims are atomic Lua scripts, and the SQL row, locked for every
+//     transition, is what decides.
+//   - Promotion: for the SQL shards it owns, it moves tasks that enter the
+//     hot window into Redis, from a cursor, and periodically rescans the
+//     whole window (the repair scan) to restore anything a crash or a Redis
+//     restart lost between the SQL commit and the Redis write.
+//   - Timing: it is the engine's Index: the engine's wheel is filled from the
+//     node's slots, and every write is mirrored to Redis and announced on a
+//     pub/sub channel so the owner of the slot puts it in its wheel at once.
+//     No node polls for due tasks.
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/redisindex"
+	"github.com/toc-dev/toc/task"
+)
+
+// Defaults of Config.
+const (
+	HeartbeatDefault   = 500 * time.Millisecond
+	MemberTTLDefault   = 2 * time.Second
+	RepairEveryDefault = 30 * time.Second
+	NearDefault        = 30 * time.Second
+)
+
+// Shards is the SQL store as the promoter sees it: its shards, each scanned
+// on its own in wake order, with App and Key filled.
+type Shards interface {
+	Shards() int
+	ShardWakeups(ctx context.Context, shard int, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error)
+}
+
+// Config configures a Node.
+type Config struct {
+	Redis redis.UniversalClient // required
+	Index *redisindex.Index     // required
+	SQL   Shards                // required
+	// Prefix of the membership keys; use the index's. Default "toc".
+	Prefix string
+	Logger *slog.Logger
+	// Heartbeat is how often the node renews its membership; MemberTTL how
+	// long a member lives without one (how long a dead node's slots wait).
+	Heartbeat time.Duration
+	MemberTTL time.Duration
+	// RepairEvery is how often the whole hot window is promoted again from
+	// SQL. Default 30s.
+	RepairEvery time.Duration
+	// Near: writes due within it are announced to the slot's owner at once
+	// (match or exceed the engine's Window). Default 30s.
+	Near time.Duration
+}
+
+// Node is one cluster member. It implements engine.Index.
+type Node struct {
+	cfg Config
+	x   *redisindex.Index
+	rdb redis.UniversalClient
+	log *slog.Logger
+	eng *engine.Engine
+	me  string
+
+	mu struct {
+		sync.Mutex
+		live   []string             // sorted member names
+		slots  map[int]bool         // owned Redis slots (of every app)
+		shards []int                // owned SQL shards
+		apps   []string             // apps in Redis
+		prom   map[int]store.Cursor // promotion cursor per owned shard
+	}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ engine.Index = (*Node)(nil)
+
+// New returns a node; Attach an engine, then Start.
+func New(cfg Config) (*Node, error) {
+	if cfg.Redis == nil || cfg.Index == nil || cfg.SQL == nil {
+		return nil, errors.New("cluster: Redis, Index and SQL are required")
+	}
+	cfg.Prefix = cmp.Or(cfg.Prefix, redisindex.PrefixDefault)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, HeartbeatDefault)
+	cfg.MemberTTL = cmp.Or(cfg.MemberTTL, MemberTTLDefault)
+	cfg.RepairEvery = cmp.Or(cfg.RepairEvery, RepairEveryDefault)
+	cfg.Near = cmp.Or(cfg.Near, NearDefault)
+	if cfg.MemberTTL < 2*cfg.Heartbeat {
+		return nil, fmt.Errorf("cluster: MemberTTL (%s) must be at least twice Heartbeat (%s)", cfg.MemberTTL, cfg.Heartbeat)
+	}
+	n := &Node{cfg: cfg, x: cfg.Index, rdb: cfg.Redis, log: cfg.Logger}
+	n.mu.slots = map[int]bool{}
+	n.mu.prom = map[int]store.Cursor{}
+	return n, nil
+}
+
+// Attach gives the node its engine (which was built with the node as its
+// Index). Call before Start.
+func (n *Node) Attach(e *engine.Engine) {
+	n.eng = e
+	n.me = e.Boot()
+}
+
+func (n *Node) membersKey() string  { return n.cfg.Prefix + ":nodes" }
+func (n *Node) wakeChannel() string { return n.cfg.Prefix + ":wake" }
+
+// Start joins the cluster and starts the node's loops: heartbeat,
+// promotion and repair, and the wake listener. It returns once the node
+// has joined and computed its share.
+func (n *Node) Start(ctx context.Context) error {
+	if n.eng == nil {
+		return errors.New("cluster: Attach an engine before Start")
+	}
+	if err := n.heartbeat(ctx); err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
+	sub := n.rdb.Subscribe(ctx, n.wakeChannel())
+	if _, err := sub.Receive(ctx); err != nil {
+		sub.Close()
+		return fmt.Errorf("subscribe to %s: %w", n.wakeChannel(), err)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.heartbeatLoop(lctx) }()
+	go func() { defer n.wg.Done(); n.promoteLoop(lctx) }()
+	go func() { defer n.wg.Done(); defer sub.Close(); n.listen(lctx, sub) }()
+	return nil
+}
+
+// Stop leaves the cluster (so others take over at once) and stops the
+// loops. Safe to call more than once and before Start.
+func (n *Node) Stop(ctx context.Context) error {
+	if n.cancel == nil {
+		return nil
+	}
+	n.cancel()
+	n.wg.Wait()
+	n.cancel = nil
+	if err := n.rdb.ZRem(ctx, n.membersKey(), n.me).Err(); err != nil {
+		return fmt.Errorf("leave the cluster: %w", err)
+	}
+	return nil
+}
+
+// heartbeat renews membership, reads the live members and the apps, and
+// recomputes ownership when the members changed.
+func (n *Node) heartbeat(ctx context.Context) error {
+	now := time.Now()
+	pipe := n.rdb.TxPipeline()
+	pipe.ZAdd(ctx, n.membersKey(), redis.Z{Score: float64(now.Add(n.cfg.MemberTTL).UnixMilli()), Member: n.me})
+	pipe.ZRemRangeByScore(ctx, n.membersKey(), "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+	members := pipe.ZRange(ctx, n.membersKey(), 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	apps, err := n.x.Apps(ctx)
+	if err != nil {
+		return err
+	}
+	live := members.Val()
+	slices.Sort(live)
+	n.mu.Lock()
+	changed := !slices.Equal(live, n.mu.live)
+	newApps := !slices.Equal(apps, n.mu.apps)
+	n.mu.apps = apps
+	if changed {
+		n.mu.live = live
+		n.mu.slots = map[int]bool{}
+		for s := range n.x.Slots() {
+			if owner(live, "slot", s) == n.me {
+				n.mu.slots[s] = true
+			}
+		}
+		n.mu.shards = n.mu.shards[:0]
+		for h := range n.cfg.SQL.Shards() {
+			if owner(live, "shard", h) == n.me {
+				n.mu.shards = append(n.mu.shards, h)
+			}
+		}
+		n.mu.prom = map[int]store.Cursor{} // promote the new share from the start
+	}
+	nslots, nshards := len(n.mu.slots), len(n.mu.shards)
+	n.mu.Unlock()
+	if changed {
+		n.log.InfoContext(ctx, "cluster members changed", slog.Int("members", len(live)), slog.Int("slots", nslots), slog.Int("shards", nshards))
+	}
+	if changed || newApps {
+		n.eng.Rescan()
+	}
+	return nil
+}
+
+// owner picks the member that owns item i of a kind, by rendezvous hashing:
+// the member with the highest hash of (member, kind, i). When a member
+// leaves, only its items move.
+func owner(members []string, kind string, i int) string {
+	var best string
+	var bestH uint64
+	for _, m := range members {
+		h := fnv.New64a()
+		h.Write([]byte(m))
+		h.Write([]byte{0})
+		h.Write([]byte(kind))
+		h.Write([]byte(strconv.Itoa(i)))
+		if v := mix(h.Sum64()); best == "" || v > bestH {
+			best, bestH = m, v
+		}
+	}
+	return best
+}
+
+// mix spreads FNV's output (splitmix64's finaliser).
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := n.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			n.log.WarnContext(ctx, "cluster heartbeat", slog.String("error", err.Error()))
+		}
+	}
+}
+
+// Live implements engine.Index.
+func (n *Node) Live(boot string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := slices.BinarySearch(n.mu.live, boot)
+	return ok
+}
+
+// Share returns the node's current share: owned slots and SQL shards.
+func (n *Node) Share() (slots, shards int, members []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.mu.slots), len(n.mu.shards), slices.Clone(n.mu.live)
+}
+
+// Wakeups implements engine.Index: the members of the node's slots (store
+// and prepare queues) after the cursor and due by until, in wake order.
+func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
+	n.mu.Lock()
+	var refs []redisindex.SlotRef
+	for _, app := range n.mu.apps {
+		for s := range n.mu.slots {
+			refs = append(refs, redisindex.SlotRef{App: app, Slot: s})
+		}
+	}
+	n.mu.Unlock()
+	from := after.At
+	if from.IsZero() {
+		from = time.UnixMilli(0)
+	}
+	es, err := n.x.RangeSlots(ctx, refs, from, until, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Wakeup, 0, len(es))
+	for _, e := range es {
+		w := store.Wakeup{ID: e.ID, At: e.At, State: task.Scheduled}
+		if e.Prepared {
+			w.State = task.Delivering
+		}
+		if !after.Less(store.Cursor{At: w.At, ID: w.ID}) {
+			continue
+		}
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b store.Wakeup) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return slices.Compare(a.ID[:], b.ID[:])
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Sync implements engine.Index: mirror the task's state into its slot and
+// announce it if it wakes soon.
+func (n *Node) Sync(ctx context.Context, t *task.Task) error {
+	slot := n.x.Slot(t.Key, t.ID)
+	now := time.Now()
+	var err error
+	var at time.Time
+	switch {
+	case t.State == task.Scheduled && !t.WakeAt.IsZero() && !t.WakeAt.After(now.Add(n.x.HotWindow())):
+		at = t.WakeAt
+		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Retry, at)
+	case t.State == task.Scheduled:
+		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Drop, now) // SQL keeps it; promotion brings it back
+	case t.State == task.Delivering && t.LeaseExpiresAt != nil:
+		at = *t.LeaseExpiresAt
+		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Lease, at)
+	case t.State == task.Dead:
+		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Dead, now)
+	default:
+		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Drop, now)
+	}
+	if err != nil {
+		return err
+	}
+	if !at.IsZero() && at.Before(now.Add(n.cfg.Near)) {
+		msg := t.ID.String() + " " + strconv.FormatInt(at.UnixMilli(), 10) + " " + strconv.Itoa(slot)
+		if err := n.rdb.Publish(ctx, n.wakeChannel(), msg).Err(); err != nil {
+			return fmt.Errorf("announce %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// listen hands announcements for the node's slots to its engine.
+func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			f := strings.Fields(m.Payload)
+			if len(f) != 3 {
+				continue
+			}
+			id, err := task.ParseID(f[0])
+			at, err2 := strconv.ParseInt(f[1], 10, 64)
+			slot, err3 := strconv.Atoi(f[2])
+			if err != nil || err2 != nil || err3 != nil {
+				continue
+			}
+			n.mu.Lock()
+			mine := n.mu.slots[slot]
+			n.mu.Unlock()
+			if mine {
+				n.eng.Notify(id, time.UnixMilli(at))
+			}
+		}
+	}
+}
+
+// Claim implements engine.Index with the claim_one script.
+func (n *Node) Claim(ctx context.Context, t *task.Task, now, until time.Time) (bool, error) {
+	return n.x.ClaimOne(ctx, t.App, n.x.Slot(t.Key, t.ID), t.ID, now, until)
+}
+
+// promoteLoop moves tasks entering the hot window from the owned SQL shards
+// into Redis, and every RepairEvery promotes the whole window again.
+func (n *Node) promoteLoop(ctx context.Context) {
+	every := min(n.x.HotWindow()/4, 5*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastRepair := time.Now()
+	for {
+		repair := time.Since(lastRepair) >= n.cfg.RepairEvery
+		if repair {
+			lastRepair = time.Now()
+			n.mu.Lock()
+			n.mu.prom = map[int]store.Cursor{}
+			n.mu.Unlock()
+		}
+		if err := n.promote(ctx); err != nil && ctx.Err() == nil {
+			n.log.WarnContext(ctx, "promote tasks to Redis", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RepairNow promotes the whole hot window of the owned shards again (what
+// the periodic repair scan does).
+func (n *Node) RepairNow(ctx context.Context) error {
+	n.mu.Lock()
+	n.mu.prom = map[int]store.Cursor{}
+	n.mu.Unlock()
+	return n.promote(ctx)
+}
+
+func (n *Node) promote(ctx context.Context) error {
+	n.mu.Lock()
+	shards := slices.Clone(n.mu.shards)
+	n.mu.Unlock()
+	until := time.Now().Add(n.x.HotWindow())
+	for _, h := range shards {
+		n.mu.Lock()
+		cur := n.mu.prom[h]
+		n.mu.Unlock()
+		for {
+			ws, err := n.cfg.SQL.ShardWakeups(ctx, h, cur, until, 1000)
+			if err != nil {
+				return fmt.Errorf("scan shard %d: %w", h, err)
+			}
+			for _, w := range ws {
+				slot := n.x.Slot(w.Key, w.ID)
+				switch w.State {
+				case task.Scheduled:
+					_, err = n.x.Add(ctx, w.App, slot, w.ID, w.At)
+				case task.Delivering:
+					err = n.x.Settle(ctx, w.App, slot, w.ID, redisindex.Lease, w.At)
+				}
+				if err != nil {
+					return err
+				}
+				if w.At.Before(time.Now().Add(n.cfg.Near)) {
+					_ = n.rdb.Publish(ctx, n.wakeChannel(), w.ID.String()+" "+strconv.FormatInt(w.At.UnixMilli(), 10)+" "+strconv.Itoa(slot)).Err()
+				}
+				cur = store.Cursor{At: w.At, ID: w.ID}
+			}
+			if len(ws) < 1000 {
+				break
+			}
+		}
+		n.mu.Lock()
+		n.mu.prom[h] = cur
+		n.mu.Unlock()
+	}
+	return nil
+}

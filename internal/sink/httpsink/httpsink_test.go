@@ -1,0 +1,340 @@
+package httpsink_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/netguard"
+	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/task"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// push is what the receiver got.
+type push struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver is a webhook receiver on 127.0.0.1, the only address these
+// tests send traffic to. It counts the connections it accepts.
+type receiver struct {
+	srv    *httptest.Server
+	pushes chan push
+	mu     sync.Mutex
+	conns  int
+}
+
+func newReceiver(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, body []byte)) *receiver {
+	t.Helper()
+	rc := &receiver{pushes: make(chan push, 16)}
+	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("receiver: %v", err)
+		}
+		rc.pushes <- push{header: r.Header.Clone(), body: body}
+		if handle != nil {
+			handle(w, r, body)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	rc.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			rc.mu.Lock()
+			rc.conns++
+			rc.mu.Unlock()
+		}
+	}
+	rc.srv.Start()
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) connections() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.conns
+}
+
+func newSink(t *testing.T, cfg httpsink.Config) *httpsink.Sink {
+	t.Helper()
+	s := httpsink.New(cfg)
+	t.Cleanup(s.CloseIdleConnections)
+	return s
+}
+
+func newTask(app, url string, payload string) *task.Task {
+	return &task.Task{
+		ID:      task.ID{1},
+		App:     app,
+		Payload: []byte(payload),
+		Target:  task.Target{HTTP: &task.HTTPTarget{URL: url}},
+		DueAt:   time.Now(),
+	}
+}
+
+func TestDeliver(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	s := newSink(t, httpsink.Config{})
+	tk := newTask("billing", rc.srv.URL+"/expire", `{"order":42}`)
+	tk.Key = "order-42"
+	tk.Target.HTTP.Headers = map[string]string{"X-Extra": "1"}
+	if err := s.Deliver(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	p := <-rc.pushes
+	for k, want := range map[string]string{
+		httpsink.HeaderTaskID: tk.ID.String(),
+		httpsink.HeaderApp:    "billing",
+		httpsink.HeaderKey:    "order-42",
+		"Content-Type":        "application/json",
+		"X-Extra":             "1",
+		"User-Agent":          "toc",
+	} {
+		if got := p.header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if p.header.Get(httpsink.HeaderSignature) != "" {
+		t.Errorf("unsigned sink sent %s", httpsink.HeaderSignature)
+	}
+	if string(p.body) != `{"order":42}` {
+		t.Errorf("body %q", p.body)
+	}
+}
+
+func TestDeliverNon2xx(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		http.Error(w, strings.Repeat("x", 10<<10), http.StatusBadGateway)
+	})
+	s := newSink(t, httpsink.Config{})
+	err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL, ""))
+	var se *httpsink.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusBadGateway {
+		t.Fatalf("Deliver = %v, want a 502 *StatusError", err)
+	}
+	if len(err.Error()) > 400 {
+		t.Errorf("error message is %d bytes; the body snippet is not capped", len(err.Error()))
+	}
+}
+
+// TestSignedPush: a receiver verifies the real push with client.Verify.
+func TestSignedPush(t *testing.T) {
+	t.Parallel()
+	secrets := map[string][]string{"billing": {"new", "old"}, "skips-empty": {"", "only"}}
+	verdict := make(chan error, 1)
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		err := client.Verify(secrets[r.Header.Get(httpsink.HeaderApp)], r.Header.Get(client.HeaderSignature), body, 0)
+		verdict <- err
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	s := newSink(t, httpsink.Config{Secrets: func(app string) []string { return secrets[app] }})
+
+	payload := "\x00binary\xff payload"
+	if err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL, payload)); err != nil {
+		t.Fatalf("signed push refused: %v", err)
+	}
+	if err := <-verdict; err != nil {
+		t.Fatal(err)
+	}
+	p := <-rc.pushes
+	sig := p.header.Get(httpsink.HeaderSignature)
+	// Signed with the first secret: it verifies with that one alone, not
+	// with the second alone.
+	if err := client.Verify([]string{"new"}, sig, p.body, 0); err != nil {
+		t.Errorf("not signed with the first secret: %v", err)
+	}
+	if err := client.Verify([]string{"old"}, sig, p.body, 0); !errors.Is(err, client.ErrBadSignature) {
+		t.Errorf("verified with the second secret alone: %v", err)
+	}
+	if err := client.Verify([]string{"new"}, sig, []byte(payload+"!"), 0); !errors.Is(err, client.ErrBadSignature) {
+		t.Errorf("tampered body: %v", err)
+	}
+
+	if err := s.Deliver(context.Background(), newTask("skips-empty", rc.srv.URL, "x")); err != nil {
+		t.Errorf("push signed after an empty secret: %v", err)
+	}
+	<-verdict
+	<-rc.pushes
+
+	// An app without secrets is not signed, and the receiver says so.
+	err := s.Deliver(context.Background(), newTask("other", rc.srv.URL, "x"))
+	if v := <-verdict; !errors.Is(v, client.ErrNoSignature) && v != nil {
+		t.Errorf("unsigned push: receiver says %v", v)
+	}
+	if p := <-rc.pushes; p.header.Get(httpsink.HeaderSignature) != "" {
+		t.Errorf("app without secrets signed: %q", p.header.Get(httpsink.HeaderSignature))
+	}
+	if err == nil {
+		t.Error("receiver accepted an unsigned push")
+	}
+}
+
+func TestGuard(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	port := rc.srv.Listener.Addr().(*net.TCPAddr).Port
+	byName := "http://receiver.test:" + strconv.Itoa(port) + "/hook"
+	res := resolverFunc(func(ctx context.Context, network, host string) ([]netip.Addr, error) {
+		if host == "receiver.test" {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	})
+	policies := map[string]netguard.Policy{
+		"strict":     {},
+		"private":    {AllowPrivate: true},
+		"by-address": {AllowedHosts: []string{"127.0.0.1"}},
+		"by-name":    {AllowedHosts: []string{"receiver.test"}},
+	}
+	s := newSink(t, httpsink.Config{
+		Guard:    func(app string) netguard.Policy { return policies[app] },
+		Resolver: res,
+	})
+	tests := []struct {
+		app, url string
+		wantOK   bool
+	}{
+		{"strict", rc.srv.URL, false},
+		{"strict", byName, false},
+		{"private", rc.srv.URL, true},
+		{"private", byName, true},
+		{"by-address", rc.srv.URL, true},
+		{"by-address", byName, true}, // resolves to the allowed address
+		{"by-name", byName, true},
+		{"by-name", rc.srv.URL, false},
+		{"unknown-app", rc.srv.URL, false}, // the zero policy
+	}
+	for _, tt := range tests {
+		err := s.Deliver(context.Background(), newTask(tt.app, tt.url, "x"))
+		if tt.wantOK {
+			if err != nil {
+				t.Errorf("%s → %s: %v", tt.app, tt.url, err)
+			} else {
+				<-rc.pushes
+			}
+			continue
+		}
+		var be *netguard.BlockedError
+		if !errors.As(err, &be) {
+			t.Errorf("%s → %s: %v, want a *netguard.BlockedError", tt.app, tt.url, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "allow_private_targets") || !strings.HasPrefix(err.Error(), "POST "+tt.url+": connect to ") {
+			t.Errorf("%s → %s: error %q does not say what to do", tt.app, tt.url, err)
+		}
+	}
+	select {
+	case p := <-rc.pushes:
+		t.Errorf("a refused push arrived: %v", p.header)
+	default:
+	}
+}
+
+// TestGuardPoolsPerPolicy: a connection opened under a permissive policy
+// is never reused for an app with a strict one, while an app reuses its
+// own connections.
+func TestGuardPoolsPerPolicy(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	policies := map[string]netguard.Policy{
+		"open":      {AllowPrivate: true},
+		"also-open": {AllowPrivate: true},
+		"strict":    {},
+	}
+	s := newSink(t, httpsink.Config{Guard: func(app string) netguard.Policy { return policies[app] }})
+	for range 3 {
+		if err := s.Deliver(context.Background(), newTask("open", rc.srv.URL, "x")); err != nil {
+			t.Fatal(err)
+		}
+		<-rc.pushes
+	}
+	if n := rc.connections(); n != 1 {
+		t.Errorf("3 pushes of one app took %d connections, want 1 (reuse)", n)
+	}
+	// An idle connection to the receiver is now pooled.
+	var be *netguard.BlockedError
+	if err := s.Deliver(context.Background(), newTask("strict", rc.srv.URL, "x")); !errors.As(err, &be) {
+		t.Fatalf("strict app after an open one: %v, want a *netguard.BlockedError", err)
+	}
+	if err := s.Deliver(context.Background(), newTask("also-open", rc.srv.URL, "x")); err != nil {
+		t.Fatal(err)
+	}
+	<-rc.pushes
+	if n := rc.connections(); n != 1 {
+		t.Errorf("an app with the same policy took a new connection (%d in all)", n)
+	}
+}
+
+// TestGuardIgnoresProxy: with a guard, pushes go straight to the target,
+// so the check sees the target's address and not the proxy's.
+func TestGuardIgnoresProxy(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	tr := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) {
+		return url.Parse("http://127.0.0.1:1") // nothing listens there
+	}}
+	s := newSink(t, httpsink.Config{
+		Client: &http.Client{Transport: tr},
+		Guard:  func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} },
+	})
+	if err := s.Deliver(context.Background(), newTask("a", rc.srv.URL, "x")); err != nil {
+		t.Fatal(err)
+	}
+	<-rc.pushes
+}
+
+func TestGuardNeedsHTTPTransport(t *testing.T) {
+	t.Parallel()
+	guard := func(string) netguard.Policy { return netguard.Policy{} }
+	for name, c := range map[string]*http.Client{
+		"custom RoundTripper": {Transport: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("no") })},
+		"DialTLSContext": {Transport: &http.Transport{DialTLSContext: func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("no")
+		}}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: New did not panic", name)
+				}
+			}()
+			httpsink.New(httpsink.Config{Client: c, Guard: guard})
+		}()
+	}
+}
+
+type resolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return f(ctx, network, host)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
