@@ -13,18 +13,26 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toc-dev/toc/internal/cluster"
 	"github.com/toc-dev/toc/internal/config"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/amqpsink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/internal/sink/natssink"
+	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/store/redisindex"
+	"github.com/toc-dev/toc/internal/store/sqlstore"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -49,6 +57,14 @@ type serveConfig struct {
 	insecure        bool
 	allowPrivate    string // "", "true" or "false"
 	reloadEvery     time.Duration
+
+	// Cluster mode.
+	sql       string // comma-separated DSNs
+	redis     string // comma-separated addresses
+	sqlTables int
+	slots     int
+	hotWindow time.Duration
+	prefix    string
 }
 
 // runServe runs the service until ctx is done, then shuts down gracefully:
@@ -76,6 +92,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.insecure, "insecure", false, "allow serving without any token on a non-loopback address")
 	fs.StringVar(&c.allowPrivate, "allow-private-targets", "", "let tasks call loopback/private/link-local addresses: true or false (default: true only in local development mode)")
 	fs.DurationVar(&c.reloadEvery, "config-check", 2*time.Second, "how often the configuration file is checked for changes (SIGHUP reloads at once)")
+	fs.StringVar(&c.sql, "sql", "", "cluster mode: SQL task library, DSN[,DSN...] (postgres://... or mysql://user:pass@tcp(host:3306)/db)")
+	fs.StringVar(&c.redis, "redis", "", "cluster mode: Redis address[,address...] (several: Redis Cluster)")
+	fs.IntVar(&c.sqlTables, "sql-tables", sqlstore.TablesDefault, "cluster mode: task tables per database (fixed at first start)")
+	fs.IntVar(&c.slots, "slots", redisindex.SlotsDefault, "cluster mode: Redis slots per app (a power of two)")
+	fs.DurationVar(&c.hotWindow, "hot-window", redisindex.HotWindowDefault, "cluster mode: tasks due within it are kept in Redis")
+	fs.StringVar(&c.prefix, "redis-prefix", redisindex.PrefixDefault, "cluster mode: prefix of every Redis key")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: toc serve [flags]\n\nRuns toc on an embedded store.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -128,6 +150,18 @@ func (c *serveConfig) fill(f *config.File, set map[string]bool) {
 	str("log-level", &c.logLevel, f.LogLevel)
 	str("tls-cert", &c.tlsCert, f.TLSCert)
 	str("tls-key", &c.tlsKey, f.TLSKey)
+	str("sql", &c.sql, strings.Join(f.SQL, ","))
+	str("redis", &c.redis, strings.Join(f.Redis, ","))
+	str("redis-prefix", &c.prefix, f.RedisPrefix)
+	if !set["sql-tables"] && f.SQLTables > 0 {
+		c.sqlTables = f.SQLTables
+	}
+	if !set["slots"] && f.Slots > 0 {
+		c.slots = f.Slots
+	}
+	if !set["hot-window"] && f.HotWindow > 0 {
+		c.hotWindow = f.HotWindow.Std()
+	}
 	if !set["retention"] && f.Retention > 0 {
 		c.retention = f.Retention.Std()
 	}
@@ -227,15 +261,16 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		return err
 	}
 
-	st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log})
+	be, err := openBackend(ctx, c, log)
 	if err != nil {
-		return fmt.Errorf("open store in %s: %w", c.data, err)
+		return err
 	}
 	defer func() {
-		if cerr := st.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close store: %w", cerr)
+		if cerr := be.close(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
+	st := be.store
 
 	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.amqp, Logger: log})
 	defer amqpSink.Close()
@@ -252,13 +287,24 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		MaxInFlight: c.maxInFlight,
 		MaxPayload:  c.maxPayload,
 		Retention:   c.retention,
+		Index:       be.index(),
+		ShardFor:    be.shardFor,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	eng.SetPolicies(policies(file))
+	if be.node != nil {
+		be.node.Attach(eng)
+	}
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
+	}
+	if be.node != nil {
+		if err := be.node.Start(ctx); err != nil {
+			_ = eng.Stop(context.Background())
+			return fmt.Errorf("join the cluster: %w", err)
+		}
 	}
 
 	ln, err := net.Listen("tcp", c.listen)
@@ -288,7 +334,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	} else {
 		go func() { served <- srv.Serve(ln) }()
 	}
-	log.Info("toc serving", slog.String("addr", scheme+"://"+ln.Addr().String()), slog.String("data", c.data),
+	log.Info("toc serving", slog.String("addr", scheme+"://"+ln.Addr().String()), slog.String("store", be.describe),
 		slog.Bool("tokens", acc != nil), slog.Bool("allow_private_targets", lv.allowPrivate))
 	fmt.Fprintf(stdout, "toc listening on %s://%s\n", scheme, ln.Addr())
 
@@ -325,6 +371,13 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		_ = srv.Close()
 	}
 	<-served
+	if be.node != nil {
+		// Leave first, so the other nodes take this node's share at once;
+		// in-flight attempts still end here (claims are atomic).
+		if err := be.node.Stop(sctx); err != nil {
+			log.Warn("leave the cluster", slog.String("error", err.Error()))
+		}
+	}
 	if err := eng.Stop(sctx); err != nil {
 		return fmt.Errorf("stop engine: %w", err)
 	}
@@ -332,9 +385,85 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	return nil
 }
 
+// backend is where tasks live: Pebble on a single node, or SQL and Redis
+// with this process as a cluster node.
+type backend struct {
+	store    store.Store
+	node     *cluster.Node // nil on a single node
+	shardFor func(app, key string, id task.ID) uint16
+	describe string
+	closers  []func() error
+}
+
+func (b *backend) index() engine.Index {
+	if b.node == nil {
+		return nil // a typed nil would not be nil
+	}
+	return b.node
+}
+
+func (b *backend) close() error {
+	var errs []error
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		errs = append(errs, b.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend, error) {
+	if c.sql == "" && c.redis == "" {
+		st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open store in %s: %w", c.data, err)
+		}
+		return &backend{store: st, describe: "embedded:" + c.data, closers: []func() error{st.Close}}, nil
+	}
+	if c.sql == "" || c.redis == "" {
+		return nil, fmt.Errorf("%w: cluster mode needs both --sql and --redis", ErrUsage)
+	}
+	b := &backend{describe: "cluster"}
+	st, err := sqlstore.Open(ctx, sqlstore.Options{DSNs: strings.Split(c.sql, ","), Tables: c.sqlTables, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open the SQL task library: %w", err)
+	}
+	b.store, b.shardFor = st, st.ShardFor
+	b.closers = append(b.closers, st.Close)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(c.redis, ",")})
+	b.closers = append(b.closers, rdb.Close)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = b.close()
+		return nil, fmt.Errorf("connect to Redis at %s: %w", c.redis, err)
+	}
+	x, err := redisindex.New(redisindex.Options{Client: rdb, Prefix: c.prefix, Slots: c.slots, HotWindow: c.hotWindow})
+	if err != nil {
+		_ = b.close()
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	node, err := cluster.New(cluster.Config{Redis: rdb, Index: x, SQL: st, Prefix: c.prefix, Logger: log, Near: max(c.window*3, cluster.NearDefault)})
+	if err != nil {
+		_ = b.close()
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	b.node = node
+	return b, nil
+}
+
+// newHTTPSink signs each app's pushes with its first signing secret and
+// checks every connection's address against the app's callback policy (at
+// connect time, so DNS rebinding cannot get around it). Both read the live
+// configuration, so a reload applies to the next push.
 func newHTTPSink(lv *live) *httpsink.Sink {
-	_ = lv // per-app secrets and callback policy: wired in security.go
-	return httpsink.New(httpsink.Config{})
+	return httpsink.New(httpsink.Config{
+		Secrets: func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
+		Guard: func(app string) netguard.Policy {
+			a := lv.file.Load().Effective(app)
+			allow := lv.allowPrivate // the server-wide default
+			if a.AllowPrivateTargets != nil {
+				allow = *a.AllowPrivateTargets
+			}
+			return netguard.Policy{AllowPrivate: allow, AllowedHosts: a.AllowedHosts}
+		},
+	})
 }
 
 // watchConfig reloads the file at path when it changes (checked every

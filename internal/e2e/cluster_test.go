@@ -1,0 +1,167 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testsvc"
+	"github.com/toc-dev/toc/task"
+)
+
+// clusterEnv is a fresh PostgreSQL database and a Redis key prefix of the
+// test's own, and the flags that make `toc serve` a node over them.
+type clusterEnv struct {
+	dsn, prefix string
+}
+
+func (c clusterEnv) flags() []string {
+	return []string{"--sql", c.dsn, "--sql-tables", "4", "--redis", testsvc.RedisAddr(), "--redis-prefix", c.prefix, "--slots", "16", "--hot-window", "2m"}
+}
+
+func newClusterEnv(t *testing.T) clusterEnv {
+	t.Helper()
+	_, prefix := testsvc.Redis(t) // skips (or fails in CI) without Redis; cleans the prefix
+	admin := "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		testsvc.Missing(t, "PostgreSQL", "127.0.0.1:5432", "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", err)
+	}
+	db := "toc_e2e_" + testsvc.Token()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+	})
+	return clusterEnv{dsn: "postgres://postgres@127.0.0.1:5432/" + db + "?sslmode=disable", prefix: prefix}
+}
+
+// TestClusterNodeKilled: 3 nodes, 50 000 tasks due over 10 s, one node
+// killed with SIGKILL midway. Every task is delivered at least once; the
+// test reports duplicates and how long the dead node's share went late.
+func TestClusterNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node load test; skipped with -short")
+	}
+	env := newClusterEnv(t)
+	rcv := newHooks(t)
+	dir := t.TempDir()
+	var nodes []*child
+	for i := range 3 {
+		nodes = append(nodes, startChild(t, fmt.Sprintf("%s/n%d", dir, i), env.flags()...))
+	}
+	target := task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}}
+
+	const n, spread = 50_000, 10 * time.Second
+	start := time.Now().Add(15 * time.Second) // scheduling 50k rows first
+	var reqs []client.ScheduleRequest
+	for i := range n {
+		due := start.Add(time.Duration(i) * spread / n)
+		reqs = append(reqs, client.ScheduleRequest{App: "load", Key: fmt.Sprint(i), DueAt: &due, Target: target})
+	}
+	ctx := context.Background()
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	chunks := slices.Collect(slices.Chunk(reqs, 1000))
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := nodes[w%3].client()
+			for c := w; c < len(chunks); c += 6 {
+				rs, err := cl.ScheduleBatch(ctx, chunks[c])
+				if err == nil {
+					for j, r := range rs {
+						if r.Err != nil {
+							err = r.Err
+							break
+						}
+						ids[c*1000+j] = r.Task.ID.String()
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	if late := time.Since(start); late > 0 {
+		t.Fatalf("scheduling 50k tasks took too long: the first was due %s ago", late)
+	}
+	t.Logf("scheduled %d tasks; first due in %s", n, time.Until(start))
+
+	// Kill node 2 in the middle of the stream.
+	time.Sleep(time.Until(start.Add(spread / 2)))
+	killedAt := time.Now()
+	nodes[2].kill(t)
+
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	waitUntil(wctx, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		return len(rcv.first) >= n
+	})
+
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	missing, dups := 0, 0
+	var lateAfterKill []time.Duration
+	var late []time.Duration
+	for i, id := range ids {
+		at, ok := rcv.first[id]
+		if !ok {
+			missing++
+			continue
+		}
+		dups += rcv.count[id] - 1
+		due := start.Add(time.Duration(i) * spread / n)
+		if at.Before(task.Ms(due)) {
+			t.Errorf("task %d delivered %s early", i, task.Ms(due).Sub(at))
+		}
+		late = append(late, at.Sub(due))
+		if due.After(killedAt) && due.Before(killedAt.Add(3*time.Second)) {
+			lateAfterKill = append(lateAfterKill, at.Sub(due))
+		}
+	}
+	slices.Sort(late)
+	slices.Sort(lateAfterKill)
+	q := func(d []time.Duration, p float64) time.Duration {
+		if len(d) == 0 {
+			return 0
+		}
+		return d[int(p*float64(len(d)-1))]
+	}
+	t.Logf("3 nodes, %d tasks over %s, node killed at +%s: %d missing, %d duplicate deliveries", n, spread, killedAt.Sub(start).Round(time.Millisecond), missing, dups)
+	t.Logf("lateness all: p50 %s p99 %s max %s", q(late, .5), q(late, .99), q(late, 1))
+	t.Logf("dead node's share went unclaimed for up to %s (max lateness of tasks due in the 3 s after the kill; p50 %s)", q(lateAfterKill, 1), q(lateAfterKill, .5))
+	if missing > 0 {
+		t.Fatalf("%d of %d tasks never delivered", missing, n)
+	}
+}

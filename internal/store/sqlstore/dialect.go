@@ -1,0 +1,156 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// dialect is what differs between PostgreSQL and MySQL: how to connect,
+// the SQL (in .sql files), placeholders, and which errors are worth a retry.
+type dialect struct {
+	name       string // "postgres" or "mysql"
+	ph         placeholders
+	queries    map[string]*template.Template
+	migrations []migration
+
+	// connector returns the driver connector for a DSN (scheme included).
+	connector func(dsn string) (driver.Connector, error)
+
+	// transactionalDDL: migrations run in one transaction (PostgreSQL).
+	// Otherwise DDL commits implicitly and migrations run on one connection
+	// under a named lock (MySQL).
+	transactionalDDL bool
+
+	// retryable reports a transaction that lost a deadlock and may run
+	// again.
+	retryable func(error) bool
+}
+
+// DSN schemes.
+const (
+	schemePostgres   = "postgres://"
+	schemePostgreSQL = "postgresql://"
+	schemeMySQL      = "mysql://"
+)
+
+var (
+	postgresDialect = mustDialect(&dialect{
+		name:             "postgres",
+		ph:               placeholders{numbered: true},
+		connector:        postgresConnector,
+		transactionalDDL: true,
+		retryable: func(err error) bool {
+			var pe *pgconn.PgError
+			// deadlock_detected, serialization_failure
+			return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+		},
+	})
+	mysqlDialect = mustDialect(&dialect{
+		name:      "mysql",
+		connector: mysqlConnector,
+		retryable: func(err error) bool {
+			var me *mysql.MySQLError
+			return errors.As(err, &me) && me.Number == 1213 // ER_LOCK_DEADLOCK
+		},
+	})
+)
+
+// requiredQueries are the queries every dialect's file must have. no_sync
+// and migrate_unlock are optional.
+var requiredQueries = []string{
+	"get", "get_by_key", "get_for_update", "insert", "key_holder", "update", "sweep",
+	"wakeups", "claimable", "list", "sweepable", "shard_wakeups",
+	"migrate_lock", "create_migrations", "create_meta", "meta_get", "meta_put", "versions", "version_put",
+}
+
+// mustDialect reads d's .sql files. They are embedded, so an error is a bug.
+func mustDialect(d *dialect) *dialect {
+	var err error
+	d.queries, err = parseQueries("queries/" + d.name + ".sql")
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range requiredQueries {
+		if d.queries[name] == nil {
+			panic(fmt.Sprintf("sqlstore: queries/%s.sql has no query %q", d.name, name))
+		}
+	}
+	d.migrations, err = parseMigrations("migrations/" + d.name)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// dialectOf returns the dialect of dsn, by its scheme.
+func dialectOf(dsn string) (*dialect, error) {
+	switch {
+	case strings.HasPrefix(dsn, schemePostgres), strings.HasPrefix(dsn, schemePostgreSQL):
+		return postgresDialect, nil
+	case strings.HasPrefix(dsn, schemeMySQL):
+		return mysqlDialect, nil
+	}
+	return nil, errors.New("must start with postgres://, postgresql:// or mysql://")
+}
+
+// render renders the query name of d.
+func (d *dialect) render(name string, data tmplData) (query, error) {
+	t := d.queries[name]
+	if t == nil {
+		return query{}, fmt.Errorf("sqlstore: no query %q for %s", name, d.name)
+	}
+	return d.ph.render(t, data)
+}
+
+func postgresConnector(dsn string) (driver.Connector, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return stdlib.GetConnector(*cfg), nil
+}
+
+// mysqlConnector strips the mysql:// scheme, which go-sql-driver/mysql does
+// not know, and sets what the store relies on:
+//
+//   - clientFoundRows off: an insert whose key is taken counts 0 rows;
+//   - interpolateParams on: a query with arguments is one round trip, not a
+//     prepare, an execute and a close (safe: the store passes only integers,
+//     strings and bytes, and the driver refuses charsets where it is not);
+//   - strict mode, unless the DSN sets sql_mode: a value too long for its
+//     column is an error, never silently cut.
+func mysqlConnector(dsn string) (driver.Connector, error) {
+	cfg, err := mysql.ParseDSN(strings.TrimPrefix(dsn, schemeMySQL))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("names no database (mysql://user:pass@tcp(host:port)/database)")
+	}
+	cfg.ClientFoundRows = false
+	cfg.InterpolateParams = true
+	if _, ok := cfg.Params["sql_mode"]; !ok {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["sql_mode"] = "CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'STRICT_ALL_TABLES')"
+	}
+	return mysql.NewConnector(cfg)
+}
+
+// querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}

@@ -1,0 +1,716 @@
+package sqlstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// errChangedIdentity is returned by Update when fn changed the ID, App or Key
+// of the task, which the contract forbids.
+var errChangedIdentity = errors.New("toc: update must not change a task's id, app or key")
+
+// Batches of inserts: a multi-row INSERT holds at most maxInsertRows rows
+// and, past the first row, maxInsertBytes of records (MySQL's
+// max_allowed_packet is 16 MiB by default).
+const (
+	maxInsertRows  = 100
+	maxInsertBytes = 4 << 20
+)
+
+// maxTxAttempts bounds the runs of a Create or Sweep transaction that loses
+// a deadlock. Update is never re-run: it calls the engine's fn, and it locks
+// a single row, so it cannot deadlock with the store's other writes.
+const maxTxAttempts = 5
+
+// maxKeyRetries bounds how often Create inserts a task again after finding
+// its key taken by a task that was gone when it looked (swept meanwhile).
+const maxKeyRetries = 3
+
+// notFound wraps store.ErrNotFound with what was looked for.
+func notFound(what string) error { return fmt.Errorf("sqlstore: task %s: %w", what, store.ErrNotFound) }
+
+// checkTask refuses a task the schema can't hold.
+func checkTask(t *task.Task) error {
+	if t.ID.IsZero() {
+		return errors.New("sqlstore: task without an id")
+	}
+	if strings.IndexByte(t.App, 0) >= 0 {
+		return fmt.Errorf("sqlstore: task %s: app %q contains a NUL byte", t.ID, t.App)
+	}
+	if _, err := stateCode(t.State); err != nil {
+		return fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if k := t.Target.Kind(); !kinds[k] {
+		return fmt.Errorf("sqlstore: task %s: unknown target kind %q", t.ID, k)
+	}
+	return nil
+}
+
+// columns returns the values of t's columns, in the insert's order: id, app,
+// task_key, state, target_kind, wake_at, next_attempt_at, finished_at,
+// record. t must have passed checkTask and be normalized.
+func columns(t *task.Task) ([]any, error) {
+	rec, err := encodeRecord(t)
+	if err != nil {
+		return nil, err
+	}
+	state, _ := stateCode(t.State)
+	var key, wake, finished any // NULL unless set
+	if t.Key != "" {
+		key = []byte(t.Key)
+	}
+	if !t.WakeAt.IsZero() {
+		wake = t.WakeAt.UnixMilli()
+	}
+	if t.State.Final() && t.FinishedAt != nil {
+		finished = t.FinishedAt.UnixMilli()
+	}
+	return []any{t.ID[:], t.App, key, int64(state), t.Target.Kind(), wake, t.NextAttemptAt.UnixMilli(), finished, rec}, nil
+}
+
+// An insertion is one task of a Create on its way to a table.
+type insertion struct {
+	i     int        // its index in the batch
+	t     *task.Task // a normalized copy
+	table int
+	cols  []any
+}
+
+// Create implements [store.Store].
+//
+// Each database's tasks are inserted in one transaction, so a batch is
+// atomic per database, not across databases: if Create fails, the tasks of
+// some databases may be stored. Retrying is safe for keyed tasks (the retry
+// finds them), not for keyless ones: the engine should batch across
+// databases only when a partly stored batch is acceptable.
+//
+// Every task's id must name a shard of the store, and a keyed task's that of
+// its key ([Store.ShardFor]).
+func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+
+	// Check and route everything before writing anything.
+	res := make([]store.CreateResult, len(tasks))
+	byDB := make([][]insertion, len(s.dbs))
+	first := map[[2]string]int{} // (app, key) → index of the first task with it
+	var dups [][2]int            // {later, first}
+	for i, t := range tasks {
+		if err := checkTask(t); err != nil {
+			return nil, err
+		}
+		shard := t.ID.Shard()
+		db, table, ok := s.route(shard)
+		if !ok {
+			return nil, fmt.Errorf("sqlstore: task %s: its id names shard %d; the store has %d", t.ID, shard, s.Shards())
+		}
+		if t.Key != "" {
+			if want := s.ShardFor(t.App, t.Key, t.ID); shard != want {
+				return nil, fmt.Errorf("sqlstore: task %s: its id names shard %d, its key belongs to shard %d: make its id with Store.ShardFor", t.ID, shard, want)
+			}
+			k := [2]string{t.App, t.Key}
+			if j, ok := first[k]; ok {
+				dups = append(dups, [2]int{i, j})
+				continue
+			}
+			first[k] = i
+		}
+		c := normalize(t.Clone())
+		cols, err := columns(c)
+		if err != nil {
+			return nil, err
+		}
+		byDB[db.index] = append(byDB[db.index], insertion{i: i, t: c, table: table, cols: cols})
+	}
+
+	err := s.each(func(db *database) error {
+		if len(byDB[db.index]) == 0 {
+			return nil
+		}
+		// Each goroutine writes the results of its own tasks only.
+		if err := s.createIn(ctx, db, byDB[db.index], res); err != nil {
+			return fmt.Errorf("sqlstore: create in database %d: %w", db.index, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dups {
+		res[d[0]] = store.CreateResult{Task: res[d[1]].Task.Clone()} // each result its own copy
+	}
+	return res, nil
+}
+
+// createIn inserts ins into db in one transaction and fills their results.
+//
+// Idempotency: the insert skips a row whose (app, task_key) is taken (ON
+// CONFLICT DO NOTHING; MySQL: ON DUPLICATE KEY UPDATE id = id, which changes
+// nothing). When a chunk inserts fewer rows than it has, each keyed task of
+// it is looked up by key: the holder is either the task itself (inserted)
+// or the task that had the key. A key whose holder is gone by then (swept)
+// is inserted again.
+func (s *Store) createIn(ctx context.Context, db *database, ins []insertion, res []store.CreateResult) error {
+	// One order for every Create, so that concurrent ones take their key
+	// locks in the same order.
+	slices.SortFunc(ins, func(a, b insertion) int {
+		return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.t.App, b.t.App),
+			cmp.Compare(a.t.Key, b.t.Key), bytes.Compare(a.t.ID[:], b.t.ID[:]))
+	})
+	return s.inTx(ctx, db, "create", func(tx *sql.Tx) error {
+		pending := ins
+		for try := 0; len(pending) > 0; try++ {
+			if try > maxKeyRetries {
+				it := pending[0]
+				return fmt.Errorf("task %s: its key %q of app %q is taken, yet no task has it (or its id is already stored)", it.t.ID, it.t.Key, it.t.App)
+			}
+			var again []insertion
+			for chunk := range chunks(pending) {
+				a, err := s.insertChunk(ctx, tx, db, chunk, res)
+				if err != nil {
+					return err
+				}
+				again = append(again, a...)
+			}
+			pending = again
+		}
+		return nil
+	})
+}
+
+// chunks yields runs of ins that go to one table and fit one insert.
+func chunks(ins []insertion) func(yield func([]insertion) bool) {
+	return func(yield func([]insertion) bool) {
+		start, size := 0, 0
+		for i, it := range ins {
+			n := len(it.cols[8].([]byte))
+			if i > start && (it.table != ins[start].table || i-start == maxInsertRows || size+n > maxInsertBytes) {
+				if !yield(ins[start:i]) {
+					return
+				}
+				start, size = i, 0
+			}
+			size += n
+		}
+		if start < len(ins) {
+			yield(ins[start:])
+		}
+	}
+}
+
+// insertChunk inserts the tasks of one table, fills the results of those
+// it stored or found a holder for, and returns those to insert again.
+func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk []insertion, res []store.CreateResult) ([]insertion, error) {
+	table := chunk[0].table
+	q, err := s.insertQuery(db, table, len(chunk))
+	if err != nil {
+		return nil, err
+	}
+	args := make([]any, 0, len(q.params))
+	for _, it := range chunk {
+		args = append(args, it.cols...)
+	}
+	if len(args) != len(q.params) {
+		return nil, fmt.Errorf("sqlstore: insert of %d rows has %d parameters, not %d", len(chunk), len(q.params), len(args))
+	}
+	r, err := tx.ExecContext(ctx, q.sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("insert into %s: %w", db.tables[table], err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("insert into %s: %w", db.tables[table], err)
+	}
+	if int(n) == len(chunk) {
+		for _, it := range chunk {
+			res[it.i] = store.CreateResult{Task: it.t, Created: true}
+		}
+		return nil, nil
+	}
+
+	// Some keys were taken: find out whose.
+	var again []insertion
+	created := 0
+	hq := db.keyHolder[table]
+	for _, it := range chunk {
+		if it.t.Key == "" {
+			res[it.i] = store.CreateResult{Task: it.t, Created: true}
+			created++
+			continue
+		}
+		var id, rec []byte
+		err := tx.QueryRowContext(ctx, hq.sql, hq.args(map[string]any{"app": it.t.App, "key": []byte(it.t.Key)})...).Scan(&id, &rec)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			again = append(again, it)
+		case err != nil:
+			return nil, fmt.Errorf("read the holder of key %q of app %q: %w", it.t.Key, it.t.App, err)
+		case bytes.Equal(id, it.t.ID[:]):
+			res[it.i] = store.CreateResult{Task: it.t, Created: true}
+			created++
+		default:
+			holder, err := decodeRecord(rec)
+			if err != nil {
+				return nil, fmt.Errorf("task %x: %w", id, err)
+			}
+			res[it.i] = store.CreateResult{Task: holder}
+		}
+	}
+	if created != int(n) {
+		// MySQL skips a row whose id is taken as it skips one whose key is.
+		return nil, fmt.Errorf("insert into %s stored %d rows, but %d tasks are new: an id is already stored", db.tables[table], n, created)
+	}
+	return again, nil
+}
+
+// inTx runs fn in a transaction of db and commits, running it again (up to
+// maxTxAttempts in all) when it loses a deadlock.
+func (s *Store) inTx(ctx context.Context, db *database, what string, fn func(tx *sql.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := func() error {
+			tx, err := db.db.BeginTx(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("begin: %w", err)
+			}
+			defer tx.Rollback()
+			if err := fn(tx); err != nil {
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return nil
+		}()
+		if err == nil || attempt == maxTxAttempts || !s.dialect.retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		s.logger.DebugContext(ctx, "sqlstore: transaction lost a deadlock; running it again",
+			slog.String("op", what), slog.Int("database", db.index), slog.Int("attempt", attempt),
+			slog.String("error", err.Error()))
+	}
+}
+
+// Get implements [store.Store].
+func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	db, table, ok := s.route(id.Shard())
+	if !ok {
+		return nil, notFound(id.String())
+	}
+	return readTask(ctx, db.db, db.get[table], map[string]any{"id": id[:]}, id.String())
+}
+
+// GetByKey implements [store.Store]. It reads the one table of the key's
+// shard.
+func (s *Store) GetByKey(ctx context.Context, app, key string) (*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	what := fmt.Sprintf("with key %q of app %q", key, app)
+	if key == "" {
+		return nil, notFound(what)
+	}
+	db, table, _ := s.route(s.ShardFor(app, key, task.ID{}))
+	return readTask(ctx, db.db, db.getByKey[table], map[string]any{"app": app, "key": []byte(key)}, what)
+}
+
+// readTask runs q, which selects one record, and decodes it.
+func readTask(ctx context.Context, q querier, qr query, params map[string]any, what string) (*task.Task, error) {
+	var rec []byte
+	err := q.QueryRowContext(ctx, qr.sql, qr.args(params)...).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(what)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: read task %s: %w", what, err)
+	}
+	t, err := decodeRecord(rec)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", what, err)
+	}
+	return t, nil
+}
+
+// Update implements [store.Store]: SELECT … FOR UPDATE, fn, UPDATE and
+// COMMIT in one transaction, so Updates of one task wait for each other and
+// Updates of others do not. fn runs with the row locked.
+//
+// opts.NoSync: on PostgreSQL the transaction commits with
+// synchronous_commit off (the write survives a crash of toc, not one of the
+// database server or machine). On MySQL it changes nothing: InnoDB's
+// flushing is a server-wide setting.
+func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	db, table, ok := s.route(id.Shard())
+	if !ok {
+		return nil, notFound(id.String())
+	}
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: update %s: begin: %w", id, err)
+	}
+	defer tx.Rollback()
+	if opts != nil && opts.NoSync && db.noSync.sql != "" {
+		if _, err := tx.ExecContext(ctx, db.noSync.sql); err != nil {
+			return nil, fmt.Errorf("sqlstore: update %s: %w", id, err)
+		}
+	}
+	old, err := readTask(ctx, tx, db.getForUpdate[table], map[string]any{"id": id[:]}, id.String())
+	if err != nil {
+		return nil, err
+	}
+	c := old.Clone()
+	if err := fn(c); err != nil {
+		return old, err
+	}
+	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
+		return old, errChangedIdentity
+	}
+	c = normalize(c.Clone()) // fn may have kept the pointer it was given
+	if err := checkTask(c); err != nil {
+		return old, err
+	}
+	cols, err := columns(c)
+	if err != nil {
+		return old, err
+	}
+	uq := db.update[table]
+	_, err = tx.ExecContext(ctx, uq.sql, uq.args(map[string]any{
+		"id": id[:], "state": cols[3], "kind": cols[4], "wake_at": cols[5],
+		"next_attempt_at": cols[6], "finished_at": cols[7], "record": cols[8],
+	})...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: update %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("sqlstore: update %s: commit: %w", id, err)
+	}
+	return c.Clone(), nil
+}
+
+// The scans (Wakeups, Claimable, List, Sweep) read every shard: one UNION
+// ALL query per database, over all its tables, each branch ordered and cut
+// to limit by its index and the whole cut to limit again by the database;
+// the databases run concurrently and their answers are merged here. A scan
+// costs a round trip per database (concurrently) and up to Tables index
+// range scans in each, of which only what is due is read.
+
+// scanAll runs the query pick(db) of every database with params, reads each
+// row with read, and returns the first limit rows of all in compare's order.
+func scanAll[T any](ctx context.Context, s *Store, what string, pick func(*database) query, params map[string]any,
+	read func(*sql.Rows) (T, error), compare func(a, b T) int, limit int) ([]T, error) {
+	parts := make([][]T, len(s.dbs))
+	err := s.each(func(db *database) error {
+		q := pick(db)
+		rows, err := db.db.QueryContext(ctx, q.sql, q.args(params)...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: %s in database %d: %w", what, db.index, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := read(rows)
+			if err != nil {
+				return fmt.Errorf("sqlstore: %s in database %d: %w", what, db.index, err)
+			}
+			parts[db.index] = append(parts[db.index], v)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlstore: %s in database %d: %w", what, db.index, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Concat(parts...)
+	if len(parts) > 1 {
+		slices.SortFunc(out, compare)
+	}
+	return out[:min(limit, len(out))], nil
+}
+
+// readID reads an id column.
+func readID(b []byte) (task.ID, error) {
+	var id task.ID
+	if len(b) != len(id) {
+		return id, fmt.Errorf("malformed task id %x", b)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+func compareIDs(a, b task.ID) int { return bytes.Compare(a[:], b[:]) }
+
+// Wakeups implements [store.Store]. Times are compared at millisecond
+// precision.
+func (s *Store) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return nil, nil
+	}
+	afterMs, afterID := int64(math.MinInt64), task.ID{}
+	if !after.At.IsZero() {
+		afterMs, afterID = after.At.UnixMilli(), after.ID
+	}
+	type wakeup struct {
+		ms int64
+		w  store.Wakeup
+	}
+	ws, err := scanAll(ctx, s, "wakeups", func(db *database) query { return db.wakeups },
+		map[string]any{"after_ms": afterMs, "after_id": afterID[:], "until_ms": until.UnixMilli(), "limit": int64(limit)},
+		func(rows *sql.Rows) (wakeup, error) {
+			var (
+				idb   []byte
+				ms    int64
+				state int64
+				kind  string
+			)
+			if err := rows.Scan(&idb, &ms, &state, &kind); err != nil {
+				return wakeup{}, err
+			}
+			id, err := readID(idb)
+			if err != nil {
+				return wakeup{}, err
+			}
+			st, err := parseStateCode(state)
+			if err != nil {
+				return wakeup{}, err
+			}
+			return wakeup{ms, store.Wakeup{ID: id, At: time.UnixMilli(ms).UTC(), State: st, Kind: kind}}, nil
+		},
+		func(a, b wakeup) int { return cmp.Or(cmp.Compare(a.ms, b.ms), compareIDs(a.w.ID, b.w.ID)) },
+		limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Wakeup, len(ws))
+	for i, w := range ws {
+		out[i] = w.w
+	}
+	return out, nil
+}
+
+// Claimable implements [store.Store]. Times are compared at millisecond
+// precision.
+func (s *Store) Claimable(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return nil, nil
+	}
+	type claimable struct {
+		ms int64
+		id task.ID
+	}
+	cs, err := scanAll(ctx, s, "claimable", func(db *database) query { return db.claimable },
+		map[string]any{"app": app, "now_ms": now.UnixMilli(), "limit": int64(limit)},
+		func(rows *sql.Rows) (claimable, error) {
+			var idb []byte
+			var ms int64
+			if err := rows.Scan(&idb, &ms); err != nil {
+				return claimable{}, err
+			}
+			id, err := readID(idb)
+			return claimable{ms, id}, err
+		},
+		func(a, b claimable) int { return cmp.Or(cmp.Compare(a.ms, b.ms), compareIDs(a.id, b.id)) },
+		limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []task.ID
+	for _, c := range cs {
+		out = append(out, c.id)
+	}
+	return out, nil
+}
+
+// List implements [store.Store].
+func (s *Store) List(ctx context.Context, app string, state task.State, after task.ID, limit int) ([]*task.Task, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	code, err := stateCode(state)
+	if limit <= 0 || err != nil {
+		return nil, nil // no task is in an unknown state
+	}
+	return scanAll(ctx, s, "list", func(db *database) query { return db.list },
+		map[string]any{"app": app, "state": int64(code), "after_id": after[:], "limit": int64(limit)},
+		func(rows *sql.Rows) (*task.Task, error) {
+			var idb, rec []byte
+			if err := rows.Scan(&idb, &rec); err != nil {
+				return nil, err
+			}
+			t, err := decodeRecord(rec)
+			if err != nil {
+				return nil, fmt.Errorf("task %x: %w", idb, err)
+			}
+			return t, nil
+		},
+		func(a, b *task.Task) int { return compareIDs(a.ID, b.ID) },
+		limit)
+}
+
+// Sweep implements [store.Store]. FinishedAt and cutoff are compared at
+// millisecond precision; the oldest finished tasks go first.
+//
+// It finds the limit oldest candidates of all shards, then deletes, in
+// each table, as many of its oldest finished tasks before cutoff as it had
+// candidates: one DELETE per table, one transaction per database. A
+// DELETE re-checks the row it deletes, so a task an Update took out of its
+// final state meanwhile stays.
+func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return 0, nil
+	}
+	cutoffMs := cutoff.UnixMilli()
+	type candidate struct {
+		ms int64
+		id task.ID
+	}
+	cs, err := scanAll(ctx, s, "sweep", func(db *database) query { return db.sweepable },
+		map[string]any{"cutoff": cutoffMs, "limit": int64(limit)},
+		func(rows *sql.Rows) (candidate, error) {
+			var idb []byte
+			var ms int64
+			if err := rows.Scan(&idb, &ms); err != nil {
+				return candidate{}, err
+			}
+			id, err := readID(idb)
+			return candidate{ms, id}, err
+		},
+		func(a, b candidate) int { return cmp.Or(cmp.Compare(a.ms, b.ms), compareIDs(a.id, b.id)) },
+		limit)
+	if err != nil || len(cs) == 0 {
+		return 0, err
+	}
+	perTable := make([][]int64, len(s.dbs)) // database → table → candidates
+	for i := range perTable {
+		perTable[i] = make([]int64, s.tables)
+	}
+	for _, c := range cs {
+		if db, table, ok := s.route(c.id.Shard()); ok {
+			perTable[db.index][table]++
+		}
+	}
+	var deleted atomic.Int64
+	err = s.each(func(db *database) error {
+		counts := perTable[db.index]
+		if !slices.ContainsFunc(counts, func(n int64) bool { return n > 0 }) {
+			return nil
+		}
+		var n int64
+		err := s.inTx(ctx, db, "sweep", func(tx *sql.Tx) error {
+			n = 0
+			for table, c := range counts {
+				if c == 0 {
+					continue
+				}
+				q := db.sweep[table]
+				r, err := tx.ExecContext(ctx, q.sql, q.args(map[string]any{"cutoff": cutoffMs, "limit": c})...)
+				if err != nil {
+					return fmt.Errorf("delete from %s: %w", db.tables[table], err)
+				}
+				m, err := r.RowsAffected()
+				if err != nil {
+					return fmt.Errorf("delete from %s: %w", db.tables[table], err)
+				}
+				n += m
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("sqlstore: sweep database %d: %w", db.index, err)
+		}
+		deleted.Add(n)
+		return nil
+	})
+	return int(deleted.Load()), err
+}
+
+// ShardWakeups is Wakeups over one shard, with App and Key filled: the
+// cluster's promotion and repair scans read the shards a node owns with it.
+func (s *Store) ShardWakeups(ctx context.Context, shard int, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return nil, nil
+	}
+	if shard < 0 || shard > math.MaxUint16 {
+		return nil, fmt.Errorf("sqlstore: no shard %d", shard)
+	}
+	db, table, ok := s.route(uint16(shard))
+	if !ok {
+		return nil, fmt.Errorf("sqlstore: no shard %d (the store has %d)", shard, s.Shards())
+	}
+	afterMs, afterID := int64(math.MinInt64), task.ID{}
+	if !after.At.IsZero() {
+		afterMs, afterID = after.At.UnixMilli(), after.ID
+	}
+	q := db.shardWakeups[table]
+	rows, err := db.db.QueryContext(ctx, q.sql, q.args(map[string]any{
+		"after_ms": afterMs, "after_id": afterID[:], "until_ms": until.UnixMilli(), "limit": int64(limit)})...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: wakeups of shard %d: %w", shard, err)
+	}
+	defer rows.Close()
+	var out []store.Wakeup
+	for rows.Next() {
+		var (
+			idb, key []byte
+			ms, st   int64
+			kind     string
+			app      string
+		)
+		if err := rows.Scan(&idb, &ms, &st, &kind, &app, &key); err != nil {
+			return nil, fmt.Errorf("sqlstore: wakeups of shard %d: %w", shard, err)
+		}
+		id, err := readID(idb)
+		if err != nil {
+			return nil, err
+		}
+		state, err := parseStateCode(st)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.Wakeup{ID: id, At: time.UnixMilli(ms).UTC(), State: state, Kind: kind, App: app, Key: string(key)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: wakeups of shard %d: %w", shard, err)
+	}
+	return out, nil
+}

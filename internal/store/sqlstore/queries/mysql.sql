@@ -1,0 +1,129 @@
+-- Queries of the MySQL / MariaDB dialect.
+--
+-- Each "-- name:" line starts a text/template. The store renders it once per
+-- task table ({{.Table}}), once per database ({{.Tables}}: the queries that
+-- read every table of a database in one UNION ALL, so a scan of all shards
+-- costs one round trip per database), or with no table at all (schema
+-- bookkeeping). {{arg "x"}} is the parameter x; here every use is a "?" of
+-- its own, and the store passes x again for each. {{values .Rows n}} is the
+-- VALUES list of a multi-row insert of n columns. Times are Unix
+-- milliseconds; state 1 is scheduled (state.go).
+--
+-- There is no no_sync query: InnoDB's flushing (innodb_flush_log_at_trx_commit)
+-- is global, so UpdateOpts.NoSync changes nothing here.
+--
+-- Comment lines are dropped when a query is read.
+
+-- name: get
+SELECT record FROM {{.Table}} WHERE id = {{arg "id"}}
+
+-- name: get_by_key
+SELECT record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "key"}}
+
+-- name: get_for_update
+SELECT record FROM {{.Table}} WHERE id = {{arg "id"}} FOR UPDATE
+
+-- name: insert
+-- A row whose key (or id) is taken changes nothing and counts 0 in the
+-- affected rows (the driver's clientFoundRows is off), and leaves the
+-- holder locked until the transaction ends. INSERT IGNORE would also turn
+-- other errors (a too-long value) into warnings.
+INSERT INTO {{.Table}} (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+VALUES {{values .Rows 9}}
+ON DUPLICATE KEY UPDATE id = id
+
+-- name: key_holder
+-- A locking read: it sees the latest committed row whatever the isolation
+-- level, and the insert already holds its lock.
+SELECT id, record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "key"}} FOR UPDATE
+
+-- name: update
+UPDATE {{.Table}}
+SET state = {{arg "state"}}, target_kind = {{arg "kind"}}, wake_at = {{arg "wake_at"}},
+    next_attempt_at = {{arg "next_attempt_at"}}, finished_at = {{arg "finished_at"}},
+    record = {{arg "record"}}
+WHERE id = {{arg "id"}}
+
+-- name: sweep
+-- Deletes the limit oldest finished tasks before cutoff of one table.
+DELETE FROM {{.Table}} WHERE finished_at < {{arg "cutoff"}}
+ORDER BY finished_at, id LIMIT {{arg "limit"}}
+
+-- name: wakeups
+-- MySQL does not range-scan an index for a row comparison like
+-- (wake_at, id) > (?, ?), hence its expansion.
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, wake_at, state, target_kind FROM {{$t}}
+ WHERE wake_at >= {{arg "after_ms"}}
+   AND (wake_at > {{arg "after_ms"}} OR id > {{arg "after_id"}})
+   AND wake_at <= {{arg "until_ms"}}
+ ORDER BY wake_at, id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY wake_at, id LIMIT {{arg "limit"}}
+
+-- name: claimable
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, next_attempt_at FROM {{$t}}
+ WHERE app = {{arg "app"}} AND target_kind = 'pull' AND state = 1
+   AND next_attempt_at <= {{arg "now_ms"}}
+ ORDER BY next_attempt_at, id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY next_attempt_at, id LIMIT {{arg "limit"}}
+
+-- name: list
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, record FROM {{$t}}
+ WHERE app = {{arg "app"}} AND state = {{arg "state"}} AND id > {{arg "after_id"}}
+ ORDER BY id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY id LIMIT {{arg "limit"}}
+
+-- name: sweepable
+-- The candidates of Sweep: the store keeps the limit oldest of all shards
+-- and then deletes, per table, as many as it kept of that table.
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, finished_at FROM {{$t}}
+ WHERE finished_at < {{arg "cutoff"}}
+ ORDER BY finished_at, id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY finished_at, id LIMIT {{arg "limit"}}
+
+-- name: migrate_lock
+-- GET_LOCK names are server-wide and at most 64 characters: this one is
+-- per database. Held by the session until migrate_unlock.
+SELECT GET_LOCK(CONCAT('toc_migrate:', SHA1(DATABASE())), {{arg "timeout_s"}})
+
+-- name: migrate_unlock
+SELECT RELEASE_LOCK(CONCAT('toc_migrate:', SHA1(DATABASE())))
+
+-- name: create_migrations
+CREATE TABLE IF NOT EXISTS toc_schema_migrations (
+    version    INT    NOT NULL PRIMARY KEY,
+    applied_at BIGINT NOT NULL
+) ENGINE = InnoDB
+
+-- name: create_meta
+CREATE TABLE IF NOT EXISTS toc_meta (
+    name  VARBINARY(64)  NOT NULL PRIMARY KEY,
+    value VARBINARY(255) NOT NULL
+) ENGINE = InnoDB
+
+-- name: meta_get
+SELECT value FROM toc_meta WHERE name = {{arg "name"}}
+
+-- name: meta_put
+INSERT INTO toc_meta (name, value) VALUES ({{arg "name"}}, {{arg "value"}})
+
+-- name: versions
+SELECT version FROM toc_schema_migrations ORDER BY version
+
+-- name: version_put
+INSERT INTO toc_schema_migrations (version, applied_at) VALUES ({{arg "version"}}, {{arg "now_ms"}})
+
+-- name: shard_wakeups
+-- One shard's wake order, for the cluster's promotion to Redis.
+SELECT id, wake_at, state, target_kind, app, task_key FROM {{.Table}}
+ WHERE wake_at >= {{arg "after_ms"}}
+   AND (wake_at > {{arg "after_ms"}} OR id > {{arg "after_id"}})
+   AND wake_at <= {{arg "until_ms"}}
+ ORDER BY wake_at, id LIMIT {{arg "limit"}}

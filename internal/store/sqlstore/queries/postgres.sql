@@ -1,0 +1,129 @@
+-- Queries of the PostgreSQL dialect.
+--
+-- Each "-- name:" line starts a text/template. The store renders it once per
+-- task table ({{.Table}}), once per database ({{.Tables}}: the queries that
+-- read every table of a database in one UNION ALL, so a scan of all shards
+-- costs one round trip per database), or with no table at all (schema
+-- bookkeeping). {{arg "x"}} is the parameter x; here each name gets one
+-- number ($1, $2, …) however often it appears. {{values .Rows n}} is the
+-- VALUES list of a multi-row insert of n columns. Times are Unix
+-- milliseconds; state 1 is scheduled (state.go).
+--
+-- Comment lines are dropped when a query is read.
+
+-- name: get
+SELECT record FROM {{.Table}} WHERE id = {{arg "id"}}
+
+-- name: get_by_key
+SELECT record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "key"}}
+
+-- name: get_for_update
+SELECT record FROM {{.Table}} WHERE id = {{arg "id"}} FOR UPDATE
+
+-- name: insert
+-- A key already taken makes the row a no-op: the store then reads the
+-- holder with key_holder. Any other conflict (the id) is an error.
+INSERT INTO {{.Table}} (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+VALUES {{values .Rows 9}}
+ON CONFLICT (app, task_key) DO NOTHING
+
+-- name: key_holder
+-- Read committed: each statement sees what was committed before it began, so
+-- this sees the holder of a key the insert just found taken. A Sweep may
+-- delete it in between (DO NOTHING locks nothing); the store then inserts
+-- again.
+SELECT id, record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "key"}}
+
+-- name: update
+UPDATE {{.Table}}
+SET state = {{arg "state"}}, target_kind = {{arg "kind"}}, wake_at = {{arg "wake_at"}},
+    next_attempt_at = {{arg "next_attempt_at"}}, finished_at = {{arg "finished_at"}},
+    record = {{arg "record"}}
+WHERE id = {{arg "id"}}
+
+-- name: no_sync
+-- UpdateOpts.NoSync: this transaction's commit does not wait for its WAL to
+-- be flushed. A crash of toc keeps the write; a crash of the server or the
+-- machine may lose it.
+SET LOCAL synchronous_commit = off
+
+-- name: sweep
+-- Deletes the limit oldest finished tasks before cutoff of one table. The
+-- outer finished_at test is re-checked on the row as it is when the DELETE
+-- locks it, so a task an Update took out of a final state meanwhile stays.
+DELETE FROM {{.Table}}
+WHERE finished_at < {{arg "cutoff"}} AND id IN (
+    SELECT id FROM {{.Table}} WHERE finished_at < {{arg "cutoff"}}
+    ORDER BY finished_at, id LIMIT {{arg "limit"}})
+
+-- name: wakeups
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, wake_at, state, target_kind FROM {{$t}}
+ WHERE wake_at IS NOT NULL AND (wake_at, id) > ({{arg "after_ms"}}, {{arg "after_id"}})
+   AND wake_at <= {{arg "until_ms"}}
+ ORDER BY wake_at, id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY wake_at, id LIMIT {{arg "limit"}}
+
+-- name: claimable
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, next_attempt_at FROM {{$t}}
+ WHERE state = 1 AND target_kind = 'pull' AND app = {{arg "app"}}
+   AND next_attempt_at <= {{arg "now_ms"}}
+ ORDER BY next_attempt_at, id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY next_attempt_at, id LIMIT {{arg "limit"}}
+
+-- name: list
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, record FROM {{$t}}
+ WHERE app = {{arg "app"}} AND state = {{arg "state"}} AND id > {{arg "after_id"}}
+ ORDER BY id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY id LIMIT {{arg "limit"}}
+
+-- name: sweepable
+-- The candidates of Sweep: the store keeps the limit oldest of all shards
+-- and then deletes, per table, as many as it kept of that table.
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT id, finished_at FROM {{$t}}
+ WHERE finished_at < {{arg "cutoff"}}
+ ORDER BY finished_at, id LIMIT {{arg "limit"}})
+{{- end}}
+ORDER BY finished_at, id LIMIT {{arg "limit"}}
+
+-- name: migrate_lock
+-- Held until the migration transaction ends. Advisory locks are per
+-- database, as the schema is.
+SELECT pg_advisory_xact_lock(hashtext('toc_schema_migrations'))
+
+-- name: create_migrations
+CREATE TABLE IF NOT EXISTS toc_schema_migrations (
+    version    INTEGER NOT NULL PRIMARY KEY,
+    applied_at BIGINT  NOT NULL
+)
+
+-- name: create_meta
+CREATE TABLE IF NOT EXISTS toc_meta (
+    name  TEXT NOT NULL PRIMARY KEY,
+    value TEXT NOT NULL
+)
+
+-- name: meta_get
+SELECT value FROM toc_meta WHERE name = {{arg "name"}}
+
+-- name: meta_put
+INSERT INTO toc_meta (name, value) VALUES ({{arg "name"}}, {{arg "value"}})
+
+-- name: versions
+SELECT version FROM toc_schema_migrations ORDER BY version
+
+-- name: version_put
+INSERT INTO toc_schema_migrations (version, applied_at) VALUES ({{arg "version"}}, {{arg "now_ms"}})
+
+-- name: shard_wakeups
+-- One shard's wake order, for the cluster's promotion to Redis.
+SELECT id, wake_at, state, target_kind, app, task_key FROM {{.Table}}
+ WHERE wake_at IS NOT NULL AND (wake_at, id) > ({{arg "after_ms"}}, {{arg "after_id"}})
+   AND wake_at <= {{arg "until_ms"}}
+ ORDER BY wake_at, id LIMIT {{arg "limit"}}

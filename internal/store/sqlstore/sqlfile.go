@@ -1,0 +1,223 @@
+package sqlstore
+
+import (
+	"bufio"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// The SQL of the store lives in .sql files (STYLE.md 15): the queries of a
+// dialect in queries/<dialect>.sql, its migrations in
+// migrations/<dialect>/NNNN_name.sql. All are text/templates, parsed when
+// the package is initialized and rendered when a store is opened.
+//
+//go:embed queries/*.sql migrations/*/*.sql
+var sqlFiles embed.FS
+
+// tmplData is what a template is rendered with.
+type tmplData struct {
+	Table  string   // a task table: per-table queries and migrations
+	Index  int      // the number of Table in its database
+	Tables []string // every task table of a database: the UNION ALL queries
+	Rows   int      // the rows of a multi-row insert
+}
+
+// query is a rendered query: its text and the parameter each placeholder
+// stands for, in order.
+type query struct {
+	sql    string
+	params []string
+}
+
+// args returns the arguments of q, taking each parameter's value from p. A
+// parameter missing from p is a bug in the store or its .sql files.
+func (q query) args(p map[string]any) []any {
+	out := make([]any, len(q.params))
+	for i, name := range q.params {
+		v, ok := p[name]
+		if !ok {
+			panic(fmt.Sprintf("sqlstore: no value for parameter %q of query %q", name, q.sql))
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// placeholders says how a dialect writes parameters.
+type placeholders struct {
+	// numbered: $1, $2… with one number per name (PostgreSQL); otherwise a
+	// "?" for every use (MySQL).
+	numbered bool
+}
+
+// render executes t with data. Every {{arg "x"}} becomes a placeholder for
+// parameter x, and {{values n cols}} the VALUES list of n rows of cols
+// columns.
+func (ph placeholders) render(t *template.Template, data tmplData) (query, error) {
+	var q query
+	number := map[string]int{}
+	next := func(name string) string {
+		if !ph.numbered {
+			q.params = append(q.params, name)
+			return "?"
+		}
+		if n, ok := number[name]; ok {
+			return "$" + strconv.Itoa(n)
+		}
+		q.params = append(q.params, name)
+		number[name] = len(q.params)
+		return "$" + strconv.Itoa(len(q.params))
+	}
+	c, err := t.Clone()
+	if err != nil {
+		return q, err
+	}
+	c.Funcs(template.FuncMap{
+		"arg": next,
+		"values": func(rows, cols int) string {
+			var b strings.Builder
+			for r := range rows {
+				if r > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteByte('(')
+				for col := range cols {
+					if col > 0 {
+						b.WriteString(", ")
+					}
+					b.WriteString(next(rowParam(r, col)))
+				}
+				b.WriteByte(')')
+			}
+			return b.String()
+		},
+	})
+	var b strings.Builder
+	if err := c.Execute(&b, data); err != nil {
+		return q, fmt.Errorf("sqlstore: render %s: %w", t.Name(), err)
+	}
+	q.sql = strings.TrimSpace(b.String())
+	return q, nil
+}
+
+// rowParam is the name {{values}} gives the parameter of row r, column c.
+func rowParam(r, c int) string { return fmt.Sprintf("r%d.c%d", r, c) }
+
+// parseFuncs stand in for the functions render binds, at parse time.
+var parseFuncs = template.FuncMap{
+	"arg":    func(string) string { return "" },
+	"values": func(int, int) string { return "" },
+}
+
+// parseQueries reads a queries file: each "-- name: x" line starts query
+// x, which runs to the next one. Other comment lines and blank lines are
+// dropped.
+func parseQueries(file string) (map[string]*template.Template, error) {
+	b, err := sqlFiles.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	texts := map[string]*strings.Builder{}
+	var order []string
+	var cur *strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if name, ok := strings.CutPrefix(trimmed, "-- name:"); ok {
+			name = strings.TrimSpace(name)
+			if texts[name] != nil {
+				return nil, fmt.Errorf("%s: query %q twice", file, name)
+			}
+			cur = new(strings.Builder)
+			texts[name] = cur
+			order = append(order, name)
+			continue
+		}
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("%s: SQL before the first -- name: line", file)
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	out := make(map[string]*template.Template, len(texts))
+	for _, name := range order {
+		t, err := template.New(name).Funcs(parseFuncs).Option("missingkey=error").Parse(texts[name].String())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// migration is one versioned schema change of a dialect.
+type migration struct {
+	version int
+	name    string             // the file name
+	tmpl    *template.Template // rendered once per task table
+}
+
+// parseMigrations reads the migrations of a dialect, in version order. Their
+// files are named NNNN_what.sql, numbered from 1 without gaps.
+func parseMigrations(dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(sqlFiles, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 || !strings.HasSuffix(e.Name(), ".sql") {
+			return nil, fmt.Errorf("%s: migration file %q is not named NNNN_what.sql", dir, e.Name())
+		}
+		b, err := sqlFiles.ReadFile(path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(e.Name()).Funcs(parseFuncs).Option("missingkey=error").Parse(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		out = append(out, migration{version: v, name: e.Name(), tmpl: t})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("%s: migration %d is missing", dir, i+1)
+		}
+	}
+	return out, nil
+}
+
+// statements splits a rendered migration into statements: each ends with a
+// ";" at the end of a line. Comment lines are dropped.
+func statements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(sql) {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(trimmed, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}

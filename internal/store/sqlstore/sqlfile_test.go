@@ -1,0 +1,99 @@
+package sqlstore
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"text/template"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRenderPlaceholders(t *testing.T) {
+	tmpl := template.Must(template.New("q").Funcs(parseFuncs).Parse(
+		`{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}(SELECT 1 FROM {{$t}} WHERE a = {{arg "a"}} AND b = {{arg "b"}}){{end}} LIMIT {{arg "a"}}`))
+	data := tmplData{Tables: []string{"t0", "t1"}}
+	for _, tt := range []struct {
+		ph         placeholders
+		wantSQL    string
+		wantParams []string
+	}{
+		{placeholders{numbered: true},
+			"(SELECT 1 FROM t0 WHERE a = $1 AND b = $2) UNION ALL (SELECT 1 FROM t1 WHERE a = $1 AND b = $2) LIMIT $1",
+			[]string{"a", "b"}},
+		{placeholders{},
+			"(SELECT 1 FROM t0 WHERE a = ? AND b = ?) UNION ALL (SELECT 1 FROM t1 WHERE a = ? AND b = ?) LIMIT ?",
+			[]string{"a", "b", "a", "b", "a"}},
+	} {
+		q, err := tt.ph.render(tmpl, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.sql != tt.wantSQL {
+			t.Errorf("numbered=%v: sql = %q, want %q", tt.ph.numbered, q.sql, tt.wantSQL)
+		}
+		if diff := cmp.Diff(tt.wantParams, q.params); diff != "" {
+			t.Errorf("numbered=%v: params (-want +got):\n%s", tt.ph.numbered, diff)
+		}
+		got := q.args(map[string]any{"a": 1, "b": 2})
+		if len(got) != len(tt.wantParams) || got[0] != 1 || got[1] != 2 {
+			t.Errorf("numbered=%v: args = %v", tt.ph.numbered, got)
+		}
+	}
+}
+
+func TestRenderValues(t *testing.T) {
+	tmpl := template.Must(template.New("q").Funcs(parseFuncs).Parse(`VALUES {{values .Rows 2}}`))
+	q, err := placeholders{numbered: true}.render(tmpl, tmplData{Rows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "VALUES ($1, $2), ($3, $4)"; q.sql != want {
+		t.Errorf("sql = %q, want %q", q.sql, want)
+	}
+	q, err = placeholders{}.render(tmpl, tmplData{Rows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "VALUES (?, ?), (?, ?)"; q.sql != want || len(q.params) != 4 || q.params[3] != rowParam(1, 1) {
+		t.Errorf("sql = %q, params %q", q.sql, q.params)
+	}
+}
+
+// TestQueriesRender renders every query of both dialects as a store does
+// and checks their parameters are ones the store passes.
+func TestQueriesRender(t *testing.T) {
+	known := []string{
+		"id", "app", "key", "state", "kind", "wake_at", "next_attempt_at", "finished_at", "record",
+		"cutoff", "limit", "after_ms", "after_id", "until_ms", "now_ms", "timeout_s", "name", "value", "version",
+	}
+	tables := []string{tableName(0), tableName(1), tableName(2)}
+	for _, d := range []*dialect{postgresDialect, mysqlDialect} {
+		for name := range d.queries {
+			q, err := d.render(name, tmplData{Table: tables[1], Index: 1, Tables: tables, Rows: 3})
+			if err != nil {
+				t.Errorf("%s %s: %v", d.name, name, err)
+				continue
+			}
+			if strings.Contains(q.sql, "{{") || strings.Contains(q.sql, "<no value>") {
+				t.Errorf("%s %s: unrendered: %s", d.name, name, q.sql)
+			}
+			for _, p := range q.params {
+				if !slices.Contains(known, p) && !strings.HasPrefix(p, "r") {
+					t.Errorf("%s %s: parameter %q the store never passes", d.name, name, p)
+				}
+			}
+		}
+		if len(d.migrations) == 0 {
+			t.Errorf("%s: no migrations", d.name)
+		}
+	}
+}
+
+func TestStatements(t *testing.T) {
+	got := statements("-- a comment\nCREATE TABLE t (\n  a INT -- trailing\n);\n\n-- another\nCREATE INDEX i ON t (a);\nSELECT 1")
+	want := []string{"CREATE TABLE t (\n  a INT -- trailing\n)", "CREATE INDEX i ON t (a)", "SELECT 1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("statements (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,318 @@
+package sqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options configure [Open].
+type Options struct {
+	// DSNs are the databases, all PostgreSQL or all MySQL/MariaDB:
+	//
+	//	postgres://user:pass@host:5432/database?sslmode=disable   (or postgresql://)
+	//	mysql://user:pass@tcp(host:3306)/database?tls=true
+	//
+	// A MySQL DSN is go-sql-driver/mysql's format behind a mysql:// scheme.
+	// Required. Their order is part of the sharding: keep it, and keep their
+	// number (each database records its place and refuses another).
+	DSNs []string
+
+	// Tables is the number of task tables (shards) per database. Default
+	// [TablesDefault]. Fixed when a database is first set up: Open refuses a
+	// database that has another number. len(DSNs) × Tables must not exceed
+	// [MaxShards].
+	Tables int
+
+	// MaxConns bounds the connections to each database. Default
+	// [MaxConnsDefault].
+	MaxConns int
+
+	// Logger receives the schema migrations, at Info. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults and limits of [Options].
+const (
+	TablesDefault   = 16
+	MaxConnsDefault = 10
+	// MaxShards is the number of shards a task id can name (16 bits).
+	MaxShards = 1 << 16
+)
+
+// Validate reports what is wrong with o, naming the field. It does not
+// connect.
+func (o Options) Validate() error {
+	if len(o.DSNs) == 0 {
+		return errors.New("sqlstore: Options.DSNs is required")
+	}
+	first, err := dialectOf(o.DSNs[0])
+	if err != nil {
+		return fmt.Errorf("sqlstore: Options.DSNs[0] %w", err)
+	}
+	for i, dsn := range o.DSNs[1:] {
+		d, err := dialectOf(dsn)
+		if err != nil {
+			return fmt.Errorf("sqlstore: Options.DSNs[%d] %w", i+1, err)
+		}
+		if d != first {
+			return fmt.Errorf("sqlstore: Options.DSNs mixes %s (DSNs[0]) and %s (DSNs[%d]): all must be the same kind", first.name, d.name, i+1)
+		}
+	}
+	if o.Tables < 0 {
+		return fmt.Errorf("sqlstore: Options.Tables is negative (%d)", o.Tables)
+	}
+	if n := len(o.DSNs) * cmp.Or(o.Tables, TablesDefault); n > MaxShards {
+		return fmt.Errorf("sqlstore: Options.Tables × len(Options.DSNs) is %d shards, more than the %d a task id can name", n, MaxShards)
+	}
+	if o.MaxConns < 0 {
+		return fmt.Errorf("sqlstore: Options.MaxConns is negative (%d)", o.MaxConns)
+	}
+	return nil
+}
+
+// Store is the SQL-backed [store.Store]. Open one with [Open].
+type Store struct {
+	dialect *dialect
+	tables  int         // per database
+	dbs     []*database // Options.DSNs, in order
+	logger  *slog.Logger
+
+	mu struct {
+		// Held for reading by every call for its duration, for writing by
+		// Close: Close waits for calls in flight, and no call reaches a
+		// database once it is closed.
+		sync.RWMutex
+		closed bool
+	}
+}
+
+// database is one of Options.DSNs: shards index*tables to
+// (index+1)*tables-1.
+type database struct {
+	index  int
+	db     *sql.DB
+	tables []string // toc_tasks_0000, …
+
+	// Per table (indexed like tables).
+	get, getByKey, getForUpdate, keyHolder, update, sweep, shardWakeups []query
+	// Over every table at once.
+	wakeups, claimable, list, sweepable query
+	// Optional: empty when the dialect has none.
+	noSync query
+
+	inserts sync.Map // insertKey → query, rendered on first use
+}
+
+type insertKey struct{ table, rows int }
+
+// tableName is the name of task table i of a database.
+func tableName(i int) string { return fmt.Sprintf("toc_tasks_%04d", i) }
+
+// Open connects to every database of opts.DSNs, brings each one's schema up
+// to date (see the package doc), and returns the store. ctx bounds the
+// connecting and the migrations, not the store.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	d, _ := dialectOf(opts.DSNs[0])
+	s := &Store{
+		dialect: d,
+		tables:  cmp.Or(opts.Tables, TablesDefault),
+		logger:  cmp.Or(opts.Logger, slog.Default()),
+	}
+	maxConns := cmp.Or(opts.MaxConns, MaxConnsDefault)
+	for i, dsn := range opts.DSNs {
+		conn, err := d.connector(dsn)
+		if err != nil {
+			s.closeDBs()
+			// Not the DSN: it may hold a password.
+			return nil, fmt.Errorf("sqlstore: Options.DSNs[%d]: %w", i, err)
+		}
+		db := sql.OpenDB(conn)
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+		s.dbs = append(s.dbs, &database{index: i, db: db})
+	}
+	err := s.each(func(db *database) error {
+		if err := s.migrate(ctx, db, len(opts.DSNs)); err != nil {
+			return fmt.Errorf("sqlstore: database %d of Options.DSNs: %w", db.index, err)
+		}
+		return s.prepare(db)
+	})
+	if err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepare renders db's queries.
+func (s *Store) prepare(db *database) error {
+	db.tables = make([]string, s.tables)
+	for i := range db.tables {
+		db.tables[i] = tableName(i)
+	}
+	perTable := []struct {
+		name string
+		dst  *[]query
+	}{
+		{"get", &db.get}, {"get_by_key", &db.getByKey}, {"get_for_update", &db.getForUpdate},
+		{"key_holder", &db.keyHolder}, {"update", &db.update}, {"sweep", &db.sweep},
+		{"shard_wakeups", &db.shardWakeups},
+	}
+	for _, p := range perTable {
+		*p.dst = make([]query, s.tables)
+		for i, t := range db.tables {
+			q, err := s.dialect.render(p.name, tmplData{Table: t, Index: i})
+			if err != nil {
+				return err
+			}
+			(*p.dst)[i] = q
+		}
+	}
+	all := []struct {
+		name string
+		dst  *query
+	}{
+		{"wakeups", &db.wakeups}, {"claimable", &db.claimable}, {"list", &db.list}, {"sweepable", &db.sweepable},
+	}
+	for _, a := range all {
+		q, err := s.dialect.render(a.name, tmplData{Tables: db.tables})
+		if err != nil {
+			return err
+		}
+		*a.dst = q
+	}
+	if s.dialect.queries["no_sync"] != nil {
+		q, err := s.dialect.render("no_sync", tmplData{})
+		if err != nil {
+			return err
+		}
+		db.noSync = q
+	}
+	return nil
+}
+
+// insertQuery returns the insert of rows rows into table.
+func (s *Store) insertQuery(db *database, table, rows int) (query, error) {
+	k := insertKey{table, rows}
+	if q, ok := db.inserts.Load(k); ok {
+		return q.(query), nil
+	}
+	q, err := s.dialect.render("insert", tmplData{Table: db.tables[table], Index: table, Rows: rows})
+	if err != nil {
+		return q, err
+	}
+	db.inserts.Store(k, q)
+	return q, nil
+}
+
+// Shards returns the number of shards: len(Options.DSNs) × Options.Tables.
+func (s *Store) Shards() int { return len(s.dbs) * s.tables }
+
+// ShardFor returns the shard of a task of app with key and id, for the
+// engine to put in the id it makes: IDGenerator.New(now, ShardFor(...)).
+//
+// A task with a key belongs to the shard of its (app, key): a hash of
+// app + "\x00" + key, whatever the id. That is how GetByKey finds it with
+// one query and how two Creates of one key meet in one table, so [Create]
+// refuses a keyed task whose id names another shard. The engine must
+// therefore call ShardFor for every keyed task.
+//
+// A task without a key may live in any shard; it is found by its id alone.
+// ShardFor spreads them by a hash of id's last 8 bytes (its random part;
+// the shard field is ignored), so an engine that must pick the shard before
+// it has the id can make the id with shard 0, ask ShardFor, and write the
+// shard into bytes 6–7 (big-endian), or spread keyless tasks any other way.
+//
+// The hash is FNV-1a 64 modulo Shards: stable across processes and
+// versions, as it must be.
+func (s *Store) ShardFor(app, key string, id task.ID) uint16 {
+	h := fnv.New64a()
+	if key != "" {
+		h.Write([]byte(app))
+		h.Write([]byte{0})
+		h.Write([]byte(key))
+	} else {
+		h.Write(id[8:])
+	}
+	return uint16(h.Sum64() % uint64(s.Shards()))
+}
+
+// route returns the database and table of a shard, false if there is no
+// such shard.
+func (s *Store) route(shard uint16) (*database, int, bool) {
+	if int(shard) >= s.Shards() {
+		return nil, 0, false
+	}
+	return s.dbs[int(shard)/s.tables], int(shard) % s.tables, true
+}
+
+// each runs fn for every database, concurrently when there are several,
+// and returns their errors joined. Each goroutine ends before each returns.
+func (s *Store) each(fn func(db *database) error) error {
+	if len(s.dbs) == 1 {
+		return fn(s.dbs[0])
+	}
+	errs := make([]error, len(s.dbs))
+	var wg sync.WaitGroup
+	for i, db := range s.dbs {
+		wg.Go(func() { errs[i] = fn(db) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// enter starts a call: it fails once the store is closed and otherwise
+// holds s.mu shared until leave.
+func (s *Store) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.mu.closed {
+		s.mu.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) leave() { s.mu.RUnlock() }
+
+// Close implements [store.Store]. It waits for calls in flight to return,
+// then closes the connections.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return store.ErrClosed
+	}
+	s.mu.closed = true
+	if err := s.closeDBs(); err != nil {
+		return fmt.Errorf("sqlstore: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	for _, db := range s.dbs {
+		errs = append(errs, db.db.Close())
+	}
+	return errors.Join(errs...)
+}

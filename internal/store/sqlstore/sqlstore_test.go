@@ -1,0 +1,281 @@
+package sqlstore_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/sqlstore"
+	"github.com/toc-dev/toc/internal/store/storetest"
+	"github.com/toc-dev/toc/task"
+)
+
+// TestStore runs the conformance suite on each server, every subtest on a
+// store of two fresh databases of four tables each.
+func TestStore(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			storetest.Run(t, func(t *testing.T) store.Store { return open(t, sv.databases(t, 2)) })
+		})
+	}
+}
+
+// TestDurability reopens a store on the same databases: dir stands for a
+// set of databases.
+func TestDurability(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			var mu sync.Mutex
+			dbs := map[string][]string{}
+			storetest.RunDurability(t, func(t *testing.T, dir string) store.Store {
+				mu.Lock()
+				if dbs[dir] == nil {
+					dbs[dir] = sv.databases(t, 2)
+				}
+				dsns := dbs[dir]
+				mu.Unlock()
+				return open(t, dsns)
+			})
+		})
+	}
+}
+
+// newTask returns a task as the engine of a sharded store makes it: its id
+// carries ShardFor's shard.
+func newTask(s *sqlstore.Store, gen *task.IDGenerator, app, key string, due time.Time) *task.Task {
+	t := &task.Task{
+		ID:            gen.New(due, 0),
+		App:           app,
+		Key:           key,
+		DueAt:         due,
+		NextAttemptAt: due,
+		Payload:       []byte(`{"n":1}`),
+		Target:        task.Target{Pull: &task.PullTarget{}},
+		Retry:         task.RetryPolicy{}.WithDefaults(),
+		State:         task.Scheduled,
+		CreatedAt:     due,
+		UpdatedAt:     due,
+		WakeAt:        due,
+	}
+	binary.BigEndian.PutUint16(t.ID[6:8], s.ShardFor(app, key, t.ID))
+	return t
+}
+
+var epoch = time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// TestRouting checks that each task is stored in the table its id names
+// (database shard/Tables, table shard%Tables), and nowhere else.
+func TestRouting(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			dsns := sv.databases(t, 2)
+			s := open(t, dsns)
+			defer s.Close()
+			var gen task.IDGenerator
+			want := map[[2]int]int{} // (database, table) → tasks
+			var ts []*task.Task
+			for i := range 40 {
+				key := ""
+				if i%2 == 0 {
+					key = fmt.Sprintf("k%d", i)
+				}
+				tk := newTask(s, &gen, "app", key, epoch)
+				ts = append(ts, tk)
+				sh := int(tk.ID.Shard())
+				want[[2]int{sh / testTables, sh % testTables}]++
+			}
+			if _, err := s.Create(context.Background(), ts); err != nil {
+				t.Fatal(err)
+			}
+			if len(want) < 4 {
+				t.Errorf("40 tasks in only %d of 8 shards", len(want))
+			}
+			for db := range 2 {
+				for table := range testTables {
+					q := fmt.Sprintf("SELECT COUNT(*) FROM toc_tasks_%04d", table)
+					if got := sv.queryInt(t, dsns[db], q); got != want[[2]int{db, table}] {
+						t.Errorf("database %d table %d holds %d tasks, want %d", db, table, got, want[[2]int{db, table}])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCreateChecksShard checks that Create refuses an id whose shard is not
+// its key's, or not one of the store's, and stores nothing of the batch.
+func TestCreateChecksShard(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			s := open(t, sv.databases(t, 2))
+			defer s.Close()
+			ctx := context.Background()
+			var gen task.IDGenerator
+			good := newTask(s, &gen, "app", "", epoch)
+			keyed := newTask(s, &gen, "app", "k", epoch)
+			binary.BigEndian.PutUint16(keyed.ID[6:8], (keyed.ID.Shard()+1)%8)
+			if _, err := s.Create(ctx, []*task.Task{good, keyed}); err == nil || !strings.Contains(err.Error(), "ShardFor") {
+				t.Errorf("Create(keyed task in another shard) error = %v, want one naming ShardFor", err)
+			}
+			far := newTask(s, &gen, "app", "", epoch)
+			binary.BigEndian.PutUint16(far.ID[6:8], 8)
+			if _, err := s.Create(ctx, []*task.Task{good, far}); err == nil {
+				t.Error("Create(task in shard 8 of 8) succeeded")
+			}
+			if _, err := s.Get(ctx, good.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Get(the good task of refused batches) error = %v, want ErrNotFound", err)
+			}
+			if _, err := s.Get(ctx, far.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Get(id of shard 8) error = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestUpdateNoSync checks that an Update with NoSync (synchronous_commit off
+// on PostgreSQL, nothing on MySQL) stores what it says.
+func TestUpdateNoSync(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			s := open(t, sv.databases(t, 1))
+			defer s.Close()
+			ctx := context.Background()
+			var gen task.IDGenerator
+			tk := newTask(s, &gen, "app", "k", epoch)
+			if _, err := s.Create(ctx, []*task.Task{tk}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Update(ctx, tk.ID, &store.UpdateOpts{NoSync: true}, func(t *task.Task) error {
+				t.Attempts = 7
+				return nil
+			})
+			if err != nil || got.Attempts != 7 {
+				t.Fatalf("Update(NoSync) = %v, %v", got, err)
+			}
+			again, err := s.Get(ctx, tk.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("Get after Update(NoSync) (-updated +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCreateConcurrentSameKey races Creates of one key from many
+// goroutines: exactly one creates it, every other gets that task back.
+func TestCreateConcurrentSameKey(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			s := open(t, sv.databases(t, 2))
+			defer s.Close()
+			ctx := context.Background()
+			var gen task.IDGenerator
+			const n = 16
+			results := make([]store.CreateResult, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					// Two keys, in opposite orders half the time: the
+					// transactions lock them in one order anyway.
+					a := newTask(s, &gen, "app", "same", epoch)
+					b := newTask(s, &gen, "app", "other", epoch)
+					batch := []*task.Task{a, b}
+					if i%2 == 1 {
+						batch = []*task.Task{b, a}
+					}
+					res, err := s.Create(ctx, batch)
+					if err != nil {
+						t.Errorf("Create: %v", err)
+						return
+					}
+					results[i] = res[i%2]
+				})
+			}
+			wg.Wait()
+			created := 0
+			for _, r := range results {
+				if r.Created {
+					created++
+				}
+				if r.Task == nil || r.Task.ID != results[0].Task.ID {
+					t.Errorf("Create returned %v, want the one task with the key", r.Task)
+				}
+			}
+			if created != 1 {
+				t.Errorf("%d Creates created the key, want 1", created)
+			}
+		})
+	}
+}
+
+// TestShardWakeups: the per-shard scans together give what Wakeups gives,
+// each task from its own shard, with App and Key filled.
+func TestShardWakeups(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			s := open(t, sv.databases(t, 2))
+			defer s.Close()
+			ctx := context.Background()
+			var gen task.IDGenerator
+			due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			var tasks []*task.Task
+			for i := range 40 {
+				key := ""
+				if i%2 == 0 {
+					key = fmt.Sprintf("k%d", i)
+				}
+				tasks = append(tasks, newTask(s, &gen, "app", key, due.Add(time.Duration(i)*time.Second)))
+			}
+			if _, err := s.Create(ctx, tasks); err != nil {
+				t.Fatal(err)
+			}
+			all, err := s.Wakeups(ctx, store.Cursor{}, due.Add(time.Hour), 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for sh := range s.Shards() {
+				ws, err := s.ShardWakeups(ctx, sh, store.Cursor{}, due.Add(time.Hour), 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range ws {
+					got++
+					if int(w.ID.Shard()) != sh || w.App != "app" {
+						t.Errorf("%s from shard %d: shard %d app %q", w.ID, sh, w.ID.Shard(), w.App)
+					}
+				}
+			}
+			if got != len(all) || got != 40 {
+				t.Errorf("shards gave %d, Wakeups %d, want 40", got, len(all))
+			}
+			if _, err := s.ShardWakeups(ctx, s.Shards(), store.Cursor{}, due, 10); err == nil {
+				t.Error("a shard past the last one was accepted")
+			}
+		})
+	}
+}
