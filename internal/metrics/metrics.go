@@ -1,0 +1,285 @@
+// Package metrics measures toc for the people who run it: Prometheus
+// metrics (prefix toc_) fed by the engine's hooks, its memory tiers and the
+// store's counts, and a short in-memory history of delivery lateness for the
+// dashboard.
+//
+// # Metrics
+//
+//	toc_tasks_created_total{app}                  counter
+//	toc_tasks_finished_total{app,state}           counter: delivered, dead, expired, cancelled
+//	toc_attempts_started_total{app,kind}          counter: kind is the target kind (http, pull, amqp, nats)
+//	toc_lateness_seconds{app,kind}                histogram: due time → attempt start, 0.5 ms to 60 s
+//	toc_delivery_duration_seconds{kind,outcome}   histogram: one push attempt; outcome ok or error
+//	toc_wheel_tasks                               gauge: tasks in the timing wheel
+//	toc_ready_tasks                               gauge: fired tasks waiting for a worker
+//	toc_loader_lag_seconds                        gauge: now+window minus the loader's cursor
+//	toc_tasks{app,state}                          gauge: stored tasks, from [store.Counter]
+//
+// The gauges are read when Prometheus scrapes. toc_tasks counts the store
+// (O(tasks)), so its answer is reused for up to [CountsMaxAge].
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// Buckets of the histograms, in seconds.
+var (
+	LatenessBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	DurationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+)
+
+// CountsMaxAge is the longest [Metrics.Counts] reuses a count. A count
+// that took little time is reused for less: 100 times what it took, at
+// least [CountsMinAge], so a small store looks live while a large one is
+// read at most every CountsMaxAge.
+const (
+	CountsMaxAge = 10 * time.Second
+	CountsMinAge = time.Second
+)
+
+// countTimeout bounds a count made for a scrape, which has no context.
+const countTimeout = 10 * time.Second
+
+// Metrics holds toc's metrics. Create it with [New]; it is safe for
+// concurrent use.
+type Metrics struct {
+	gatherer prometheus.Gatherer
+	stats    func() engine.Stats
+	counter  store.Counter
+	window   atomic.Int64 // engine window, ns
+
+	created  *prometheus.CounterVec
+	finished *prometheus.CounterVec
+	started  *prometheus.CounterVec
+	lateness *prometheus.HistogramVec
+	delivery *prometheus.HistogramVec
+
+	seen sync.Map // app → struct{}: apps whose finished series exist
+
+	recentMu struct {
+		sync.Mutex
+		r recent
+	}
+
+	// countSem lets one count run at a time; the others wait for it and
+	// take its answer.
+	countSem chan struct{}
+	countMu  struct {
+		sync.Mutex
+		at     time.Time // when the cached count was taken
+		maxAge time.Duration
+		counts map[string]map[task.State]int64
+	}
+}
+
+// New registers toc's metrics with reg (prometheus.DefaultRegisterer when
+// nil) and returns them. stats reads the engine's memory tiers
+// (Engine.Stats) and counts the stored tasks; either may be nil, leaving
+// out the gauges it feeds. New panics if the metrics are already
+// registered with reg (a programmer error).
+func New(reg prometheus.Registerer, stats func() engine.Stats, counts store.Counter) *Metrics {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	m := &Metrics{
+		stats:    stats,
+		counter:  counts,
+		countSem: make(chan struct{}, 1),
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_tasks_created_total", Help: "Tasks created, by app.",
+		}, []string{"app"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_tasks_finished_total", Help: "Tasks that reached a final state (delivered, dead, expired, cancelled), by app and state.",
+		}, []string{"app", "state"}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_attempts_started_total", Help: "Delivery attempts started (push attempts and pull claims), by app and target kind.",
+		}, []string{"app", "kind"}),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toc_lateness_seconds", Help: "Time from an attempt's due time to its start, by app and target kind.",
+			Buckets: LatenessBuckets,
+		}, []string{"app", "kind"}),
+		delivery: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toc_delivery_duration_seconds", Help: "Duration of push delivery attempts, by target kind and outcome (ok or error).",
+			Buckets: DurationBuckets,
+		}, []string{"kind", "outcome"}),
+	}
+	m.window.Store(int64(engine.WindowDefault))
+	reg.MustRegister(m.created, m.finished, m.started, m.lateness, m.delivery, (*collector)(m))
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		m.gatherer = g
+	} else {
+		m.gatherer = prometheus.DefaultGatherer
+	}
+	return m
+}
+
+// SetWindow tells the metrics the engine's Config.Window, which
+// toc_loader_lag_seconds is measured against. Default
+// engine.WindowDefault.
+func (m *Metrics) SetWindow(d time.Duration) { m.window.Store(int64(d)) }
+
+// Hooks returns the engine hooks that feed the metrics; put them in
+// engine.Config.Hooks.
+func (m *Metrics) Hooks() engine.Hooks {
+	return engine.Hooks{
+		Created: func(app string, n int) {
+			m.created.WithLabelValues(app).Add(float64(n))
+			if _, ok := m.seen.LoadOrStore(app, struct{}{}); !ok {
+				// Start the app's finished series at 0, so that rates
+				// and ratios exist before the first task finishes.
+				for _, s := range task.States {
+					if s.Final() {
+						m.finished.WithLabelValues(app, string(s))
+					}
+				}
+			}
+		},
+		Finished: func(app string, state task.State) {
+			m.finished.WithLabelValues(app, string(state)).Inc()
+		},
+		AttemptStarted: func(app, kind string, lateness time.Duration) {
+			m.started.WithLabelValues(app, kind).Inc()
+			m.lateness.WithLabelValues(app, kind).Observe(max(lateness, 0).Seconds())
+			now := time.Now()
+			m.recentMu.Lock()
+			m.recentMu.r.add(now, lateness)
+			m.recentMu.Unlock()
+		},
+		AttemptEnded: func(_, kind string, took time.Duration, err error) {
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			}
+			m.delivery.WithLabelValues(kind, outcome).Observe(took.Seconds())
+		},
+	}
+}
+
+// Recent returns the lateness of the attempts started in each of the last
+// 15 minutes' finished seconds ([RecentWindow]), oldest first. Seconds
+// without attempts are left out.
+func (m *Metrics) Recent() []Second {
+	now := time.Now()
+	m.recentMu.Lock()
+	defer m.recentMu.Unlock()
+	return m.recentMu.r.seconds(now)
+}
+
+// Counts returns the store's counts (see [store.Counter]), reusing a count
+// up to [CountsMaxAge] old. Concurrent callers share one count. The maps
+// are shared: do not change them. With no counter it returns an empty map.
+func (m *Metrics) Counts(ctx context.Context) (map[string]map[task.State]int64, error) {
+	if m.counter == nil {
+		return map[string]map[task.State]int64{}, nil
+	}
+	if c, ok := m.cachedCounts(); ok {
+		return c, nil
+	}
+	select {
+	case m.countSem <- struct{}{}:
+		defer func() { <-m.countSem }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if c, ok := m.cachedCounts(); ok { // counted while we waited
+		return c, nil
+	}
+	start := time.Now()
+	c, err := m.counter.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	m.countMu.Lock()
+	m.countMu.at, m.countMu.counts = time.Now(), c
+	m.countMu.maxAge = min(max(100*took, CountsMinAge), CountsMaxAge)
+	m.countMu.Unlock()
+	return c, nil
+}
+
+func (m *Metrics) cachedCounts() (map[string]map[task.State]int64, bool) {
+	m.countMu.Lock()
+	defer m.countMu.Unlock()
+	if m.countMu.counts == nil || time.Since(m.countMu.at) >= m.countMu.maxAge {
+		return nil, false
+	}
+	return m.countMu.counts, true
+}
+
+// Handler serves the metrics in Prometheus's text format. Mount it behind
+// the API's authentication (httpapi.Config.Mount): it answers only admin
+// tokens (or every request when no token is configured), since its labels
+// name every app; an app token gets 403.
+func (m *Metrics) Handler() http.Handler {
+	prom := promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpapi.IsAdmin(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"error":{"code":"forbidden","message":"metrics cover every app: use an admin token"}}` + "\n"))
+			return
+		}
+		prom.ServeHTTP(w, r)
+	})
+}
+
+// collector reads the gauges at scrape time.
+type collector Metrics
+
+var (
+	wheelDesc = prometheus.NewDesc("toc_wheel_tasks", "Tasks in the timing wheel (due within the loaded window).", nil, nil)
+	readyDesc = prometheus.NewDesc("toc_ready_tasks", "Fired tasks waiting for a delivery worker.", nil, nil)
+	lagDesc   = prometheus.NewDesc("toc_loader_lag_seconds",
+		"How far the loader's cursor is behind now+window (negative: how far it leads). Normally between 0 and window/2; growing means tasks due soon are not in memory yet.", nil, nil)
+	tasksDesc = prometheus.NewDesc("toc_tasks", "Stored tasks by app and state (counted at most every 10s).", []string{"app", "state"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- wheelDesc
+	ch <- readyDesc
+	ch <- lagDesc
+	ch <- tasksDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	m := (*Metrics)(c)
+	if m.stats != nil {
+		s := m.stats()
+		ch <- prometheus.MustNewConstMetric(wheelDesc, prometheus.GaugeValue, float64(s.Wheel))
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, float64(s.Ready))
+		if !s.Cursor.IsZero() { // zero until the engine has started
+			lag := time.Now().Add(time.Duration(m.window.Load())).Sub(s.Cursor)
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
+		}
+	}
+	if m.counter == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+	defer cancel()
+	counts, err := m.Counts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(tasksDesc, err)
+		return
+	}
+	for app, byState := range counts {
+		for _, s := range task.States {
+			ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(byState[s]), app, string(s))
+		}
+	}
+}

@@ -1,0 +1,510 @@
+package openapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/openapi"
+	"github.com/toc-dev/toc/task"
+)
+
+func loadSpec(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
+	if err != nil {
+		t.Fatalf("load openapi.json: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.json is not a valid OpenAPI 3 document: %v", err)
+	}
+	return doc
+}
+
+// operations lists the spec's operations as "METHOD /path".
+func operations(doc *openapi3.T) []string {
+	var ops []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			ops = append(ops, method+" "+path)
+		}
+	}
+	slices.Sort(ops)
+	return ops
+}
+
+// call is one request of the conformance test.
+type call struct {
+	op     string            // the spec's operation: "PATCH /v1/tasks/{id}"
+	params map[string]string // path parameters
+	query  string
+	token  string // default adminToken; "-" for none
+	body   string // JSON, "" for none
+	// invalid marks a request that breaks the spec on purpose (an error
+	// case): the spec must refuse it too.
+	invalid bool
+	want    int
+}
+
+// checker sends calls to the server and validates them and their answers
+// against the spec, noting which operations and statuses were seen.
+type checker struct {
+	t    *testing.T
+	doc  *openapi3.T
+	base string
+	seen map[string][]int // operation → statuses
+}
+
+func (c *checker) do(cl call) []byte {
+	c.t.Helper()
+	method, tmpl, _ := strings.Cut(cl.op, " ")
+	item := c.doc.Paths.Value(tmpl)
+	if item == nil || item.GetOperation(method) == nil {
+		c.t.Fatalf("%s: not in the spec", cl.op)
+	}
+	path := tmpl
+	for k, v := range cl.params {
+		path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(v))
+	}
+	u := c.base + path
+	if cl.query != "" {
+		u += "?" + cl.query
+	}
+	newReq := func() *http.Request {
+		var body io.Reader
+		if cl.body != "" {
+			body = strings.NewReader(cl.body)
+		}
+		req, err := http.NewRequest(method, u, body)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if cl.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		switch tok := cmpOr(cl.token, adminToken); tok {
+		case "-":
+		default:
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		return req
+	}
+	route := &routers.Route{Spec: c.doc, Path: tmpl, PathItem: item, Method: method, Operation: item.GetOperation(method)}
+	in := &openapi3filter.RequestValidationInput{
+		Request: newReq(), PathParams: cl.params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true, MultiError: true},
+	}
+	// A request the spec allows must be valid, and one the test breaks on
+	// purpose must break the spec too: the spec is as strict as the server.
+	switch err := openapi3filter.ValidateRequest(context.Background(), in); {
+	case err != nil && !cl.invalid:
+		c.t.Errorf("%s %s: the request does not match the spec: %v", cl.op, truncate([]byte(cl.body)), err)
+	case err == nil && cl.invalid:
+		c.t.Errorf("%s %s?%s %s: the spec allows a request meant to break it", cl.op, path, cl.query, truncate([]byte(cl.body)))
+	}
+	resp, err := http.DefaultClient.Do(newReq())
+	if err != nil {
+		c.t.Fatalf("%s: %v", cl.op, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.seen[cl.op] = append(c.seen[cl.op], resp.StatusCode)
+	if resp.StatusCode != cl.want {
+		c.t.Errorf("%s %s %s: status %d, want %d: %s", cl.op, path, cl.body, resp.StatusCode, cl.want, body)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		c.t.Errorf("%s: no X-Request-Id in the answer", cl.op)
+	}
+	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                in.Options,
+	})
+	if err != nil {
+		c.t.Errorf("%s %s: the answer (%d) does not match the spec: %v\nbody: %s", cl.op, path, resp.StatusCode, err, truncate(body))
+	}
+	return body
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func truncate(b []byte) string {
+	if len(b) > 2000 {
+		return string(b[:2000]) + "…"
+	}
+	return string(b)
+}
+
+// taskOf decodes a task from an answer.
+func (c *checker) taskOf(body []byte) *task.Task {
+	c.t.Helper()
+	var tk task.Task
+	if err := json.Unmarshal(body, &tk); err != nil {
+		c.t.Fatalf("decode task: %v: %s", err, body)
+	}
+	return &tk
+}
+
+// waitState polls GET /v1/tasks/{id} (outside the checker) until the task
+// is in state.
+func waitState(t *testing.T, base string, id task.ID, state task.State) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", base+"/v1/tasks/"+id.String(), nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tk task.Task
+		err = json.NewDecoder(resp.Body).Decode(&tk)
+		resp.Body.Close()
+		if err == nil && tk.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: state %s, want %s", id, tk.State, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConformance sends real requests, successes and errors, for every
+// operation of the spec to a real server, and validates each request and
+// answer (status, headers, body) against the spec.
+func TestConformance(t *testing.T) {
+	doc := loadSpec(t)
+	s := startStack(t)
+	c := &checker{t: t, doc: doc, base: s.url, seen: map[string][]int{}}
+	ok := receiver(t, http.StatusNoContent)
+	failing := receiver(t, http.StatusInternalServerError)
+	target := func(u string) string { return `{"http":{"url":"` + u + `","headers":{"X-Team":"pay"},"timeout":"5s"}}` }
+	create := func(app, key, rest string) *task.Task {
+		t.Helper()
+		k := ""
+		if key != "" {
+			k = `"key":"` + key + `",`
+		}
+		return c.taskOf(c.do(call{op: "POST /v1/tasks", body: `{"app":"` + app + `",` + k + rest + `}`, want: http.StatusCreated}))
+	}
+	id := func(tk *task.Task) map[string]string { return map[string]string{"id": tk.ID.String()} }
+	later := `"delay":"1h","payload":{"order":1234},"target":` + target(ok)
+
+	// Tasks in every state the cases need.
+	sched := create("shop", "order-1", later+`,"deadline":"2099-01-02T03:04:05.678Z","retry":{"max_attempts":3,"min_backoff":"1s","max_backoff":"1m"}`)
+	create("shop", "order/2", `"due_at":"2099-01-01T00:00:00Z","payload_base64":"AAEC/w==","target":`+target(ok))
+	delivered := create("shop", "order-3", `"delay":"0s","payload":[1,2,3],"target":`+target(ok))
+	dead := create("billing", "refund-1", `"delay":"0s","target":`+target(failing)+`,"retry":{"max_attempts":1}`)
+	billing := create("billing", "refund-2", later)
+	waitState(t, s.url, delivered.ID, task.Delivered)
+	waitState(t, s.url, dead.ID, task.Dead)
+
+	cases := []call{
+		// POST /v1/tasks
+		{op: "POST /v1/tasks", body: `{"app":"shop","key":"order-1","delay":"1h","target":` + target(ok) + `}`, want: 200},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"soon","target":` + target(ok) + `}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","color":"blue"}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop"`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","target":` + target(ok) + `}`, token: "-", want: 401},
+		{op: "POST /v1/tasks", body: `{"app":"billing","delay":"1s","target":` + target(ok) + `}`, token: shopToken, want: 403},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","payload_base64":"` + strings.Repeat("A", 100_000) + `","target":` + target(ok) + `}`, want: 413},
+
+		// POST /v1/tasks:batch
+		{op: "POST /v1/tasks:batch", body: `{"tasks":[{"app":"shop","key":"b-1","delay":"1h","target":` + target(ok) + `},{"app":"shop","key":"order-1","delay":"1h","target":` + target(ok) + `}]}`, want: 200},
+		{op: "POST /v1/tasks:batch", body: `{"tasks":[{"app":"shop","key":"b-2","delay":"1h","target":` + target(ok) + `},{"app":"Bad App","delay":"1h"}]}`, invalid: true, want: 200},
+		{op: "POST /v1/tasks:batch", body: `{}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks:batch", body: `{"tasks":[]}`, token: "-", want: 401},
+
+		// GET /v1/tasks/{id}
+		{op: "GET /v1/tasks/{id}", params: id(sched), want: 200},
+		{op: "GET /v1/tasks/{id}", params: id(dead), want: 200},
+		{op: "GET /v1/tasks/{id}", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, want: 404},
+		{op: "GET /v1/tasks/{id}", params: map[string]string{"id": "nope"}, want: 404},
+		{op: "GET /v1/tasks/{id}", params: id(billing), token: shopToken, want: 404},
+		{op: "GET /v1/tasks/{id}", params: id(sched), token: "wrong", want: 401},
+
+		// PATCH /v1/tasks/{id}
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"delay":"2h","payload":{"order":1234,"v":2}}`, want: 200},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"deadline":null}`, want: 200},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"deadline":"2099-02-03T04:05:06Z","payload_base64":"aGk="}`, want: 200},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{}`, invalid: true, want: 400},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"due_at":"tomorrow"}`, invalid: true, want: 400},
+		{op: "PATCH /v1/tasks/{id}", params: id(delivered), body: `{"delay":"1h"}`, want: 409},
+		{op: "PATCH /v1/tasks/{id}", params: id(billing), body: `{"delay":"1h"}`, token: shopToken, want: 403},
+		{op: "PATCH /v1/tasks/{id}", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: `{"delay":"1h"}`, want: 404},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"payload_base64":"` + strings.Repeat("A", 100_000) + `"}`, want: 413},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"delay":"1h"}`, token: "-", want: 401},
+
+		// POST /v1/tasks/{id}/retry
+		{op: "POST /v1/tasks/{id}/retry", params: id(sched), want: 409},
+		{op: "POST /v1/tasks/{id}/retry", params: id(billing), token: shopToken, want: 403},
+		{op: "POST /v1/tasks/{id}/retry", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, want: 404},
+		{op: "POST /v1/tasks/{id}/retry", params: id(dead), token: "-", want: 401},
+		{op: "POST /v1/tasks/{id}/retry", params: id(dead), want: 200}, // fails again: dead once more
+
+		// GET /v1/apps/{app}
+		{op: "GET /v1/apps/{app}", params: map[string]string{"app": "shop"}, token: shopToken, want: 200},
+		{op: "GET /v1/apps/{app}", params: map[string]string{"app": "Not An App"}, invalid: true, want: 400},
+		{op: "GET /v1/apps/{app}", params: map[string]string{"app": "billing"}, token: shopToken, want: 403},
+		{op: "GET /v1/apps/{app}", params: map[string]string{"app": "shop"}, token: "-", want: 401},
+
+		// GET and DELETE /v1/apps/{app}/keys/{key}
+		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order/2"}, want: 200},
+		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order-1"}, token: shopToken, want: 200},
+		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "nobody"}, want: 404},
+		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "billing", "key": "refund-2"}, token: shopToken, want: 404},
+		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order-1"}, token: "-", want: 401},
+		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order-3"}, want: 409},
+		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "billing", "key": "refund-2"}, token: shopToken, want: 403},
+		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "nobody"}, want: 404},
+		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order/2"}, token: "-", want: 401},
+		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order/2"}, want: 204},
+
+		// GET /v1/apps/{app}/tasks
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=scheduled&limit=1", want: 200},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "billing"}, query: "state=dead", want: 200},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "nobody"}, query: "state=expired", want: 200},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, invalid: true, want: 400},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=sleeping", invalid: true, want: 400},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=dead&limit=many", invalid: true, want: 400},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=dead&cursor=xyz", want: 400},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "billing"}, query: "state=dead", token: shopToken, want: 403},
+		{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=dead", token: "-", want: 401},
+
+		// POST /v1/apps/{app}/claim (the pull flow is below)
+		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, want: 200},
+		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, body: `{"max":0}`, invalid: true, want: 400},
+		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, body: `{"lease":"forever"}`, invalid: true, want: 400},
+		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "billing"}, token: shopToken, want: 403},
+		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, token: "-", want: 401},
+
+		// Operations
+		{op: "GET /v1/stats", want: 200},
+		{op: "GET /v1/stats", token: shopToken, want: 200},
+		{op: "GET /v1/stats", token: "-", want: 401},
+		{op: "GET /metrics", want: 200},
+		{op: "GET /metrics", token: shopToken, want: 403},
+		{op: "GET /metrics", token: "-", want: 401},
+		{op: "GET /healthz", token: "-", want: 200},
+		{op: "GET /readyz", token: "-", want: 200},
+		{op: "GET /openapi.json", token: "-", want: 200},
+	}
+	for _, cl := range cases {
+		c.do(cl)
+	}
+
+	// A key kept across pages: the first page of one has a next_cursor.
+	var page struct {
+		Tasks      []*task.Task `json:"tasks"`
+		NextCursor string       `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(c.do(call{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=scheduled&limit=1", want: 200}), &page); err != nil || page.NextCursor == "" {
+		t.Fatalf("first page: %v, next_cursor %q", err, page.NextCursor)
+	}
+	c.do(call{op: "GET /v1/apps/{app}/tasks", params: map[string]string{"app": "shop"}, query: "state=scheduled&limit=1000&cursor=" + page.NextCursor, want: 200})
+
+	// Cancel: 204, again 204, 409 when finished.
+	c.do(call{op: "DELETE /v1/tasks/{id}", params: id(sched), want: 204})
+	c.do(call{op: "DELETE /v1/tasks/{id}", params: id(sched), want: 204})
+	for _, cl := range []call{
+		{op: "DELETE /v1/tasks/{id}", params: id(delivered), want: 409},
+		{op: "DELETE /v1/tasks/{id}", params: id(billing), token: shopToken, want: 403},
+		{op: "DELETE /v1/tasks/{id}", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, want: 404},
+		{op: "DELETE /v1/tasks/{id}", params: id(billing), token: "-", want: 401},
+	} {
+		c.do(cl)
+	}
+
+	// Pull: claim, ack, nack.
+	pull := func(key string) *task.Task {
+		return create("shop", key, `"delay":"0s","payload":{"job":"`+key+`"},"target":{"pull":{}}`)
+	}
+	p1, p2 := pull("job-1"), pull("job-2")
+	var claimed struct{ Tasks []*task.Task }
+	deadline := time.Now().Add(10 * time.Second)
+	for len(claimed.Tasks) < 2 {
+		var more struct{ Tasks []*task.Task }
+		if err := json.Unmarshal(c.do(call{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, body: `{"max":10,"lease":"30s","wait":"1s"}`, token: shopToken, want: 200}), &more); err != nil {
+			t.Fatal(err)
+		}
+		claimed.Tasks = append(claimed.Tasks, more.Tasks...)
+		if time.Now().After(deadline) {
+			t.Fatalf("claimed %d tasks, want 2", len(claimed.Tasks))
+		}
+	}
+	lease := map[task.ID]string{}
+	for _, tk := range claimed.Tasks {
+		lease[tk.ID] = tk.Lease
+	}
+	ackBody := func(l string) string { return `{"lease":"` + l + `"}` }
+	for _, cl := range []call{
+		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: ackBody(lease[p1.ID]), token: shopToken, want: 204},
+		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: ackBody(lease[p1.ID]), want: 409},
+		{op: "POST /v1/tasks/{id}/ack", params: id(p1), invalid: true, want: 400},
+		{op: "POST /v1/tasks/{id}/ack", params: id(billing), body: ackBody("x"), token: shopToken, want: 403},
+		{op: "POST /v1/tasks/{id}/ack", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: ackBody("x"), want: 404},
+		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: ackBody("x"), token: "-", want: 401},
+		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: `{"lease":"` + strings.Repeat("x", 70_000) + `"}`, want: 413},
+
+		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"` + lease[p2.ID] + `","error":"out of paper","retry_in":"1h"}`, want: 204},
+		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"` + lease[p2.ID] + `"}`, want: 409},
+		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"x","retry_in":"-1s"}`, want: 400},
+		{op: "POST /v1/tasks/{id}/nack", params: id(billing), body: `{"lease":"x"}`, token: shopToken, want: 403},
+		{op: "POST /v1/tasks/{id}/nack", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: `{"lease":"x"}`, want: 404},
+		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"x"}`, token: "-", want: 401},
+	} {
+		c.do(cl)
+	}
+	// The nacked task's history has the attempt and its error.
+	got := c.taskOf(c.do(call{op: "GET /v1/tasks/{id}", params: id(p2), want: 200}))
+	if n := len(got.History); n < 3 || got.History[n-1].What != "failed" || got.History[n-1].Error != "out of paper" {
+		t.Errorf("history after a nack = %+v", got.History)
+	}
+
+	// Rate limits: 429 with Retry-After.
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}}})
+	slow := `{"app":"slow","delay":"1h","target":` + target(ok) + `}`
+	c.do(call{op: "POST /v1/tasks", body: slow, want: 201})
+	c.do(call{op: "POST /v1/tasks", body: slow, want: 429})
+
+	// A stopped engine is not ready: 503 with Retry-After.
+	s.stop()
+	c.do(call{op: "GET /readyz", token: "-", want: 503})
+	c.do(call{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","target":` + target(ok) + `}`, want: 503})
+	c.do(call{op: "GET /v1/tasks/{id}", params: id(billing), want: 200}) // reads still work
+
+	// Every operation of the spec was called, with a success and (where
+	// the spec has any) an error.
+	for _, o := range operations(doc) {
+		statuses := c.seen[o]
+		method, path, _ := strings.Cut(o, " ")
+		documented := doc.Paths.Value(path).GetOperation(method).Responses.Map()
+		hasErr := false
+		for code := range documented {
+			if n, _ := strconv.Atoi(code); n >= 400 {
+				hasErr = true
+			}
+		}
+		success := slices.ContainsFunc(statuses, func(s int) bool { return s < 300 })
+		failure := slices.ContainsFunc(statuses, func(s int) bool { return s >= 400 })
+		switch {
+		case len(statuses) == 0:
+			t.Errorf("%s: no test case: add one to TestConformance", o)
+		case !success:
+			t.Errorf("%s: no successful case (saw %v)", o, statuses)
+		case hasErr && !failure:
+			t.Errorf("%s: no error case (saw %v)", o, statuses)
+		}
+		var untested []string
+		for code := range documented {
+			if n, _ := strconv.Atoi(code); !slices.Contains(statuses, n) {
+				untested = append(untested, code)
+			}
+		}
+		if len(untested) > 0 {
+			slices.Sort(untested)
+			t.Logf("%s: documented but not exercised: %v", o, untested)
+		}
+	}
+}
+
+// TestRoutesInSpec checks that every route httpapi registers (read from
+// httpapi.go's HandleFunc calls) and every route serve.go mounts is in the
+// spec, and that the spec has no route the server lacks.
+func TestRoutesInSpec(t *testing.T) {
+	doc := loadSpec(t)
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../httpapi/httpapi.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 2 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || (sel.Sel.Name != "HandleFunc" && sel.Sel.Name != "Handle") {
+			return true
+		}
+		lit, ok := call.Args[0].(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
+		}
+		pattern, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(pattern, " ") { // "/" is the catch-all 404
+			registered = append(registered, pattern)
+		}
+		return true
+	})
+	if len(registered) < 10 {
+		t.Fatalf("found only %d routes in httpapi.go: %v; has the way routes are registered changed?", len(registered), registered)
+	}
+	routes := append(registered, mounted...)
+	slices.Sort(routes)
+	if diff := diffLists(routes, operations(doc)); diff != "" {
+		t.Errorf("routes of the server vs operations of openapi.json:\n%s", diff)
+	}
+}
+
+// diffLists reports what only a or only b has.
+func diffLists(server, spec []string) string {
+	var b strings.Builder
+	for _, r := range server {
+		if !slices.Contains(spec, r) {
+			fmt.Fprintf(&b, "  %s: served but not in the spec\n", r)
+		}
+	}
+	for _, r := range spec {
+		if !slices.Contains(server, r) {
+			fmt.Fprintf(&b, "  %s: in the spec but not served\n", r)
+		}
+	}
+	return b.String()
+}
+
+// TestHandler checks that the spec is served as JSON.
+func TestHandler(t *testing.T) {
+	s := startStack(t)
+	resp, err := http.Get(s.url + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !bytes.Equal(body, openapi.Spec()) {
+		t.Errorf("GET /openapi.json: %s, %q, %d bytes", resp.Status, resp.Header.Get("Content-Type"), len(body))
+	}
+}
