@@ -318,34 +318,40 @@ func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time,
 	return out, nil
 }
 
-// Sync implements engine.Index: mirror the task's state into its slot and
-// announce it if it wakes soon.
-func (n *Node) Sync(ctx context.Context, t *task.Task) error {
-	slot := n.x.Slot(t.Key, t.ID)
-	now := time.Now()
-	var err error
-	var at time.Time
-	switch {
-	case t.State == task.Scheduled && !t.WakeAt.IsZero() && !t.WakeAt.After(now.Add(n.x.HotWindow())):
-		at = t.WakeAt
-		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Retry, at)
-	case t.State == task.Scheduled:
-		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Drop, now) // SQL keeps it; promotion brings it back
-	case t.State == task.Delivering && t.LeaseExpiresAt != nil:
-		at = *t.LeaseExpiresAt
-		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Lease, at)
-	case t.State == task.Dead:
-		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Dead, now)
-	default:
-		err = n.x.Settle(ctx, t.App, slot, t.ID, redisindex.Drop, now)
+// Sync implements engine.Index: mirror each task's state into its slot, in
+// one pipeline, and announce (in one message) those that wake soon.
+func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
+	if len(ts) == 0 {
+		return nil
 	}
-	if err != nil {
+	now := time.Now()
+	ops := make([]redisindex.Op, 0, len(ts))
+	var announce strings.Builder
+	for _, t := range ts {
+		op := redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Score: now}
+		switch {
+		case t.State == task.Scheduled && !t.WakeAt.IsZero() && !t.WakeAt.After(now.Add(n.x.HotWindow())):
+			op.Action, op.Score = redisindex.Retry, t.WakeAt
+		case t.State == task.Scheduled:
+			op.Action = redisindex.Drop // SQL keeps it; promotion brings it back
+		case t.State == task.Delivering && t.LeaseExpiresAt != nil:
+			op.Action, op.Score = redisindex.Lease, *t.LeaseExpiresAt
+		case t.State == task.Dead:
+			op.Action = redisindex.Dead
+		default:
+			op.Action = redisindex.Drop
+		}
+		ops = append(ops, op)
+		if (op.Action == redisindex.Retry || op.Action == redisindex.Lease) && op.Score.Before(now.Add(n.cfg.Near)) {
+			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + "\n")
+		}
+	}
+	if err := n.x.SettleMany(ctx, ops); err != nil {
 		return err
 	}
-	if !at.IsZero() && at.Before(now.Add(n.cfg.Near)) {
-		msg := t.ID.String() + " " + strconv.FormatInt(at.UnixMilli(), 10) + " " + strconv.Itoa(slot)
-		if err := n.rdb.Publish(ctx, n.wakeChannel(), msg).Err(); err != nil {
-			return fmt.Errorf("announce %s: %w", t.ID, err)
+	if announce.Len() > 0 {
+		if err := n.rdb.Publish(ctx, n.wakeChannel(), announce.String()).Err(); err != nil {
+			return fmt.Errorf("announce %d tasks: %w", len(ts), err)
 		}
 	}
 	return nil
@@ -362,21 +368,23 @@ func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
 			if !ok {
 				return
 			}
-			f := strings.Fields(m.Payload)
-			if len(f) != 3 {
-				continue
-			}
-			id, err := task.ParseID(f[0])
-			at, err2 := strconv.ParseInt(f[1], 10, 64)
-			slot, err3 := strconv.Atoi(f[2])
-			if err != nil || err2 != nil || err3 != nil {
-				continue
-			}
-			n.mu.Lock()
-			mine := n.mu.slots[slot]
-			n.mu.Unlock()
-			if mine {
-				n.eng.Notify(id, time.UnixMilli(at))
+			for line := range strings.Lines(m.Payload) {
+				f := strings.Fields(line)
+				if len(f) != 3 {
+					continue
+				}
+				id, err := task.ParseID(f[0])
+				at, err2 := strconv.ParseInt(f[1], 10, 64)
+				slot, err3 := strconv.Atoi(f[2])
+				if err != nil || err2 != nil || err3 != nil {
+					continue
+				}
+				n.mu.Lock()
+				mine := n.mu.slots[slot]
+				n.mu.Unlock()
+				if mine {
+					n.eng.Notify(id, time.UnixMilli(at))
+				}
 			}
 		}
 	}

@@ -3,14 +3,18 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/store/redisindex"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -61,6 +65,8 @@ func TestClusterNodeKilled(t *testing.T) {
 		t.Skip("a 3-node load test; skipped with -short")
 	}
 	env := newClusterEnv(t)
+	rdb := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr()})
+	defer rdb.Close()
 	rcv := newHooks(t)
 	dir := t.TempDir()
 	var nodes []*child
@@ -69,14 +75,18 @@ func TestClusterNodeKilled(t *testing.T) {
 	}
 	target := task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}}
 
-	const n, spread = 50_000, 10 * time.Second
+	n, spread := 50_000, 10*time.Second
+	if s := os.Getenv("TOC_CLUSTER_N"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
 	start := time.Now().Add(15 * time.Second) // scheduling 50k rows first
 	var reqs []client.ScheduleRequest
 	for i := range n {
-		due := start.Add(time.Duration(i) * spread / n)
+		due := start.Add(time.Duration(i) * spread / time.Duration(n))
 		reqs = append(reqs, client.ScheduleRequest{App: "load", Key: fmt.Sprint(i), DueAt: &due, Target: target})
 	}
 	ctx := context.Background()
+	schedStart := time.Now()
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -111,6 +121,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
+	t.Logf("scheduled %d tasks in %s (%.0f/s)", n, time.Since(schedStart).Round(time.Millisecond), float64(n)/time.Since(schedStart).Seconds())
 	if late := time.Since(start); late > 0 {
 		t.Fatalf("scheduling 50k tasks took too long: the first was due %s ago", late)
 	}
@@ -141,7 +152,7 @@ func TestClusterNodeKilled(t *testing.T) {
 			continue
 		}
 		dups += rcv.count[id] - 1
-		due := start.Add(time.Duration(i) * spread / n)
+		due := start.Add(time.Duration(i) * spread / time.Duration(n))
 		if at.Before(task.Ms(due)) {
 			t.Errorf("task %d delivered %s early", i, task.Ms(due).Sub(at))
 		}
@@ -162,6 +173,29 @@ func TestClusterNodeKilled(t *testing.T) {
 	t.Logf("lateness all: p50 %s p99 %s max %s", q(late, .5), q(late, .99), q(late, 1))
 	t.Logf("dead node's share went unclaimed for up to %s (max lateness of tasks due in the 3 s after the kill; p50 %s)", q(lateAfterKill, 1), q(lateAfterKill, .5))
 	if missing > 0 {
+		shown := 0
+		for _, id := range ids {
+			if _, ok := rcv.first[id]; ok || shown >= 5 {
+				continue
+			}
+			shown++
+			pid, _ := task.ParseID(id)
+			tk, err := nodes[0].client().Get(ctx, pid)
+			if err != nil {
+				t.Logf("missing %s: %v", id, err)
+				continue
+			}
+			x, _ := redisindex.New(redisindex.Options{Client: rdb, Prefix: env.prefix, Slots: 16})
+			q := x.Queues("load", x.Slot(tk.Key, tk.ID))
+			s1, e1 := rdb.ZScore(ctx, q.Store, id).Result()
+			s2, e2 := rdb.ZScore(ctx, q.Prepare, id).Result()
+			t.Logf("  redis: store %v %v prepare %v %v (now %d)", s1, e1, s2, e2, time.Now().UnixMilli())
+			t.Logf("missing %s: state %s attempts %d wake? next %s lease %q exp %v history %+v", id, tk.State, tk.Attempts, tk.NextAttemptAt.Format(time.StampMilli), tk.Lease, tk.LeaseExpiresAt, tk.History)
+		}
+		for i, c := range nodes {
+			out := c.stderr.String()
+			t.Logf("node %d log (last 3000 bytes):\n%s", i, out[max(0, len(out)-3000):])
+		}
 		t.Fatalf("%d of %d tasks never delivered", missing, n)
 	}
 }

@@ -176,13 +176,15 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}
 	created := map[string]int{}
+	var fresh []*task.Task
 	for j, r := range rs {
 		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
 		if r.Created {
-			e.wrote(ctx, r.Task)
+			fresh = append(fresh, r.Task)
 			created[r.Task.App]++
 		}
 	}
+	e.wrote(ctx, fresh...)
 	if h := e.cfg.Hooks.Created; h != nil {
 		for app, n := range created {
 			h(app, n)

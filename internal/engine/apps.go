@@ -89,14 +89,9 @@ func (e *Engine) SetPolicies(p Policies) {
 	var unpark []task.ID
 	for app, st := range a.state {
 		a.applyLocked(app, st)
-		for len(st.parked) > 0 && st.inFlight < st.maxInFlight {
+		for free := st.maxInFlight - st.inFlight; free > 0 && len(st.parked) > 0; free-- {
 			unpark = append(unpark, st.parked[0])
 			st.parked = st.parked[1:]
-			st.inFlight++ // the slot is taken on the task's behalf; see admit
-			if st.reserved == nil {
-				st.reserved = map[task.ID]time.Time{}
-			}
-			st.reserved[unpark[len(unpark)-1]] = time.Time{}
 		}
 	}
 	a.mu.Unlock()
@@ -178,11 +173,6 @@ func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.T
 	defer a.mu.Unlock()
 	st := a.getLocked(app)
 	at, held := st.reserved[id]
-	if held && at.IsZero() {
-		// Unparked with a slot already taken for it.
-		delete(st.reserved, id)
-		return admitNow, time.Time{}
-	}
 	if held && at.After(now) {
 		return admitLater, at
 	}
@@ -209,7 +199,10 @@ func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.T
 	return admitNow, time.Time{}
 }
 
-// release gives back an in-flight slot of app and hands it to a parked task.
+// release gives back an in-flight slot of app and sends one parked task to
+// try for it. No slot is held on the parked task's behalf: it is admitted
+// (or parked again) like any other when it fires, so a task that turns out
+// to need no attempt (done by another node, cancelled) cannot leak a slot.
 func (e *Engine) release(app string) {
 	a := e.apps
 	a.mu.Lock()
@@ -217,18 +210,40 @@ func (e *Engine) release(app string) {
 	st.inFlight--
 	var next []task.ID
 	if len(st.parked) > 0 && st.inFlight < st.maxInFlight {
-		id := st.parked[0]
+		next = append(next, st.parked[0])
 		st.parked[0] = task.ID{}
 		st.parked = st.parked[1:]
-		st.inFlight++
-		if st.reserved == nil {
-			st.reserved = map[task.ID]time.Time{}
-		}
-		st.reserved[id] = time.Time{} // slot taken on its behalf
-		next = append(next, id)
 	}
 	a.mu.Unlock()
 	e.enqueue(next...)
+}
+
+// kickParked sends parked tasks of app to try for the free slots: called
+// when a task that fired took no slot, so a free slot is never left idle
+// while tasks wait for one.
+func (e *Engine) kickParked(app string) {
+	a := e.apps
+	a.mu.Lock()
+	st, ok := a.state[app]
+	var next []task.ID
+	if ok {
+		for free := st.maxInFlight - st.inFlight; free > 0 && len(st.parked) > 0; free-- {
+			next = append(next, st.parked[0])
+			st.parked[0] = task.ID{}
+			st.parked = st.parked[1:]
+		}
+	}
+	a.mu.Unlock()
+	e.enqueue(next...)
+}
+
+// InFlight returns app's push attempts under way and tasks parked for a
+// slot (tests, metrics).
+func (e *Engine) InFlight(app string) (inFlight, parked int) {
+	e.apps.mu.Lock()
+	defer e.apps.mu.Unlock()
+	st := e.apps.getLocked(app)
+	return st.inFlight, len(st.parked)
 }
 
 // allowCreate takes n create tokens of app, or says when to retry.

@@ -164,6 +164,45 @@ func TestSetPoliciesRaisesLimitsLive(t *testing.T) {
 		if n := s.count("a"); n != 10 {
 			t.Fatalf("%d attempts, want all 10 (none dropped by the reload)", n)
 		}
+		if f, p := b.eng.InFlight("a"); f != 0 || p != 0 {
+			t.Errorf("after all attempts: %d in flight, %d parked; want 0 0", f, p)
+		}
+	})
+}
+
+// TestParkedTaskCancelledDoesNotLeakSlot: a task parked for an in-flight
+// slot that is cancelled meanwhile must not keep a slot when it comes up.
+func TestParkedTaskCancelledDoesNotLeakSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newAppSink()
+		block := make(chan struct{})
+		s.by["a"] = func(ctx context.Context, _ *task.Task) error { <-block; return nil }
+		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s} })
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 1}}})
+		rs, err := b.eng.Schedule(t.Context(), many("a", 3, time.Now()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if f, p := b.eng.InFlight("a"); f != 1 || p != 2 {
+			t.Fatalf("%d in flight, %d parked; want 1 2", f, p)
+		}
+		for _, r := range rs[1:] {
+			if _, err := b.eng.Cancel(t.Context(), r.Task.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(block)
+		synctest.Wait()
+		if f, p := b.eng.InFlight("a"); f != 0 || p != 0 {
+			t.Errorf("after the parked tasks were cancelled: %d in flight, %d parked; want 0 0", f, p)
+		}
+		// The slot is free: a new task goes out.
+		b.schedule(t, ScheduleParams{App: "a", DueAt: time.Now()})
+		synctest.Wait()
+		if n := s.count("a"); n != 2 {
+			t.Errorf("%d attempts, want 2", n)
+		}
 	})
 }
 

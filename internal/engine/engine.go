@@ -99,9 +99,9 @@ type Config struct {
 type Index interface {
 	// Wakeups is like Store.Wakeups over the tasks this node watches.
 	Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error)
-	// Sync mirrors a task just written to the store: due soon and
+	// Sync mirrors tasks just written to the store: due soon and
 	// scheduled, leased, dead, or gone.
-	Sync(ctx context.Context, t *task.Task) error
+	Sync(ctx context.Context, ts ...*task.Task) error
 	// Claim gives the task to this node for an attempt or a lease rollback
 	// at now, holding it until `until`; false when another node has it.
 	Claim(ctx context.Context, t *task.Task, now, until time.Time) (bool, error)
@@ -350,15 +350,17 @@ func (e *Engine) Rescan() {
 	signal(e.loadKick)
 }
 
-// wrote mirrors a task just written to the store into the cluster index,
-// then tracks it. A failed mirror is logged: the repair scan restores it.
-func (e *Engine) wrote(ctx context.Context, t *task.Task) {
+// wrote mirrors tasks just written to the store into the cluster index,
+// then tracks them. A failed mirror is logged: the repair scan restores it.
+func (e *Engine) wrote(ctx context.Context, ts ...*task.Task) {
 	if e.cfg.Index != nil {
-		if err := e.cfg.Index.Sync(context.WithoutCancel(ctx), t); err != nil {
-			e.log.WarnContext(ctx, "mirror task to the index; the repair scan will", slog.String("task", t.ID.String()), slog.String("error", err.Error()))
+		if err := e.cfg.Index.Sync(context.WithoutCancel(ctx), ts...); err != nil {
+			e.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
 		}
 	}
-	e.track(t)
+	for _, t := range ts {
+		e.track(t)
+	}
 }
 
 // trackWake puts id in the wheel at `at` if it is within what is loaded.

@@ -16,11 +16,11 @@ import (
 // consumers. Whatever it writes, it ends by tracking the stored task so the
 // wheel holds its next wake.
 func (e *Engine) fire(ctx context.Context, id task.ID) {
-	var push, pullDue, parked bool
+	var push, pullDue, parked, lost bool
 	var later time.Time
 	var app string
 	t, err := e.update(context.WithoutCancel(ctx), id, noSync, func(t *task.Task) error {
-		push, pullDue, parked, later, app = false, false, false, time.Time{}, t.App
+		push, pullDue, parked, lost, later, app = false, false, false, false, time.Time{}, t.App
 		now := msNow()
 		switch t.State {
 		case task.Scheduled:
@@ -53,9 +53,8 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 				timeout = h.Timeout.Std()
 			}
-			if !e.claim(ctx, t, now, now.Add(timeout+e.cfg.LeaseGrace)) {
-				return errSkip // another node has it
-			}
+			// Admit before claiming: a task held back by its app's limits
+			// must stay claimable by whichever node gets to it.
 			switch adm, at := e.admit(t.App, t.ID, now); adm {
 			case admitLater:
 				later = at
@@ -63,6 +62,11 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 			case admitPark:
 				parked = true
 				return errSkip
+			}
+			if !e.claim(ctx, t, now, now.Add(timeout+e.cfg.LeaseGrace)) {
+				e.release(t.App)
+				lost = true
+				return errSkip // another node has it
 			}
 			startAttempt(t, now, timeout+e.cfg.LeaseGrace, e.boot)
 			push = true
@@ -79,6 +83,7 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 				return errSkip
 			}
 			if !e.claim(ctx, t, now, now.Add(time.Minute)) {
+				lost = true
 				return errSkip // another node is rolling it back
 			}
 			failAttempt(t, now, "lease expired without an ack", nil)
@@ -90,6 +95,9 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 		e.release(app) // admitted, but the lease was not written
 		push = false
 	}
+	if !push && !parked && app != "" {
+		defer e.kickParked(app) // took no slot: let a parked task try
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		e.untrack(id)
@@ -99,6 +107,10 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 		return
 	case errors.Is(err, errSkip) && parked:
 		return // release will enqueue it when a slot frees
+	case errors.Is(err, errSkip) && lost:
+		// Another node has it; what it writes comes back through the index.
+		e.untrack(id)
+		return
 	case errors.Is(err, errSkip):
 	case err != nil:
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))

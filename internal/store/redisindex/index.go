@@ -224,6 +224,62 @@ func (x *Index) Settle(ctx context.Context, app string, slot int, id task.ID, a 
 	return nil
 }
 
+// Op is one Settle of SettleMany.
+type Op struct {
+	App    string
+	Slot   int
+	ID     task.ID
+	Action Action
+	Score  time.Time
+}
+
+// SettleMany runs Settle for each op in one pipeline (on Redis Cluster, one
+// per master).
+func (x *Index) SettleMany(ctx context.Context, ops []Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	for _, op := range ops {
+		if op.Action == Retry {
+			if err := x.register(ctx, op.App); err != nil {
+				return err
+			}
+		}
+	}
+	run := func() ([]redis.Cmder, error) {
+		pipe := x.rdb.Pipeline()
+		for _, op := range ops {
+			settleScript.EvalSha(ctx, pipe, x.Queues(op.App, op.Slot).keys(), op.ID.String(), string(op.Action), ms(op.Score))
+		}
+		return pipe.Exec(ctx)
+	}
+	cmds, err := run()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// First use on this server (or after a restart): load and retry.
+		if lerr := loadScript(ctx, x.rdb, settleScript); lerr != nil {
+			return lerr
+		}
+		cmds, err = run()
+	}
+	if err != nil {
+		for _, c := range cmds {
+			if c.Err() != nil {
+				return fmt.Errorf("redisindex: settle %d members: %w", len(ops), c.Err())
+			}
+		}
+		return fmt.Errorf("redisindex: settle %d members: %w", len(ops), err)
+	}
+	return nil
+}
+
+// loadScript loads s on every master.
+func loadScript(ctx context.Context, rdb redis.UniversalClient, s *redis.Script) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return s.Load(ctx, c).Err() })
+	}
+	return s.Load(ctx, rdb).Err()
+}
+
 // Rollback moves up to max members whose lease ran out back to the
 // StoreQueue, and returns them.
 func (x *Index) Rollback(ctx context.Context, app string, slot int, now time.Time, max int) ([]task.ID, error) {

@@ -137,3 +137,49 @@ func TestConcurrentClaims(t *testing.T) {
 		}
 	}
 }
+
+func TestSettleMany(t *testing.T) {
+	t.Parallel()
+	c, prefix := testsvc.Redis(t)
+	x, err := redisindex.New(redisindex.Options{Client: c, Prefix: prefix, Slots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The first pipeline after a SCRIPT FLUSH meets NOSCRIPT and must load.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var g task.IDGenerator
+	now := time.Now()
+	var ops []redisindex.Op
+	for i := range 30 {
+		a := []redisindex.Action{redisindex.Retry, redisindex.Lease, redisindex.Dead}[i%3]
+		ops = append(ops, redisindex.Op{App: "a", Slot: i % 4, ID: g.New(now, 0), Action: a, Score: now})
+	}
+	if err := x.SettleMany(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	var s, p, d int64
+	for slot := range 4 {
+		a, b, c, err := x.Count(ctx, "a", slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, p, d = s+a, p+b, d+c
+	}
+	if s != 10 || p != 10 || d != 10 {
+		t.Errorf("store=%d prepare=%d dead=%d, want 10 each", s, p, d)
+	}
+	for i := range ops {
+		ops[i].Action = redisindex.Drop
+	}
+	if err := x.SettleMany(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	for slot := range 4 {
+		if a, b, c, _ := x.Count(ctx, "a", slot); a+b+c != 0 {
+			t.Errorf("slot %d not empty after drop: %d %d %d", slot, a, b, c)
+		}
+	}
+}
