@@ -18,12 +18,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toc-dev/toc/internal/cluster"
 	"github.com/toc-dev/toc/internal/config"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/metrics"
+	"github.com/toc-dev/toc/internal/openapi"
+	"github.com/toc-dev/toc/internal/reqlog"
+	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/amqpsink"
@@ -247,6 +253,7 @@ func access(f *config.File) (*httpapi.Access, error) {
 }
 
 func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logger, stdout io.Writer) (err error) {
+	log = slog.New(reqlog.NewHandler(log.Handler())) // request_id on lines logged with a request's context
 	devMode := !file.Tokens() && isLoopback(c.listen)
 	if !file.Tokens() && !isLoopback(c.listen) && !c.insecure {
 		return fmt.Errorf("%w: refusing to serve %s without any token: configure admin_tokens or apps.<app>.tokens in --config, listen on a loopback address, or pass --insecure", ErrUsage, c.listen)
@@ -271,6 +278,12 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		}
 	}()
 	st := be.store
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	counts, _ := st.(store.Counter) // nil for sqlstore: no toc_tasks gauge or dashboard counts in cluster mode
+	var eng *engine.Engine
+	m := metrics.New(reg, func() engine.Stats { return eng.Stats() }, counts)
+	m.SetWindow(c.window)
 
 	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.amqp, Logger: log})
 	defer amqpSink.Close()
@@ -278,7 +291,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	defer natsSink.Close()
 	httpSink := newHTTPSink(lv)
 
-	eng, err := engine.New(engine.Config{
+	eng, err = engine.New(engine.Config{
 		Store:       st,
 		Sinks:       map[string]sink.Sink{"http": httpSink, "amqp": amqpSink, "nats": natsSink},
 		Logger:      log,
@@ -288,6 +301,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		MaxPayload:  c.maxPayload,
 		Retention:   c.retention,
 		Index:       be.index(),
+		Hooks:       m.Hooks(),
 		ShardFor:    be.shardFor,
 	})
 	if err != nil {
@@ -312,12 +326,21 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		_ = eng.Stop(context.Background())
 		return fmt.Errorf("listen on %s: %w", c.listen, err)
 	}
-	api := httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload, Access: acc})
+	api := httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload, Access: acc,
+		Mount: map[string]http.Handler{
+			"GET /metrics":  m.Handler(),
+			"GET /v1/stats": ui.StatsHandler(m, m, eng.Stats), // m caches the counts
+		},
+		Public: map[string]http.Handler{
+			"GET /ui/":          ui.Handler(),
+			"GET /openapi.json": openapi.Handler(),
+		},
+	})
 	// Requests get a context that shutdown cancels, so long polls end at once.
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           reqlog.RequestID(api, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      engine.MaxWait + 30*time.Second, // a claim may wait 30s

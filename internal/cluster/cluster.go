@@ -368,6 +368,10 @@ func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
 			if !ok {
 				return
 			}
+			if app, ok := strings.CutPrefix(m.Payload, "pull "); ok {
+				n.eng.NotifyPull(app)
+				continue
+			}
 			for line := range strings.Lines(m.Payload) {
 				f := strings.Fields(line)
 				if len(f) != 3 {
@@ -388,6 +392,21 @@ func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
 			}
 		}
 	}
+}
+
+// PullDue implements engine.Index: one message to all nodes.
+func (n *Node) PullDue(ctx context.Context, app string) {
+	if err := n.rdb.Publish(ctx, n.wakeChannel(), "pull "+app).Err(); err != nil {
+		n.log.WarnContext(ctx, "announce due pull tasks", slog.String("app", app), slog.String("error", err.Error()))
+	}
+}
+
+// Watches implements engine.Index: the node times the tasks of its slots.
+func (n *Node) Watches(t *task.Task) bool {
+	slot := n.x.Slot(t.Key, t.ID)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.slots[slot]
 }
 
 // Claim implements engine.Index with the claim_one script.

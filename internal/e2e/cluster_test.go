@@ -79,7 +79,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	if s := os.Getenv("TOC_CLUSTER_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	start := time.Now().Add(15 * time.Second) // scheduling 50k rows first
+	start := time.Now().Add(25 * time.Second) // scheduling 50k rows first (-race is slow)
 	var reqs []client.ScheduleRequest
 	for i := range n {
 		due := start.Add(time.Duration(i) * spread / time.Duration(n))
@@ -132,7 +132,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	killedAt := time.Now()
 	nodes[2].kill(t)
 
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 180*time.Second)
 	defer cancel()
 	waitUntil(wctx, func() bool {
 		rcv.mu.Lock()

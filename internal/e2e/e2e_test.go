@@ -44,7 +44,43 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := func() int {
+		dir, err := os.MkdirTemp("", "toc-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		// Children run a real toc binary built without the race detector:
+		// it is what users run, and -race would make the load tests measure
+		// the detector. Without a go command, the test binary stands in.
+		if gobin, err := exec.LookPath("go"); err == nil {
+			bin := dir + "/toc"
+			cmd := exec.Command(gobin, "build", "-o", bin, "github.com/toc-dev/toc/cmd/toc")
+			cmd.Stderr = os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build toc for the e2e tests:", err)
+				return 1
+			}
+			tocBinary = bin
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// tocBinary is the toc binary children run; empty: the test binary itself
+// (see TestMain).
+var tocBinary string
+
+// tocCommand returns the command that runs `toc args...`.
+func tocCommand(ctx context.Context, args ...string) *exec.Cmd {
+	if tocBinary != "" {
+		return exec.CommandContext(ctx, tocBinary, args...)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	return cmd
 }
 
 // child is a `toc serve` process.
@@ -77,9 +113,8 @@ func (l *lockedBuffer) String() string {
 // waits until it listens.
 func startChild(t *testing.T, dir string, extra ...string) *child {
 	t.Helper()
-	args := append([]string{"-test.run=^$", "--", "serve", "--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	args := append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
+	cmd := tocCommand(context.Background(), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -200,8 +235,7 @@ func runChild(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := tocCommand(ctx, args...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

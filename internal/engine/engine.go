@@ -108,7 +108,17 @@ type Index interface {
 	// Live reports whether the process that took a lease (the boot part of
 	// its token) is still a member of the cluster.
 	Live(boot string) bool
+	// Watches reports whether this node times the task (owns its slot).
+	// Others leave it to the owner, which Sync has told.
+	Watches(t *task.Task) bool
+	// PullDue tells every node that app has pull tasks due, so their
+	// long-polling claims look again.
+	PullDue(ctx context.Context, app string)
 }
+
+// NotifyPull wakes this node's claims waiting on app (another node's
+// PullDue).
+func (e *Engine) NotifyPull(app string) { e.notifyLocal(app) }
 
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -396,7 +406,7 @@ func (e *Engine) track(t *task.Task) {
 		e.mu.Unlock()
 		return
 	}
-	if t.WakeAt.IsZero() {
+	if t.WakeAt.IsZero() || (e.cfg.Index != nil && !e.cfg.Index.Watches(t)) {
 		e.mu.wheel.Remove(t.ID)
 		e.mu.Unlock()
 		return

@@ -237,8 +237,16 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 	e.wrote(ctx, out)
 }
 
-// notifyPull wakes the claims waiting on app.
+// notifyPull wakes the claims waiting on app, on every node.
 func (e *Engine) notifyPull(app string) {
+	e.notifyLocal(app)
+	if e.cfg.Index != nil {
+		e.cfg.Index.PullDue(context.Background(), app)
+	}
+}
+
+// notifyLocal wakes this process's claims waiting on app.
+func (e *Engine) notifyLocal(app string) {
 	e.mu.Lock()
 	ch, ok := e.mu.waiters[app]
 	if ok {

@@ -47,7 +47,7 @@ type Options struct {
 // Defaults and limits of [Options].
 const (
 	TablesDefault   = 16
-	MaxConnsDefault = 10
+	MaxConnsDefault = 32
 	// MaxShards is the number of shards a task id can name (16 bits).
 	MaxShards = 1 << 16
 )
