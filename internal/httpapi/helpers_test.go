@@ -15,7 +15,6 @@ import (
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
-	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -23,6 +22,7 @@ import (
 // store in a temp dir, delivering to a real webhook receiver.
 
 type server struct {
+	be     *backend
 	url    string
 	dir    string
 	client *client.Client
@@ -36,14 +36,15 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 		dir = t.TempDir()
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := pebblestore.Open(pebblestore.Options{Dir: dir, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := openBackend(t, dir, log)
+	st := be.store
 	cfg := engine.Config{
 		Store:  st,
 		Sinks:  map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
 		Logger: log,
+	}
+	if be.node != nil {
+		cfg.Index, cfg.ShardFor = be.node, be.shardFor
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -52,8 +53,16 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if be.node != nil {
+		be.node.Attach(eng)
+	}
 	if err := eng.Start(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if be.node != nil {
+		if err := be.node.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: cfg.MaxPayload}))
 	var once sync.Once
@@ -62,16 +71,21 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 			hs.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			if be.node != nil {
+				if err := be.node.Stop(ctx); err != nil {
+					t.Errorf("leave the cluster: %v", err)
+				}
+			}
 			if err := eng.Stop(ctx); err != nil {
 				t.Errorf("stop engine: %v", err)
 			}
-			if err := st.Close(); err != nil {
+			if err := be.close(); err != nil {
 				t.Errorf("close store: %v", err)
 			}
 		})
 	}
 	t.Cleanup(stop)
-	return &server{url: hs.URL, dir: dir, client: client.New(client.Config{BaseURL: hs.URL}), eng: eng, stop: stop}
+	return &server{be: be, url: hs.URL, dir: dir, client: client.New(client.Config{BaseURL: hs.URL}), eng: eng, stop: stop}
 }
 
 type arrival struct {

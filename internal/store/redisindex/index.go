@@ -63,8 +63,12 @@ type Index struct {
 	hot    time.Duration
 
 	mu   sync.Mutex
-	apps map[string]bool // apps known to be registered
+	apps map[string]time.Time // when each app was last registered
 }
+
+// registerEvery is how often an app in use is added to the apps set again,
+// so a Redis that lost it (restart, flush) learns it back.
+const registerEvery = 10 * time.Second
 
 // New returns an Index.
 func New(o Options) (*Index, error) {
@@ -80,7 +84,7 @@ func New(o Options) (*Index, error) {
 		prefix: cmp.Or(o.Prefix, PrefixDefault),
 		slots:  o.Slots,
 		hot:    cmp.Or(o.HotWindow, HotWindowDefault),
-		apps:   map[string]bool{},
+		apps:   map[string]time.Time{},
 	}, nil
 }
 
@@ -141,16 +145,16 @@ func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 // register remembers app in the apps set (once per process and app).
 func (x *Index) register(ctx context.Context, app string) error {
 	x.mu.Lock()
-	known := x.apps[app]
+	last, known := x.apps[app]
 	x.mu.Unlock()
-	if known {
+	if known && time.Since(last) < registerEvery {
 		return nil
 	}
 	if err := x.rdb.SAdd(ctx, x.appsKey(), app).Err(); err != nil {
 		return fmt.Errorf("redisindex: register app %s: %w", app, err)
 	}
 	x.mu.Lock()
-	x.apps[app] = true
+	x.apps[app] = time.Now()
 	x.mu.Unlock()
 	return nil
 }
@@ -381,6 +385,9 @@ func (x *Index) Forget(ctx context.Context, apps ...string) error {
 		if err := x.rdb.SRem(ctx, x.appsKey(), app).Err(); err != nil {
 			return err
 		}
+		x.mu.Lock()
+		delete(x.apps, app)
+		x.mu.Unlock()
 	}
 	return nil
 }
