@@ -1,0 +1,131 @@
+// Package bench is the workload logic of `toc bench`: it schedules jobs on a
+// system under test (toc, or a peer such as asynq or River in bench/peers),
+// records when each one is delivered, and summarises throughput, lateness,
+// memory and disk in a [Result].
+//
+// # Workloads
+//
+//   - [Fire]: n jobs due at known instants spread over a duration, starting
+//     a little ahead; lateness is receive time minus due time.
+//   - [Schedule]: how many jobs per second the system accepts durably, one
+//     per request or in batches, from concurrent clients; afterwards the jobs
+//     fire and every one is checked off.
+//   - [Pending]: n far-future jobs; the server's memory and disk per pending
+//     job, and schedule throughput while they are pending.
+//
+// # Systems
+//
+// A [System] schedules jobs; it reports each delivery to the [Recorder] it
+// was built with. [Toc] drives a toc server through its Go client, with a
+// webhook receiver (push) or claiming consumers (pull).
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Workload names, as given to --workload and written in [Result.Workload].
+const (
+	WorkloadFire     = "fire"
+	WorkloadSchedule = "schedule"
+	WorkloadPending  = "pending"
+)
+
+// Job is one task a workload schedules.
+type Job struct {
+	// Seq numbers the job within its run, from 0 to n-1. A system carries it
+	// to the receiving side (in a key or payload) so that the delivery can be
+	// checked off.
+	Seq int
+	// DueAt is when the job must fire.
+	DueAt time.Time
+}
+
+// System is the scheduler under test.
+type System interface {
+	// Schedule schedules jobs durably: it returns once the system has
+	// accepted all of them. Workloads call it from many goroutines at once,
+	// with one job or a batch.
+	Schedule(ctx context.Context, jobs []Job) error
+}
+
+// Result is the outcome of one workload run. Its JSON form is what
+// `toc bench --json` and the peers command print; the keys are stable.
+type Result struct {
+	// System is what was measured: "toc", "asynq", "river".
+	System string `json:"system"`
+	// Variant says how: "push", "pull", "defaults", "tight poll".
+	Variant  string `json:"variant,omitempty"`
+	Workload string `json:"workload"`
+
+	// N is the number of jobs the workload scheduled and expects delivered.
+	N           int     `json:"n"`
+	Batch       int     `json:"batch"`       // jobs per Schedule call
+	Concurrency int     `json:"concurrency"` // concurrent scheduling clients
+	SpreadSec   float64 `json:"spread_sec,omitempty"`
+
+	// Fired counts jobs delivered at least once; Missing those never
+	// delivered within the wait; Duplicates the deliveries beyond the
+	// first; Early the jobs first delivered before their due time.
+	// Pending runs deliver nothing: all four are 0.
+	Fired      int `json:"fired"`
+	Missing    int `json:"missing"`
+	Duplicates int `json:"duplicates"`
+	Early      int `json:"early"`
+
+	// SchedulePerSec is jobs accepted per second: all N for fire and
+	// schedule, the probe scheduled on top of the N pending ones for
+	// pending. ScheduleSec is how long that took.
+	SchedulePerSec float64 `json:"schedule_per_sec"`
+	ScheduleSec    float64 `json:"schedule_sec"`
+
+	// LatenessMs is the first delivery of each job minus its due time, in
+	// milliseconds. For schedule runs every job is due at the same instant,
+	// so it measures how fast a burst drains, not timer accuracy.
+	LatenessMs Lateness `json:"lateness_ms"`
+
+	// RSSBytes is the server's resident memory at the end (0 when unknown);
+	// DiskBytes the size on disk of its data directory (0 when unknown).
+	RSSBytes  int64 `json:"rss_bytes"`
+	DiskBytes int64 `json:"disk_bytes"`
+	// Pending only: growth per pending job from before the fill to after.
+	RSSPerTask  float64 `json:"rss_bytes_per_task,omitempty"`
+	DiskPerTask float64 `json:"disk_bytes_per_task,omitempty"`
+	// Pending only: the rate of the fill itself.
+	FillPerSec float64 `json:"fill_per_sec,omitempty"`
+
+	ElapsedSec float64  `json:"elapsed_sec"`
+	Targets    []Check  `json:"targets,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
+}
+
+// Lateness summarises lateness in milliseconds. Values are nearest-rank
+// percentiles of the first delivery of each job; negative means early, and
+// Min is the earliest.
+type Lateness struct {
+	Min  float64 `json:"min"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+// Check is one target the result is held against.
+type Check struct {
+	Name string `json:"name"` // like "lateness p99 <= 5 ms"
+	Got  string `json:"got"`
+	Met  bool   `json:"met"`
+}
+
+func (r *Result) notef(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// MarshalIndent is the JSON of r as printed by --json.
+func (r *Result) MarshalIndent() ([]byte, error) {
+	return json.MarshalIndent(r, "", "  ")
+}

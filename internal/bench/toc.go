@@ -1,0 +1,277 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/task"
+)
+
+// How [Toc] has its tasks delivered.
+const (
+	// DeliveryPush targets a webhook receiver that Toc runs on 127.0.0.1.
+	DeliveryPush = "push"
+	// DeliveryPull targets pull consumers that Toc runs: each claims with a
+	// long poll and acks every task; lateness is when the claim returned.
+	DeliveryPull = "pull"
+	// DeliveryNone targets pull with nobody claiming, and a deadline a
+	// minute after the due time: for far-future tasks that must not be
+	// delivered, and expire by themselves if a server outlives the run.
+	DeliveryNone = "none"
+)
+
+// Defaults of TocConfig.
+const (
+	TocAppDefault      = "bench"
+	ConsumersDefault   = 4
+	ClaimMaxDefault    = 100
+	AckWorkersPerClaim = 4
+	claimWait          = 5 * time.Second
+	claimLease         = time.Minute
+)
+
+// TocConfig configures a [Toc].
+type TocConfig struct {
+	// Client talks to the server; required. Give it an HTTP client that
+	// keeps enough idle connections (see [NewHTTPClient]).
+	Client *client.Client
+	// Recorder receives the deliveries; required unless Delivery is
+	// [DeliveryNone].
+	Recorder *Recorder
+	// Delivery is [DeliveryPush] (default), [DeliveryPull] or
+	// [DeliveryNone].
+	Delivery string
+	// App is the app of the tasks. Default [TocAppDefault].
+	App string
+	// Run prefixes the key of each task ("RUN-SEQ"), so that runs against
+	// one server do not collide. Default: the start time in base 36.
+	Run string
+	// Consumers is the number of concurrent claimers with
+	// [DeliveryPull]. Default [ConsumersDefault]. Each claims up to
+	// ClaimMax tasks (default [ClaimMaxDefault]).
+	Consumers, ClaimMax int
+}
+
+// Toc is a toc server as a [System]: it creates each job as a task keyed
+// RUN-SEQ, in one request or in batches, and checks deliveries off as they
+// arrive at its webhook receiver or pull consumers.
+type Toc struct {
+	cfg    TocConfig
+	target task.Target
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	srv    *http.Server // push only
+
+	claimErrors, ackErrors atomic.Int64
+}
+
+var _ System = (*Toc)(nil)
+
+// NewToc starts the receiving side of cfg.Delivery. Close stops it.
+func NewToc(cfg TocConfig) (*Toc, error) {
+	cfg.Delivery = cmp.Or(cfg.Delivery, DeliveryPush)
+	cfg.App = cmp.Or(cfg.App, TocAppDefault)
+	cfg.Run = cmp.Or(cfg.Run, strconv.FormatInt(time.Now().UnixMilli(), 36))
+	cfg.Consumers = cmp.Or(cfg.Consumers, ConsumersDefault)
+	cfg.ClaimMax = cmp.Or(cfg.ClaimMax, ClaimMaxDefault)
+	if cfg.Client == nil {
+		return nil, errors.New("bench: TocConfig.Client is required")
+	}
+	if cfg.Recorder == nil && cfg.Delivery != DeliveryNone {
+		return nil, errors.New("bench: TocConfig.Recorder is required")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Toc{cfg: cfg, cancel: cancel}
+	switch cfg.Delivery {
+	case DeliveryPush:
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("bench: receiver: %w", err)
+		}
+		t.srv = &http.Server{Handler: http.HandlerFunc(t.receive), ReadHeaderTimeout: 10 * time.Second}
+		t.target = task.Target{HTTP: &task.HTTPTarget{URL: "http://" + ln.Addr().String() + "/hook"}}
+		t.wg.Go(func() { _ = t.srv.Serve(ln) })
+	case DeliveryPull:
+		t.target = task.Target{Pull: &task.PullTarget{}}
+		acks := make(chan *task.Task, cfg.ClaimMax*cfg.Consumers)
+		for range cfg.Consumers {
+			t.wg.Go(func() { t.consume(ctx, acks) })
+		}
+		for range cfg.Consumers * AckWorkersPerClaim {
+			t.wg.Go(func() { t.ack(ctx, acks) })
+		}
+	case DeliveryNone:
+		t.target = task.Target{Pull: &task.PullTarget{}}
+	default:
+		cancel()
+		return nil, fmt.Errorf("bench: TocConfig.Delivery must be %q, %q or %q, got %q", DeliveryPush, DeliveryPull, DeliveryNone, cfg.Delivery)
+	}
+	return t, nil
+}
+
+// Close stops the receiver or consumers and waits for them. Deliveries
+// still in flight are cut off: the run is over.
+func (t *Toc) Close() error {
+	t.cancel()
+	var err error
+	if t.srv != nil {
+		err = t.srv.Close()
+	}
+	t.wg.Wait()
+	return err
+}
+
+// Notes describes errors the consumers met, if any.
+func (t *Toc) Notes() []string {
+	var n []string
+	if c := t.claimErrors.Load(); c > 0 {
+		n = append(n, fmt.Sprintf("%d claims failed", c))
+	}
+	if c := t.ackErrors.Load(); c > 0 {
+		n = append(n, fmt.Sprintf("%d acks failed", c))
+	}
+	return n
+}
+
+// Schedule creates jobs as tasks: one POST /v1/tasks for a single job, else
+// POST /v1/tasks:batch (up to 1000 at a time).
+func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
+	if len(jobs) == 1 {
+		_, created, err := t.cfg.Client.Schedule(ctx, t.request(jobs[0]))
+		if err == nil && !created {
+			err = fmt.Errorf("task %s already existed", t.key(jobs[0].Seq))
+		}
+		return err
+	}
+	reqs := make([]client.ScheduleRequest, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = t.request(j)
+	}
+	res, err := t.cfg.Client.ScheduleBatch(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	for i, r := range res {
+		switch {
+		case r.Err != nil:
+			return fmt.Errorf("task %s: %w", t.key(jobs[i].Seq), r.Err)
+		case !r.Created:
+			return fmt.Errorf("task %s already existed", t.key(jobs[i].Seq))
+		}
+	}
+	return nil
+}
+
+func (t *Toc) request(j Job) client.ScheduleRequest {
+	due := j.DueAt
+	r := client.ScheduleRequest{
+		App:     t.cfg.App,
+		Key:     t.key(j.Seq),
+		DueAt:   &due,
+		Payload: strconv.AppendInt([]byte(`{"seq":`), int64(j.Seq), 10),
+		Target:  t.target,
+	}
+	r.Payload = append(r.Payload, '}')
+	if t.cfg.Delivery == DeliveryNone {
+		d := due.Add(time.Minute)
+		r.Deadline = &d
+	}
+	return r
+}
+
+func (t *Toc) key(seq int) string { return t.cfg.Run + "-" + strconv.Itoa(seq) }
+
+// seq reads the seq back from a key; -1 when the key is not of this run.
+func (t *Toc) seq(key string) int {
+	s, ok := strings.CutPrefix(key, t.cfg.Run+"-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// receive is the webhook: it records the delivery against Toc-Due-At and
+// answers 204.
+func (t *Toc) receive(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
+	due, err := time.Parse(time.RFC3339Nano, r.Header.Get("Toc-Due-At"))
+	seq := t.seq(r.Header.Get("Toc-Key"))
+	if err != nil || r.Header.Get("Toc-App") != t.cfg.App {
+		seq = -1
+	}
+	t.cfg.Recorder.Record(seq, due, at)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// consume claims tasks until ctx is done and hands them to the ackers.
+func (t *Toc) consume(ctx context.Context, acks chan<- *task.Task) {
+	req := client.ClaimRequest{Max: t.cfg.ClaimMax, Lease: task.Duration(claimLease), Wait: task.Duration(claimWait)}
+	for ctx.Err() == nil {
+		got, err := t.cfg.Client.Claim(ctx, t.cfg.App, req)
+		at := time.Now()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			t.claimErrors.Add(1)
+			sleep(ctx, 100*time.Millisecond) // the server is struggling; don't spin
+			continue
+		}
+		for _, tk := range got {
+			t.cfg.Recorder.Record(t.seq(tk.Key), tk.DueAt, at)
+			select {
+			case acks <- tk:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (t *Toc) ack(ctx context.Context, acks <-chan *task.Task) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case tk := <-acks:
+			if err := t.cfg.Client.Ack(ctx, tk.ID, tk.Lease); err != nil && ctx.Err() == nil {
+				t.ackErrors.Add(1)
+			}
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
+}
+
+// NewHTTPClient returns an HTTP client for a benchmark that keeps up to
+// conns idle connections to the server, so concurrent clients reuse them
+// instead of opening (and leaving in TIME_WAIT) one per request.
+func NewHTTPClient(conns int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = conns
+	tr.MaxIdleConnsPerHost = conns
+	return &http.Client{Transport: tr}
+}

@@ -1,0 +1,401 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the workload options.
+const (
+	LeadBase           = 2 * time.Second
+	LeadPerJob         = 100 * time.Microsecond
+	GraceDefault       = 10 * time.Second
+	BatchDefault       = 1000 // fire and pending; schedule sends one job per request by default
+	ConcurrencyDefault = 16
+	DueInDefault       = 24 * time.Hour
+	// MaxWait bounds the wait for deliveries after the last due time.
+	MaxWait = 5 * time.Minute
+)
+
+// FireOptions configures [Fire].
+type FireOptions struct {
+	// N jobs are due at instants spread evenly over Spread, the first Lead
+	// after the start (default [LeadBase] plus [LeadPerJob] per job, enough
+	// at 10,000 jobs per second): scheduling them all must end before the
+	// first is due, or the result carries a note.
+	N      int
+	Spread time.Duration
+	Lead   time.Duration
+	// Batch jobs per Schedule call (default [BatchDefault]) from
+	// Concurrency clients (default [ConcurrencyDefault]).
+	Batch, Concurrency int
+	// Grace: after the last due time, stop waiting for stragglers once
+	// none has arrived for this long (and at the latest [MaxWait] after
+	// it). Default [GraceDefault].
+	Grace time.Duration
+	// Progress, when set, gets a progress line rewritten with \r.
+	Progress io.Writer
+}
+
+// Fire schedules o.N jobs due at known instants, waits for their
+// deliveries and reports lateness. rec must be the Recorder sys reports to,
+// sized for o.N.
+func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Result, error) {
+	if o.Lead == 0 {
+		o.Lead = LeadBase + time.Duration(o.N)*LeadPerJob
+	}
+	o.Batch = cmp.Or(o.Batch, BatchDefault)
+	o.Concurrency = cmp.Or(o.Concurrency, ConcurrencyDefault)
+	o.Grace = cmp.Or(o.Grace, GraceDefault)
+	if err := checkSizes(o.N, o.Batch, o.Concurrency, rec); err != nil {
+		return nil, err
+	}
+	if o.Spread < 0 || o.Lead < 0 || o.Grace < 0 {
+		return nil, errors.New("bench: spread, lead and grace must not be negative")
+	}
+	start := time.Now()
+	first := start.Add(o.Lead)
+	n := int64(o.N)
+	due := func(seq int) time.Time {
+		return first.Add(time.Duration(int64(o.Spread) * int64(seq) / n))
+	}
+	took, err := scheduleAll(ctx, sys, o.N, o.Batch, o.Concurrency, due, o.Progress, "fire: scheduling")
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{
+		Workload:       WorkloadFire,
+		N:              o.N,
+		Batch:          o.Batch,
+		Concurrency:    o.Concurrency,
+		SpreadSec:      o.Spread.Seconds(),
+		SchedulePerSec: rate(o.N, took),
+		ScheduleSec:    took.Seconds(),
+	}
+	if late := time.Since(first); late > 0 {
+		r.notef("scheduling ended %s after the first due time: lateness includes it; raise --lead", late.Round(time.Millisecond))
+	}
+	if err := waitDeliveries(ctx, rec, first.Add(o.Spread), o.Grace, o.Progress, "fire: delivered"); err != nil {
+		return nil, err
+	}
+	r.fill(rec)
+	r.ElapsedSec = time.Since(start).Seconds()
+	return r, nil
+}
+
+// ScheduleOptions configures [Schedule].
+type ScheduleOptions struct {
+	// N jobs in Schedule calls of Batch jobs (default 1: one per request)
+	// from Concurrency clients (default [ConcurrencyDefault]).
+	N, Batch, Concurrency int
+	// Hold: every job is due this long after the start, so that none fires
+	// while the rate is measured. Default 2s plus 25µs per job (10µs in
+	// batches), enough at 40,000 (100,000) jobs per second; when scheduling
+	// takes longer the result carries a note.
+	Hold time.Duration
+	// Grace: after the due time, stop waiting for deliveries once none has
+	// arrived for this long (and at the latest [MaxWait] after it). Default
+	// [GraceDefault].
+	Grace    time.Duration
+	Progress io.Writer
+}
+
+// Schedule measures how fast sys accepts o.N jobs. With a non-nil rec (sized
+// for o.N, the Recorder sys reports to) it then waits for the jobs to fire
+// and counts them; with a nil one it only schedules.
+func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions) (*Result, error) {
+	o.Batch = cmp.Or(o.Batch, 1)
+	o.Concurrency = cmp.Or(o.Concurrency, ConcurrencyDefault)
+	if o.Hold == 0 {
+		per := 25 * time.Microsecond
+		if o.Batch > 1 {
+			per = 10 * time.Microsecond
+		}
+		o.Hold = 2*time.Second + time.Duration(o.N)*per
+	}
+	o.Grace = cmp.Or(o.Grace, GraceDefault)
+	if err := checkSizes(o.N, o.Batch, o.Concurrency, rec); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	at := start.Add(o.Hold)
+	took, clean, err := scheduleUntil(ctx, sys, o.N, o.Batch, o.Concurrency, func(int) time.Time { return at }, at, o.Progress, "schedule")
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{
+		Workload:       WorkloadSchedule,
+		N:              o.N,
+		Batch:          o.Batch,
+		Concurrency:    o.Concurrency,
+		SchedulePerSec: rate(o.N, took),
+		ScheduleSec:    took.Seconds(),
+	}
+	if took > o.Hold {
+		// The jobs began to fire before the last was scheduled: only the
+		// window before that measures scheduling alone.
+		r.SchedulePerSec, r.ScheduleSec = rate(clean, o.Hold), o.Hold.Seconds()
+		r.notef("scheduling took %s, longer than the hold of %s: the rate is of the %d jobs accepted before any was due; the rest were scheduled while jobs fired (raise --hold to measure all)",
+			took.Round(time.Millisecond), o.Hold.Round(time.Millisecond), clean)
+	}
+	if rec == nil {
+		r.notef("deliveries not checked")
+		r.ElapsedSec = time.Since(start).Seconds()
+		return r, nil
+	}
+	if err := waitDeliveries(ctx, rec, at, o.Grace, o.Progress, "schedule: delivered"); err != nil {
+		return nil, err
+	}
+	r.fill(rec)
+	r.notef("all %d jobs were due at one instant: lateness is how fast the burst drained", o.N)
+	r.ElapsedSec = time.Since(start).Seconds()
+	return r, nil
+}
+
+// PendingOptions configures [Pending].
+type PendingOptions struct {
+	// N far-future jobs, due DueIn (default [DueInDefault]) after the start
+	// and spread over the hour after that, in Schedule calls of Batch jobs
+	// (default [BatchDefault]) from Concurrency clients (default
+	// [ConcurrencyDefault]).
+	N, Batch, Concurrency int
+	DueIn                 time.Duration
+	// Probe jobs are scheduled after the N, to measure throughput while
+	// they are pending. Default N/10, at most 100,000, at least 1.
+	Probe int
+	// RSS reads the server's resident memory; nil when unknown.
+	RSS func() (int64, error)
+	// DataDir is the server's data directory; "" when unknown.
+	DataDir  string
+	Progress io.Writer
+}
+
+// Pending fills sys with o.N far-future jobs and reports the server's memory
+// and disk per pending job, and the rate of scheduling o.Probe more on top.
+func Pending(ctx context.Context, sys System, o PendingOptions) (*Result, error) {
+	o.Batch = cmp.Or(o.Batch, BatchDefault)
+	o.Concurrency = cmp.Or(o.Concurrency, ConcurrencyDefault)
+	o.DueIn = cmp.Or(o.DueIn, DueInDefault)
+	if o.Probe == 0 {
+		o.Probe = max(1, min(o.N/10, 100_000))
+	}
+	if err := checkSizes(o.N, o.Batch, o.Concurrency, nil); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	base := start.Add(o.DueIn)
+	due := func(seq int) time.Time {
+		// Spread over an hour, out of order, as real timers are.
+		return base.Add(time.Duration(int64(seq)*7919%3_600_000) * time.Millisecond)
+	}
+	r := &Result{Workload: WorkloadPending, N: o.N, Batch: o.Batch, Concurrency: o.Concurrency}
+	rss0, disk0 := r.measure(o.RSS, o.DataDir)
+
+	took, err := scheduleAll(ctx, sys, o.N, o.Batch, o.Concurrency, due, o.Progress, "pending: filling")
+	if err != nil {
+		return nil, err
+	}
+	r.FillPerSec = rate(o.N, took)
+	probe := func(seq int) time.Time { return due(o.N + seq) }
+	took, err = scheduleAll(ctx, offset{sys, o.N}, o.Probe, o.Batch, o.Concurrency, probe, o.Progress, "pending: probe")
+	if err != nil {
+		return nil, err
+	}
+	r.SchedulePerSec = rate(o.Probe, took)
+	r.ScheduleSec = took.Seconds()
+
+	rss1, disk1 := r.measure(o.RSS, o.DataDir)
+	total := float64(o.N + o.Probe)
+	if o.RSS != nil {
+		r.RSSBytes = rss1
+		r.RSSPerTask = float64(rss1-rss0) / total
+	}
+	if o.DataDir != "" {
+		r.DiskBytes = disk1
+		r.DiskPerTask = float64(disk1-disk0) / total
+	}
+	r.notef("%d jobs pending (%d + a probe of %d); per-task figures are growth from before the fill", o.N+o.Probe, o.N, o.Probe)
+	r.ElapsedSec = time.Since(start).Seconds()
+	return r, nil
+}
+
+// measure reads memory and disk, noting failures in r.
+func (r *Result) measure(rss func() (int64, error), dir string) (mem, disk int64) {
+	if rss != nil {
+		v, err := rss()
+		if err != nil {
+			r.notef("rss: %v", err)
+		}
+		mem = v
+	}
+	if dir != "" {
+		v, err := DiskUsage(dir)
+		if err != nil {
+			r.notef("disk: %v", err)
+		}
+		disk = v
+	}
+	return mem, disk
+}
+
+// offset shifts the seqs of the jobs it schedules by n.
+type offset struct {
+	sys System
+	n   int
+}
+
+func (o offset) Schedule(ctx context.Context, jobs []Job) error {
+	for i := range jobs {
+		jobs[i].Seq += o.n
+	}
+	return o.sys.Schedule(ctx, jobs)
+}
+
+func (r *Result) fill(rec *Recorder) {
+	t := rec.Tally()
+	r.Fired, r.Missing, r.Duplicates, r.Early = t.Fired, t.Missing, t.Duplicates, t.Early
+	r.LatenessMs = t.Lateness
+	if t.Foreign > 0 {
+		r.notef("%d deliveries of jobs not of this run were ignored", t.Foreign)
+	}
+}
+
+func checkSizes(n, batch, conc int, rec *Recorder) error {
+	switch {
+	case n < 1:
+		return fmt.Errorf("bench: n must be at least 1, got %d", n)
+	case batch < 1:
+		return fmt.Errorf("bench: batch must be at least 1, got %d", batch)
+	case conc < 1:
+		return fmt.Errorf("bench: concurrency must be at least 1, got %d", conc)
+	case rec != nil && len(rec.count) != n:
+		return fmt.Errorf("bench: recorder is sized for %d jobs, the run has %d", len(rec.count), n)
+	}
+	return nil
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// scheduleAll schedules jobs 0 to n-1, due at due(seq), in calls of batch
+// jobs from conc goroutines, and returns how long it took. The first error
+// stops it. Systems must not keep the slice they are given.
+func scheduleAll(ctx context.Context, sys System, n, batch, conc int, due func(int) time.Time, progress io.Writer, label string) (time.Duration, error) {
+	took, _, err := scheduleUntil(ctx, sys, n, batch, conc, due, time.Time{}, progress, label)
+	return took, err
+}
+
+// scheduleUntil is scheduleAll that also counts the jobs accepted before
+// cut (all of them when cut is zero).
+func scheduleUntil(ctx context.Context, sys System, n, batch, conc int, due func(int) time.Time, cut time.Time, progress io.Writer, label string) (took time.Duration, beforeCut int, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next, done, early atomic.Int64
+	stop := startMeter(progress, label, n, func() int { return int(done.Load()) })
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range min(conc, (n+batch-1)/batch) {
+		wg.Go(func() {
+			jobs := make([]Job, 0, batch)
+			for ctx.Err() == nil {
+				lo := int(next.Add(int64(batch))) - batch
+				if lo >= n {
+					return
+				}
+				hi := min(lo+batch, n)
+				jobs = jobs[:0]
+				for s := lo; s < hi; s++ {
+					jobs = append(jobs, Job{Seq: s, DueAt: due(s)})
+				}
+				if err := sys.Schedule(ctx, jobs); err != nil {
+					cancel(fmt.Errorf("schedule jobs %d to %d: %w", lo, hi-1, err))
+					return
+				}
+				done.Add(int64(hi - lo))
+				if cut.IsZero() || time.Now().Before(cut) {
+					early.Add(int64(hi - lo))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took = time.Since(start)
+	stop()
+	if err := context.Cause(ctx); err != nil {
+		return 0, 0, err
+	}
+	return took, int(early.Load()), nil
+}
+
+// waitDeliveries waits until every job of rec has been delivered, or, once
+// last (the last due time) has passed, until nothing has arrived for idle,
+// or at most until last+MaxWait.
+func waitDeliveries(ctx context.Context, rec *Recorder, last time.Time, idle time.Duration, progress io.Writer, label string) error {
+	stop := startMeter(progress, label, len(rec.count), rec.Delivered)
+	defer stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	seen, since := rec.Delivered(), time.Now()
+	for {
+		select {
+		case <-rec.Done():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-tick.C:
+			if d := rec.Delivered(); d != seen {
+				seen, since = d, now
+			}
+			quiet := now.Sub(since)
+			if since.Before(last) {
+				quiet = now.Sub(last)
+			}
+			if now.After(last) && (quiet >= idle || now.Sub(last) >= MaxWait) {
+				return nil
+			}
+		}
+	}
+}
+
+// startMeter rewrites a progress line on w every 200ms until stop is called;
+// stop clears the line. A nil w shows nothing.
+func startMeter(w io.Writer, label string, total int, count func() int) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-tick.C:
+				c := count()
+				fmt.Fprintf(w, "\r\033[K%s %d/%d (%.0f%%) %.0f/s", label, c, total,
+					100*float64(c)/float64(total), float64(c)/time.Since(start).Seconds())
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(quit)
+			wg.Wait()
+		})
+	}
+}
