@@ -46,6 +46,10 @@ const (
 	HeaderSignature = client.HeaderSignature
 )
 
+// MaxIdleConnsPerHostDefault is how many idle connections to one receiver
+// the default client keeps.
+const MaxIdleConnsPerHostDefault = 1024
+
 // MaxResponseBody is how much of a response body is read (and kept for the
 // error message of a failed attempt); the rest is discarded.
 const MaxResponseBody = 4 << 10
@@ -99,7 +103,11 @@ func New(cfg Config) *Sink {
 	c := cfg.Client
 	if c == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 64
+		// Keep as many idle connections to a receiver as attempts may run
+		// at once (the engine's default MaxInFlight): with fewer, a burst
+		// closes and redials connections on every attempt.
+		tr.MaxIdleConnsPerHost = MaxIdleConnsPerHostDefault
+		tr.MaxIdleConns = 4 * MaxIdleConnsPerHostDefault
 		c = &http.Client{
 			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -143,12 +144,19 @@ func Open(opts Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
 	defer cache.Unref() // the database holds its own reference
-	db, err := pebble.Open(opts.Dir, &pebble.Options{
+	po := &pebble.Options{
 		Cache:              cache,
 		FS:                 opts.FS,
 		Logger:             pebbleLogger{logger.With(slog.String("component", "pebble"))},
 		FormatMajorVersion: pebble.FormatNewest,
-	})
+	}
+	// Bloom filters on every level: each attempt reads its task by id, and
+	// without filters a point read opens every overlapping sstable (the fire
+	// path's profile had Pebble Get at 16% of the CPU).
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(opts.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
 	}
