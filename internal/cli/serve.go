@@ -268,7 +268,10 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		return err
 	}
 
-	be, err := openBackend(ctx, c, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	bm := metrics.NewBackend(reg)
+	be, err := openBackend(ctx, c, log, bm)
 	if err != nil {
 		return err
 	}
@@ -277,10 +280,11 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 			err = cerr
 		}
 	}()
-	st := be.store
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	counts, _ := st.(store.Counter) // nil for sqlstore: no toc_tasks gauge or dashboard counts in cluster mode
+	st := bm.Store(be.store) // every store call measured
+	if be.node != nil {
+		bm.WatchCluster(reg, be.node.Share)
+	}
+	counts, _ := st.(store.Counter)
 	var eng *engine.Engine
 	m := metrics.New(reg, func() engine.Stats { return eng.Stats() }, counts)
 	m.SetWindow(c.window)
@@ -433,7 +437,7 @@ func (b *backend) close() error {
 	return errors.Join(errs...)
 }
 
-func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend, error) {
+func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metrics.Backend) (*backend, error) {
 	if c.sql == "" && c.redis == "" {
 		st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log})
 		if err != nil {
@@ -452,6 +456,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger) (*backend
 	b.store, b.shardFor = st, st.ShardFor
 	b.closers = append(b.closers, st.Close)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(c.redis, ",")})
+	rdb.AddHook(bm.RedisHook())
 	b.closers = append(b.closers, rdb.Close)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = b.close()

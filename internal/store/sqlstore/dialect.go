@@ -69,7 +69,7 @@ var (
 // and migrate_unlock are optional.
 var requiredQueries = []string{
 	"get", "get_by_key", "get_for_update", "insert", "key_holder", "update", "sweep",
-	"wakeups", "claimable", "list", "sweepable", "shard_wakeups",
+	"wakeups", "claimable", "list", "sweepable", "shard_wakeups", "counts",
 	"migrate_lock", "create_migrations", "create_meta", "meta_get", "meta_put", "versions", "version_put",
 }
 

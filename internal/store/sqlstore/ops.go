@@ -714,3 +714,42 @@ func (s *Store) ShardWakeups(ctx context.Context, shard int, after store.Cursor,
 	}
 	return out, nil
 }
+
+var _ store.Counter = (*Store)(nil)
+
+// Counts implements [store.Counter]: tasks by app and state, one grouped
+// scan per table. It reads every row's index entry; cache what it returns.
+func (s *Store) Counts(ctx context.Context) (map[string]map[task.State]int64, error) {
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	type row struct {
+		app   string
+		state task.State
+		n     int64
+	}
+	rows, err := scanAll(ctx, s, "counts", func(db *database) query { return db.counts }, map[string]any{},
+		func(r *sql.Rows) (row, error) {
+			var x row
+			var code int64
+			if err := r.Scan(&x.app, &code, &x.n); err != nil {
+				return x, err
+			}
+			st, err := parseStateCode(code)
+			x.state = st
+			return x, err
+		},
+		func(a, b row) int { return 0 }, math.MaxInt)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[task.State]int64{}
+	for _, r := range rows {
+		if out[r.app] == nil {
+			out[r.app] = map[task.State]int64{}
+		}
+		out[r.app][r.state] += r.n
+	}
+	return out, nil
+}

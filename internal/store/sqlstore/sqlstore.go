@@ -109,7 +109,7 @@ type database struct {
 	// Per table (indexed like tables).
 	get, getByKey, getForUpdate, keyHolder, update, sweep, shardWakeups []query
 	// Over every table at once.
-	wakeups, claimable, list, sweepable query
+	wakeups, claimable, list, sweepable, counts query
 	// Optional: empty when the dialect has none.
 	noSync query
 
@@ -190,6 +190,7 @@ func (s *Store) prepare(db *database) error {
 		dst  *query
 	}{
 		{"wakeups", &db.wakeups}, {"claimable", &db.claimable}, {"list", &db.list}, {"sweepable", &db.sweepable},
+		{"counts", &db.counts},
 	}
 	for _, a := range all {
 		q, err := s.dialect.render(a.name, tmplData{Tables: db.tables})

@@ -279,3 +279,36 @@ func TestShardWakeups(t *testing.T) {
 		})
 	}
 }
+
+func TestCounts(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			s := open(t, sv.databases(t, 2))
+			defer s.Close()
+			ctx := context.Background()
+			var gen task.IDGenerator
+			due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+			var ts []*task.Task
+			for i := range 30 {
+				app := []string{"a", "b"}[i%2]
+				ts = append(ts, newTask(s, &gen, app, fmt.Sprint(i), due))
+			}
+			if _, err := s.Create(ctx, ts); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Update(ctx, ts[0].ID, nil, func(t *task.Task) error { t.State = task.Cancelled; t.WakeAt = time.Time{}; now := due; t.FinishedAt = &now; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Counts(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]map[task.State]int64{"a": {task.Scheduled: 14, task.Cancelled: 1}, "b": {task.Scheduled: 15}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

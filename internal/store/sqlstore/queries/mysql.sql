@@ -127,3 +127,10 @@ SELECT id, wake_at, state, target_kind, app, task_key FROM {{.Table}}
    AND (wake_at > {{arg "after_ms"}} OR id > {{arg "after_id"}})
    AND wake_at <= {{arg "until_ms"}}
  ORDER BY wake_at, id LIMIT {{arg "limit"}}
+
+-- name: counts
+-- Tasks by app and state over every table of a database (the dashboard and
+-- the toc_tasks gauge; a full index scan, so callers cache it).
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+(SELECT app, state, COUNT(*) AS n FROM {{$t}} GROUP BY app, state)
+{{- end}}

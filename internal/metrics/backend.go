@@ -1,0 +1,179 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// Backend measures what toc's storage does: every store call (Pebble or
+// SQL) and every Redis command, with their latencies and errors, and in
+// cluster mode the node's members and share.
+type Backend struct {
+	storeDur  *prometheus.HistogramVec
+	storeErrs *prometheus.CounterVec
+	redisDur  *prometheus.HistogramVec
+	redisErrs *prometheus.CounterVec
+}
+
+// NewBackend registers the backend metrics on reg:
+// toc_store_duration_seconds{op}, toc_store_errors_total{op},
+// toc_redis_duration_seconds{cmd}, toc_redis_errors_total{cmd}.
+func NewBackend(reg prometheus.Registerer) *Backend {
+	b := &Backend{
+		storeDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toc_store_duration_seconds", Help: "Store calls (Pebble or SQL) by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9)}, []string{"op"}),
+		storeErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_store_errors_total", Help: "Store calls that failed (not found and conflicts excluded)."}, []string{"op"}),
+		redisDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toc_redis_duration_seconds", Help: "Redis commands and pipelines (cluster mode).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9)}, []string{"cmd"}),
+		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_redis_errors_total", Help: "Redis commands that failed (cluster mode)."}, []string{"cmd"}),
+	}
+	reg.MustRegister(b.storeDur, b.storeErrs, b.redisDur, b.redisErrs)
+	return b
+}
+
+// Share reports a cluster node's slots, shards and members.
+type Share func() (slots, shards int, members []string)
+
+// WatchCluster registers toc_cluster_members, toc_cluster_slots and
+// toc_cluster_shards (this node's share), read at scrape time.
+func (b *Backend) WatchCluster(reg prometheus.Registerer, share Share) {
+	g := func(name, help string, pick func() float64) prometheus.GaugeFunc {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, pick)
+	}
+	reg.MustRegister(
+		g("toc_cluster_members", "Live nodes of the cluster.", func() float64 { _, _, m := share(); return float64(len(m)) }),
+		g("toc_cluster_slots", "Redis slots (of every app) this node owns.", func() float64 { s, _, _ := share(); return float64(s) }),
+		g("toc_cluster_shards", "SQL shards this node promotes and repairs.", func() float64 { _, h, _ := share(); return float64(h) }),
+	)
+}
+
+func (b *Backend) observe(op string, start time.Time, err error) {
+	b.storeDur.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, context.Canceled) {
+		b.storeErrs.WithLabelValues(op).Inc()
+	}
+}
+
+// Store wraps s so that every call is measured. The result also implements
+// store.Counter when s does.
+func (b *Backend) Store(s store.Store) store.Store {
+	m := &measured{Store: s, b: b}
+	if c, ok := s.(store.Counter); ok {
+		return &measuredCounter{measured: m, c: c}
+	}
+	return m
+}
+
+type measured struct {
+	store.Store
+	b *Backend
+}
+
+func (m *measured) Create(ctx context.Context, ts []*task.Task) (r []store.CreateResult, err error) {
+	defer func(start time.Time) { m.b.observe("create", start, err) }(time.Now())
+	return m.Store.Create(ctx, ts)
+}
+
+func (m *measured) Get(ctx context.Context, id task.ID) (t *task.Task, err error) {
+	defer func(start time.Time) { m.b.observe("get", start, err) }(time.Now())
+	return m.Store.Get(ctx, id)
+}
+
+func (m *measured) GetByKey(ctx context.Context, app, key string) (t *task.Task, err error) {
+	defer func(start time.Time) { m.b.observe("get_by_key", start, err) }(time.Now())
+	return m.Store.GetByKey(ctx, app, key)
+}
+
+func (m *measured) Update(ctx context.Context, id task.ID, o *store.UpdateOpts, fn func(*task.Task) error) (t *task.Task, err error) {
+	var fnErr error
+	start := time.Now()
+	t, err = m.Store.Update(ctx, id, o, func(t *task.Task) error { fnErr = fn(t); return fnErr })
+	if err != nil && errors.Is(err, fnErr) {
+		m.b.storeDur.WithLabelValues("update").Observe(time.Since(start).Seconds())
+		return t, err // the engine's refusal, not a store error
+	}
+	m.b.observe("update", start, err)
+	return t, err
+}
+
+func (m *measured) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) (w []store.Wakeup, err error) {
+	defer func(start time.Time) { m.b.observe("wakeups", start, err) }(time.Now())
+	return m.Store.Wakeups(ctx, after, until, limit)
+}
+
+func (m *measured) Claimable(ctx context.Context, app string, now time.Time, limit int) (ids []task.ID, err error) {
+	defer func(start time.Time) { m.b.observe("claimable", start, err) }(time.Now())
+	return m.Store.Claimable(ctx, app, now, limit)
+}
+
+func (m *measured) List(ctx context.Context, app string, st task.State, after task.ID, limit int) (ts []*task.Task, err error) {
+	defer func(start time.Time) { m.b.observe("list", start, err) }(time.Now())
+	return m.Store.List(ctx, app, st, after, limit)
+}
+
+func (m *measured) Sweep(ctx context.Context, cutoff time.Time, limit int) (n int, err error) {
+	defer func(start time.Time) { m.b.observe("sweep", start, err) }(time.Now())
+	return m.Store.Sweep(ctx, cutoff, limit)
+}
+
+type measuredCounter struct {
+	*measured
+	c store.Counter
+}
+
+func (m *measuredCounter) Counts(ctx context.Context) (c map[string]map[task.State]int64, err error) {
+	defer func(start time.Time) { m.b.observe("counts", start, err) }(time.Now())
+	return m.c.Counts(ctx)
+}
+
+// RedisHook returns a go-redis hook measuring every command and pipeline.
+func (b *Backend) RedisHook() redis.Hook { return redisHook{b} }
+
+type redisHook struct{ b *Backend }
+
+func (h redisHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			h.b.redisErrs.WithLabelValues("dial").Inc()
+		}
+		return c, err
+	}
+}
+
+func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmd)
+		h.done(cmd.Name(), start, err)
+		return err
+	}
+}
+
+func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmds)
+		h.done("pipeline", start, err)
+		return err
+	}
+}
+
+func (h redisHook) done(name string, start time.Time, err error) {
+	h.b.redisDur.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, redis.Nil) {
+		h.b.redisErrs.WithLabelValues(name).Inc()
+	}
+}

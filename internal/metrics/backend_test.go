@@ -1,0 +1,53 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/toc-dev/toc/internal/metrics"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/memstore"
+	"github.com/toc-dev/toc/task"
+)
+
+func TestBackendStore(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	b := metrics.NewBackend(reg)
+	s := b.Store(memstore.New())
+	if _, ok := s.(store.Counter); !ok {
+		t.Error("the wrapped memstore lost its Counter")
+	}
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	tk := &task.Task{ID: g.New(now, 0), App: "a", DueAt: now, NextAttemptAt: now, WakeAt: now, State: task.Scheduled,
+		Target: task.Target{Pull: &task.PullTarget{}}, CreatedAt: now, UpdatedAt: now}
+	if _, err := s.Create(ctx, []*task.Task{tk}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, g.New(now, 0)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	refuse := errors.New("conflict")
+	if _, err := s.Update(ctx, tk.ID, nil, func(*task.Task) error { return refuse }); err != refuse {
+		t.Fatalf("fn's error came back as %v", err)
+	}
+	s.Close()
+	if _, err := s.Get(ctx, tk.ID); !errors.Is(err, store.ErrClosed) {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "toc_store_duration_seconds"); n != 3 { // create, get, update series
+		t.Errorf("%d duration series, want 3", n)
+	}
+	// Not found and the engine's refusal are not errors; a closed store is.
+	want := "\n# HELP toc_store_errors_total Store calls that failed (not found and conflicts excluded).\n# TYPE toc_store_errors_total counter\ntoc_store_errors_total{op=\"get\"} 1\n"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "toc_store_errors_total"); err != nil {
+		t.Error(err)
+	}
+}
