@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/record"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -297,20 +298,5 @@ func truncate[S ~[]E, E any](s S, limit int) S {
 }
 
 // normalize puts t's times in UTC without a monotonic reading, as a store
-// that encodes them would return them. It returns t.
-func normalize(t *task.Task) *task.Task {
-	utc := func(p *time.Time) {
-		if p != nil {
-			*p = p.UTC().Round(0)
-		}
-	}
-	utc(&t.DueAt)
-	utc(&t.NextAttemptAt)
-	utc(t.Deadline)
-	utc(t.LeaseExpiresAt)
-	utc(&t.CreatedAt)
-	utc(&t.UpdatedAt)
-	utc(t.FinishedAt)
-	utc(&t.WakeAt)
-	return t
-}
+// that encodes them would return them.
+var normalize = record.Normalize

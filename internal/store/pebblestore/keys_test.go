@@ -11,6 +11,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/toc-dev/toc/internal/store/record"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -247,7 +248,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("round trip of %#v = %#v, %v", empty, got, err)
 	}
 
-	for _, bad := range [][]byte{nil, {2, '{', '}'}, {recordVersion, '{'}} {
+	for _, bad := range [][]byte{nil, {2, '{', '}'}, {record.Version, '{'}} {
 		if _, err := decodeRecord(bad); err == nil {
 			t.Errorf("decodeRecord(%q) did not fail", bad)
 		}

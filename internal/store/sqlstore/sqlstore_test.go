@@ -298,7 +298,13 @@ func TestCounts(t *testing.T) {
 			if _, err := s.Create(ctx, ts); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Update(ctx, ts[0].ID, nil, func(t *task.Task) error { t.State = task.Cancelled; t.WakeAt = time.Time{}; now := due; t.FinishedAt = &now; return nil }); err != nil {
+			if _, err := s.Update(ctx, ts[0].ID, nil, func(t *task.Task) error {
+				t.State = task.Cancelled
+				t.WakeAt = time.Time{}
+				now := due
+				t.FinishedAt = &now
+				return nil
+			}); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.Counts(ctx)
