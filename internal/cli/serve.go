@@ -305,6 +305,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		MaxPayload:  c.maxPayload,
 		Retention:   c.retention,
 		Index:       be.index(),
+		Limiter:     be.limiter(),
 		Hooks:       m.Hooks(),
 		ShardFor:    be.shardFor,
 	})
@@ -417,6 +418,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 type backend struct {
 	store    store.Store
 	node     *cluster.Node // nil on a single node
+	rate     *cluster.RateLimiter
 	shardFor func(app, key string, id task.ID) uint16
 	describe string
 	closers  []func() error
@@ -427,6 +429,13 @@ func (b *backend) index() engine.Index {
 		return nil // a typed nil would not be nil
 	}
 	return b.node
+}
+
+func (b *backend) limiter() engine.Limiter {
+	if b.rate == nil {
+		return nil // a typed nil would not be nil
+	}
+	return b.rate
 }
 
 func (b *backend) close() error {
@@ -473,6 +482,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	b.node = node
+	b.rate = cluster.NewRateLimiter(rdb, c.prefix+":rate")
 	return b, nil
 }
 

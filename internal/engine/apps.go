@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -168,6 +170,9 @@ const (
 // admit decides whether a due push task of app may start an attempt now. On
 // admitNow it has taken an in-flight slot, which release gives back.
 func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.Time) {
+	if e.cfg.Limiter != nil {
+		return e.admitShared(app, id, now)
+	}
 	a := e.apps
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -197,6 +202,55 @@ func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.T
 	delete(st.reserved, id)
 	st.inFlight++
 	return admitNow, time.Time{}
+}
+
+// admitShared is admit with the delivery rate held by the shared limiter:
+// the in-flight cap is checked here, the token is asked of the limiter
+// (outside the lock: it is a network call), and a task told to wait comes
+// back then and asks again.
+func (e *Engine) admitShared(app string, id task.ID, now time.Time) (admission, time.Time) {
+	a := e.apps
+	a.mu.Lock()
+	st := a.getLocked(app)
+	if at, held := st.reserved[id]; held && at.After(now) {
+		a.mu.Unlock()
+		return admitLater, at
+	}
+	delete(st.reserved, id)
+	if st.inFlight >= st.maxInFlight {
+		st.parked = append(st.parked, id)
+		a.mu.Unlock()
+		return admitPark, time.Time{}
+	}
+	st.inFlight++ // held while asking, so concurrent admits respect the cap
+	p := a.pol.of(app)
+	a.mu.Unlock()
+	if p.DeliveriesPerSecond <= 0 {
+		return admitNow, time.Time{}
+	}
+	burst := p.Burst
+	if burst <= 0 {
+		burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
+	}
+	wait, err := e.cfg.Limiter.Allow(context.Background(), app, p.DeliveriesPerSecond, burst)
+	if err != nil {
+		// The limiter is down: deliver rather than stall every app; the
+		// per-process in-flight cap still holds.
+		e.log.Warn("shared rate limiter", slog.String("app", app), slog.String("error", err.Error()))
+		return admitNow, time.Time{}
+	}
+	if wait <= 0 {
+		return admitNow, time.Time{}
+	}
+	at := task.Ms(now.Add(wait))
+	a.mu.Lock()
+	st.inFlight--
+	if st.reserved == nil {
+		st.reserved = map[task.ID]time.Time{}
+	}
+	st.reserved[id] = at
+	a.mu.Unlock()
+	return admitLater, at
 }
 
 // release gives back an in-flight slot of app and sends one parked task to

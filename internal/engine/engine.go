@@ -90,9 +90,19 @@ type Config struct {
 	// lease rollback starts only after the index gives the task to this
 	// node.
 	Index Index
+	// Limiter, when set, enforces the apps' deliveries_per_second across
+	// every process that shares it (cluster mode) instead of per process.
+	Limiter Limiter
 	// ShardFor places a new task: its result goes into the task id, so a
 	// lookup by id goes to one shard. Nil: shard 0 (a single node).
 	ShardFor func(app, key string, id task.ID) uint16
+}
+
+// Limiter is a rate limiter shared by a cluster's nodes.
+type Limiter interface {
+	// Allow takes one delivery token of app, whose rate is perSec with
+	// burst, or returns how long to wait before asking again.
+	Allow(ctx context.Context, app string, perSec float64, burst int) (wait time.Duration, err error)
 }
 
 // Index is the cluster hot tier, as the engine sees it.
