@@ -297,7 +297,7 @@ func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time,
 	}
 	out := make([]store.Wakeup, 0, len(es))
 	for _, e := range es {
-		w := store.Wakeup{ID: e.ID, At: e.At, State: task.Scheduled}
+		w := store.Wakeup{ID: e.ID, At: e.At, State: task.Scheduled, App: e.App}
 		if e.Prepared {
 			w.State = task.Delivering
 		}
@@ -343,7 +343,7 @@ func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
 		}
 		ops = append(ops, op)
 		if (op.Action == redisindex.Retry || op.Action == redisindex.Lease) && op.Score.Before(now.Add(n.cfg.Near)) {
-			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + "\n")
+			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + " " + t.App + "\n")
 		}
 	}
 	if err := n.x.SettleMany(ctx, ops); err != nil {
@@ -374,7 +374,7 @@ func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
 			}
 			for line := range strings.Lines(m.Payload) {
 				f := strings.Fields(line)
-				if len(f) != 3 {
+				if len(f) != 4 {
 					continue
 				}
 				id, err := task.ParseID(f[0])
@@ -387,7 +387,7 @@ func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
 				mine := n.mu.slots[slot]
 				n.mu.Unlock()
 				if mine {
-					n.eng.Notify(id, time.UnixMilli(at))
+					n.eng.Notify(id, time.UnixMilli(at), f[3])
 				}
 			}
 		}
@@ -475,7 +475,7 @@ func (n *Node) promote(ctx context.Context) error {
 					return err
 				}
 				if w.At.Before(time.Now().Add(n.cfg.Near)) {
-					_ = n.rdb.Publish(ctx, n.wakeChannel(), w.ID.String()+" "+strconv.FormatInt(w.At.UnixMilli(), 10)+" "+strconv.Itoa(slot)).Err()
+					_ = n.rdb.Publish(ctx, n.wakeChannel(), w.ID.String()+" "+strconv.FormatInt(w.At.UnixMilli(), 10)+" "+strconv.Itoa(slot)+" "+w.App).Err()
 				}
 				cur = store.Cursor{At: w.At, ID: w.ID}
 			}

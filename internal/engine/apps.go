@@ -64,8 +64,9 @@ type appState struct {
 	create      *rate.Limiter // nil: unlimited
 	maxInFlight int
 	inFlight    int
-	parked      []task.ID            // due, waiting for an in-flight slot
+	parked      []task.ID             // due, waiting for an in-flight slot
 	reserved    map[task.ID]time.Time // due, holding a rate reservation for this time
+	sharedNext  time.Time             // shared limiter: when this node next asks for the app
 }
 
 // apps holds the policies and each app's limiters. It has its own lock,
@@ -85,6 +86,13 @@ func newApps(maxInFlight int) *apps {
 // waiting for a slot or a rate reservation keep waiting under the new limits,
 // and none is dropped. Safe to call at any time (a config reload).
 func (e *Engine) SetPolicies(p Policies) {
+	rated := map[string]bool{}
+	for app, ap := range p.Apps {
+		if ap.DeliveriesPerSecond > 0 {
+			rated[app] = true
+		}
+	}
+	e.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0})
 	a := e.apps
 	a.mu.Lock()
 	a.pol = p
@@ -166,6 +174,77 @@ const (
 	admitLater           // wait for a rate reservation: retry at the returned time
 	admitPark            // at MaxInFlight: parked until a slot frees
 )
+
+// ratedApps says which apps have a delivery rate: their due tasks are
+// checked against it before the store is read (see preAdmit).
+type ratedApps struct {
+	apps map[string]bool
+	all  bool // the default policy has a rate: every undeclared app too
+}
+
+func (e *Engine) isRated(app string) bool {
+	r := e.rated.Load()
+	if r == nil || app == "" {
+		return false
+	}
+	if v, ok := r.apps[app]; ok {
+		return v
+	}
+	return r.all
+}
+
+// preAdmit paces a rate-limited app's due tasks before their store read:
+// with a local limiter it takes the task's reservation (so a burst of N
+// tasks costs N reservations, not N store transactions); with a shared
+// limiter it spaces the node's asks one token interval apart. It returns
+// the time to come back, or zero to go on to the store (where admit, or
+// admitShared, decides).
+func (e *Engine) preAdmit(app string, id task.ID, now time.Time) time.Time {
+	a := e.apps
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	if at, held := st.reserved[id]; held {
+		if at.After(now) {
+			return at
+		}
+		return time.Time{} // its reservation came due: admit honours it
+	}
+	p := a.pol.of(app)
+	if p.DeliveriesPerSecond <= 0 {
+		return time.Time{}
+	}
+	if e.cfg.Limiter == nil {
+		if st.deliver == nil {
+			return time.Time{}
+		}
+		r := st.deliver.ReserveN(now, 1)
+		d := r.DelayFrom(now)
+		if st.reserved == nil {
+			st.reserved = map[task.ID]time.Time{}
+		}
+		at := now
+		if d > 0 {
+			at = task.Ms(now.Add(d))
+		}
+		st.reserved[id] = at // admit sees the held reservation and does not take another
+		if d > 0 {
+			return at
+		}
+		return time.Time{}
+	}
+	if st.sharedNext.After(now) {
+		at := task.Ms(st.sharedNext)
+		st.sharedNext = st.sharedNext.Add(time.Duration(float64(time.Second) / p.DeliveriesPerSecond))
+		if st.reserved == nil {
+			st.reserved = map[task.ID]time.Time{}
+		}
+		st.reserved[id] = at // its turn: when it comes back, it goes on
+		return at
+	}
+	st.sharedNext = now.Add(time.Duration(float64(time.Second) / p.DeliveriesPerSecond))
+	return time.Time{}
+}
 
 // admit decides whether a due push task of app may start an attempt now. On
 // admitNow it has taken an in-flight slot, which release gives back.

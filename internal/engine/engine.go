@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toc-dev/toc/internal/sink"
@@ -168,6 +169,7 @@ type Engine struct {
 	ids   task.IDGenerator
 	boot  string // this process's part of lease tokens
 	apps  *apps  // per-app policies and limits
+	rated atomic.Pointer[ratedApps]
 
 	// kick wakes the run loop when an earlier entry enters the wheel;
 	// loadKick wakes the loader when room frees up. Capacity 1, sent
@@ -189,6 +191,9 @@ type Engine struct {
 		ready    []task.ID      // fired, waiting for a worker
 		armed    time.Time      // when the run loop's timer fires
 		waiters  map[string]chan struct{}
+		// appOf names the app of wheel entries of rate-limited apps, so
+		// fire can pace them before reading the store.
+		appOf map[task.ID]string
 	}
 
 	cancel   context.CancelFunc // stops the loops
@@ -216,6 +221,7 @@ func New(cfg Config) (*Engine, error) {
 		apps:     newApps(cfg.MaxInFlight),
 	}
 	e.mu.waiters = make(map[string]chan struct{})
+	e.mu.appOf = make(map[task.ID]string)
 	return e, nil
 }
 
@@ -357,7 +363,12 @@ func (e *Engine) Boot() string { return e.boot }
 // Notify tells the engine that a task it did not write itself wakes at
 // `at` (a cluster node's notice of another node's write). It enters the
 // wheel if it falls within what is loaded.
-func (e *Engine) Notify(id task.ID, at time.Time) {
+func (e *Engine) Notify(id task.ID, at time.Time, app string) {
+	if app != "" && e.isRated(app) {
+		e.mu.Lock()
+		e.mu.appOf[id] = app
+		e.mu.Unlock()
+	}
 	e.trackWake(id, at)
 }
 
@@ -418,6 +429,7 @@ func (e *Engine) track(t *task.Task) {
 	}
 	if t.WakeAt.IsZero() || (e.cfg.Index != nil && !e.cfg.Index.Watches(t)) {
 		e.mu.wheel.Remove(t.ID)
+		delete(e.mu.appOf, t.ID)
 		e.mu.Unlock()
 		return
 	}
@@ -426,6 +438,7 @@ func (e *Engine) track(t *task.Task) {
 		// Beyond what is loaded: the loader will bring it in. If a scan is
 		// under way it may have missed this write; note it for the scan's end.
 		e.mu.wheel.Remove(t.ID)
+		delete(e.mu.appOf, t.ID)
 		if e.mu.scanning {
 			e.mu.recent = append(e.mu.recent, store.Wakeup{ID: t.ID, At: t.WakeAt})
 		}
@@ -434,6 +447,9 @@ func (e *Engine) track(t *task.Task) {
 	}
 	at := t.WakeAt.UnixMilli()
 	e.mu.wheel.Add(t.ID, at)
+	if e.isRated(t.App) {
+		e.mu.appOf[t.ID] = t.App
+	}
 	earlier := e.mu.armed.IsZero() || at < e.mu.armed.UnixMilli()
 	over := e.mu.wheel.Len()+len(e.mu.ready) > e.cfg.MaxLoaded+e.cfg.MaxLoaded/4
 	if over {
@@ -471,6 +487,7 @@ func (e *Engine) trimLocked() {
 	}
 	for _, x := range all[keep:] {
 		e.mu.wheel.Remove(x.id)
+		delete(e.mu.appOf, x.id)
 	}
 	last := all[keep-1]
 	e.mu.cursor = store.Cursor{At: time.UnixMilli(last.at), ID: last.id}
@@ -633,6 +650,9 @@ func (e *Engine) load(ctx context.Context) error {
 		for _, w := range ws {
 			at := w.At.UnixMilli()
 			e.mu.wheel.Add(w.ID, at)
+			if w.App != "" && e.isRated(w.App) {
+				e.mu.appOf[w.ID] = w.App
+			}
 			if earliest < 0 || at < earliest {
 				earliest = at
 			}

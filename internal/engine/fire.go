@@ -16,6 +16,19 @@ import (
 // consumers. Whatever it writes, it ends by tracking the stored task so the
 // wheel holds its next wake.
 func (e *Engine) fire(ctx context.Context, id task.ID) {
+	e.mu.Lock()
+	knownApp, known := e.mu.appOf[id]
+	delete(e.mu.appOf, id)
+	e.mu.Unlock()
+	if known {
+		if at := e.preAdmit(knownApp, id, msNow()); !at.IsZero() {
+			e.mu.Lock()
+			e.mu.appOf[id] = knownApp
+			e.mu.Unlock()
+			e.deferTo(id, at)
+			return
+		}
+	}
 	var push, pullDue, parked, lost bool
 	var later time.Time
 	var app string
@@ -103,6 +116,11 @@ func (e *Engine) fire(ctx context.Context, id task.ID) {
 		e.untrack(id)
 		return
 	case errors.Is(err, errSkip) && !later.IsZero():
+		if e.isRated(app) {
+			e.mu.Lock()
+			e.mu.appOf[id] = app
+			e.mu.Unlock()
+		}
 		e.deferTo(id, later)
 		return
 	case errors.Is(err, errSkip) && parked:
@@ -183,6 +201,7 @@ func (e *Engine) untrack(id task.ID) {
 	if e.mu.wheel != nil {
 		e.mu.wheel.Remove(id)
 	}
+	delete(e.mu.appOf, id)
 	e.mu.Unlock()
 }
 

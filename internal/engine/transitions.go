@@ -137,7 +137,6 @@ func newBoot() string {
 	return hex.EncodeToString(b[:])
 }
 
-
 // msNow is the current time truncated to the millisecond, the precision of
 // every stored time. Truncating (not rounding) keeps "due <= now" from ever
 // holding before the due instant.

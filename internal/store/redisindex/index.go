@@ -298,6 +298,7 @@ func (x *Index) Rollback(ctx context.Context, app string, slot int, now time.Tim
 // Entry is a member of a StoreQueue or PrepareQueue with its score.
 type Entry struct {
 	ID       task.ID
+	App      string // the app whose slot holds it
 	At       time.Time
 	Prepared bool // in the PrepareQueue: At is the lease expiry
 }
@@ -320,7 +321,7 @@ func (x *Index) Range(ctx context.Context, app string, slot int, from, until tim
 			if err != nil {
 				continue // not ours; ignore
 			}
-			out = append(out, Entry{ID: id, At: time.UnixMilli(int64(z.Score)), Prepared: i == 1})
+			out = append(out, Entry{ID: id, App: app, At: time.UnixMilli(int64(z.Score)), Prepared: i == 1})
 		}
 	}
 	return out, nil
@@ -355,7 +356,7 @@ func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time
 			if err != nil {
 				continue
 			}
-			out = append(out, Entry{ID: id, At: time.UnixMilli(int64(z.Score)), Prepared: i%2 == 1})
+			out = append(out, Entry{ID: id, App: refs[i/2].App, At: time.UnixMilli(int64(z.Score)), Prepared: i%2 == 1})
 		}
 	}
 	return out, nil
