@@ -120,7 +120,7 @@ func (g *IDGenerator) New(now time.Time, shard uint16) ID {
 		g.seq++
 	} else {
 		var b [8]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+		_, _ = rand.Read(b[:])                     // crypto/rand.Read never fails (Go 1.24+)
 		g.seq = binary.BigEndian.Uint64(b[:]) >> 1 // leave room to count up
 		g.lastMS = ms
 	}

@@ -10,14 +10,14 @@ import (
 
 // Limits on a task's fields.
 const (
-	MaxAppLen        = 64
-	MaxKeyLen        = 256
-	MaxHeaders       = 32
-	MaxHeaderBytes   = 8 << 10 // all names and values of one target together
-	MaxURLLen        = 2048
-	MaxHTTPTimeout   = 5 * time.Minute
-	MaxMaxAttempts   = 1000
-	MinBackoffFloor  = time.Millisecond
+	MaxAppLen         = 64
+	MaxKeyLen         = 256
+	MaxHeaders        = 32
+	MaxHeaderBytes    = 8 << 10 // all names and values of one target together
+	MaxURLLen         = 2048
+	MaxHTTPTimeout    = 5 * time.Minute
+	MaxMaxAttempts    = 1000
+	MinBackoffFloor   = time.Millisecond
 	DefaultMaxPayload = 64 << 10
 )
 

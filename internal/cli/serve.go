@@ -27,10 +27,9 @@ import (
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/metrics"
+	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/openapi"
 	"github.com/toc-dev/toc/internal/reqlog"
-	"github.com/toc-dev/toc/internal/ui"
-	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/amqpsink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
@@ -39,6 +38,7 @@ import (
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/internal/store/redisindex"
 	"github.com/toc-dev/toc/internal/store/sqlstore"
+	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/task"
 )
 

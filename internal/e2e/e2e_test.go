@@ -5,8 +5,8 @@ package e2e_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"

@@ -10,7 +10,7 @@ func TestCheckDuplicateKeys(t *testing.T) {
 		{`{"app":"a","delay":"1s"}`, ""},
 		{`{"app":"a","app":"b"}`, "app"},
 		{`{"target":{"http":{"url":"x","url":"y"}}}`, "url"},
-		{`{"payload":{"a":1,"a":2},"app":"x"}`, ""},                 // the user's data
+		{`{"payload":{"a":1,"a":2},"app":"x"}`, ""},                    // the user's data
 		{`{"payload":{"a":{"b":1,"b":2}},"app":"x","app":"y"}`, "app"}, // after the payload, checked again
 		{`{"tasks":[{"app":"a"},{"app":"a","key":"k","key":"k"}]}`, "key"},
 		{`{"tasks":[{"app":"a","payload":[{"x":1,"x":1}]},{"app":"b"}]}`, ""},

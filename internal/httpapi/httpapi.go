@@ -63,7 +63,7 @@ type Handler struct {
 	slots      chan struct{} // MaxConcurrent tokens
 	access     atomic.Pointer[Access]
 	public     *http.ServeMux // routes without authentication
-	api        http.Handler // mux behind authentication
+	api        http.Handler   // mux behind authentication
 }
 
 // New returns the API handler.
