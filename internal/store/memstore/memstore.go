@@ -47,10 +47,6 @@ func New() *Store {
 	return s
 }
 
-// errChangedIdentity is returned by Update when fn changed the ID, App or Key
-// of the task, which the contract forbids.
-var errChangedIdentity = errors.New("toc: update must not change a task's id, app or key")
-
 // Create implements [store.Store].
 func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
 	if err := ctx.Err(); err != nil {
@@ -131,18 +127,13 @@ func (s *Store) Update(ctx context.Context, id task.ID, _ *store.UpdateOpts, fn 
 	if !ok {
 		return nil, store.ErrNotFound
 	}
-	c := old.Clone()
-	if err := fn(c); err != nil {
+	c, err := record.Apply(old, fn)
+	if err != nil {
 		return old.Clone(), err
-	}
-	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
-		return old.Clone(), errChangedIdentity
 	}
 	if err := checkTask(c); err != nil {
 		return old.Clone(), err
 	}
-	// Clone again: fn may have kept the pointer it was given.
-	c = normalize(c.Clone())
 	s.mu.tasks[id] = c
 	return c.Clone(), nil
 }

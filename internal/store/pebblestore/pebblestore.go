@@ -60,6 +60,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/record"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -198,10 +199,6 @@ func (s *Store) keyStripe(app, key string) int {
 	return int(h.Sum64() % stripes)
 }
 
-// errChangedIdentity is returned by Update when fn changed the ID, App or Key
-// of the task, which the contract forbids.
-var errChangedIdentity = errors.New("toc: update must not change a task's id, app or key")
-
 // Create implements [store.Store].
 func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
 	if err := s.enter(ctx); err != nil {
@@ -297,14 +294,10 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 	if err != nil {
 		return nil, err
 	}
-	c := old.Clone()
-	if err := fn(c); err != nil {
+	c, err := record.Apply(old, fn)
+	if err != nil {
 		return old, err
 	}
-	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
-		return old, errChangedIdentity
-	}
-	c = normalize(c.Clone()) // fn may have kept the pointer it was given
 	if err := checkTask(c); err != nil {
 		return old, err
 	}

@@ -7,6 +7,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -78,4 +79,23 @@ func Normalize(t *task.Task) *task.Task {
 		utc(&t.History[i].At)
 	}
 	return t
+}
+
+// ErrChangedIdentity is returned by a store's Update when fn changed the
+// task's ID, App or Key.
+var ErrChangedIdentity = errors.New("toc: update must not change a task's id, app or key")
+
+// Apply is the middle of every store's Update: it calls fn with a copy of
+// old, refuses a change of identity, and returns the result normalized and
+// in memory of its own (fn may have kept the pointer it was given). An
+// error from fn comes back unchanged.
+func Apply(old *task.Task, fn func(*task.Task) error) (*task.Task, error) {
+	c := old.Clone()
+	if err := fn(c); err != nil {
+		return nil, err
+	}
+	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
+		return nil, ErrChangedIdentity
+	}
+	return Normalize(c.Clone()), nil
 }

@@ -15,12 +15,9 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/record"
 	"github.com/toc-dev/toc/task"
 )
-
-// errChangedIdentity is returned by Update when fn changed the ID, App or Key
-// of the task, which the contract forbids.
-var errChangedIdentity = errors.New("toc: update must not change a task's id, app or key")
 
 // Batches of inserts: a multi-row INSERT holds at most maxInsertRows rows
 // and, past the first row, maxInsertBytes of records (MySQL's
@@ -381,14 +378,10 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 	if err != nil {
 		return nil, err
 	}
-	c := old.Clone()
-	if err := fn(c); err != nil {
+	c, err := record.Apply(old, fn)
+	if err != nil {
 		return old, err
 	}
-	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
-		return old, errChangedIdentity
-	}
-	c = normalize(c.Clone()) // fn may have kept the pointer it was given
 	if err := checkTask(c); err != nil {
 		return old, err
 	}
