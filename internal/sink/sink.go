@@ -8,6 +8,16 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
+// Headers every sink sets on what it sends (HTTP headers, AMQP and NATS
+// message headers), so a receiver reads the same names whatever the target.
+const (
+	HeaderTaskID  = "Toc-Task-Id"
+	HeaderApp     = "Toc-App"
+	HeaderKey     = "Toc-Key" // only when the task has a key
+	HeaderAttempt = "Toc-Attempt"
+	HeaderDueAt   = "Toc-Due-At" // RFC 3339, ms
+)
+
 // Sink delivers a due task. A nil error means the receiver has the task and
 // it is marked delivered; any error is a failed attempt, retried with
 // backoff. Deliver must return when ctx is done.

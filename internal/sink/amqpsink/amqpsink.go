@@ -18,14 +18,14 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// Headers toc sets on every message, as httpsink does on every push.
+// Headers toc sets on every message: package sink's names.
 // HeaderAttempt is an integer (AMQP long); the others are strings.
 const (
-	HeaderTaskID  = "Toc-Task-Id"
-	HeaderApp     = "Toc-App"
-	HeaderKey     = "Toc-Key"
-	HeaderAttempt = "Toc-Attempt"
-	HeaderDueAt   = "Toc-Due-At"
+	HeaderTaskID  = sink.HeaderTaskID
+	HeaderApp     = sink.HeaderApp
+	HeaderKey     = sink.HeaderKey
+	HeaderAttempt = sink.HeaderAttempt
+	HeaderDueAt   = sink.HeaderDueAt
 )
 
 // Defaults of [Config].

@@ -35,13 +35,13 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// Headers toc sets on every push.
+// Headers toc sets on every push: package sink's names, and the signature.
 const (
-	HeaderTaskID  = "Toc-Task-Id"
-	HeaderApp     = "Toc-App"
-	HeaderKey     = "Toc-Key"
-	HeaderAttempt = "Toc-Attempt"
-	HeaderDueAt   = "Toc-Due-At"
+	HeaderTaskID  = sink.HeaderTaskID
+	HeaderApp     = sink.HeaderApp
+	HeaderKey     = sink.HeaderKey
+	HeaderAttempt = sink.HeaderAttempt
+	HeaderDueAt   = sink.HeaderDueAt
 	// HeaderSignature is set when the app has secrets: see [client.Sign].
 	HeaderSignature = client.HeaderSignature
 )

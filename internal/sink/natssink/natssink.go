@@ -19,13 +19,13 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// Headers toc sets on every message, as httpsink does on every push.
+// Headers toc sets on every message: package sink's names.
 const (
-	HeaderTaskID  = "Toc-Task-Id"
-	HeaderApp     = "Toc-App"
-	HeaderKey     = "Toc-Key"
-	HeaderAttempt = "Toc-Attempt"
-	HeaderDueAt   = "Toc-Due-At"
+	HeaderTaskID  = sink.HeaderTaskID
+	HeaderApp     = sink.HeaderApp
+	HeaderKey     = sink.HeaderKey
+	HeaderAttempt = sink.HeaderAttempt
+	HeaderDueAt   = sink.HeaderDueAt
 )
 
 // Defaults of [Config].
