@@ -61,6 +61,10 @@ type Result struct {
 	Variant  string `json:"variant,omitempty"`
 	Workload string `json:"workload"`
 
+	// Nodes is the number of servers the jobs were scheduled on: the nodes
+	// of one toc cluster, or 1. 0 when the system does not say (the peers).
+	Nodes int `json:"nodes,omitempty"`
+
 	// N is the number of jobs the workload scheduled and expects delivered.
 	N           int     `json:"n"`
 	Batch       int     `json:"batch"`       // jobs per Schedule call
@@ -87,8 +91,9 @@ type Result struct {
 	// so it measures how fast a burst drains, not timer accuracy.
 	LatenessMs Lateness `json:"lateness_ms"`
 
-	// RSSBytes is the server's resident memory at the end (0 when unknown);
-	// DiskBytes the size on disk of its data directory (0 when unknown).
+	// RSSBytes is the server's resident memory at the end, summed over the
+	// nodes of a cluster (0 when unknown); DiskBytes the size on disk of its
+	// data directory (0 when unknown).
 	RSSBytes  int64 `json:"rss_bytes"`
 	DiskBytes int64 `json:"disk_bytes"`
 	// Pending only: growth per pending job from before the fill to after.
@@ -96,6 +101,16 @@ type Result struct {
 	DiskPerTask float64 `json:"disk_bytes_per_task,omitempty"`
 	// Pending only: the rate of the fill itself.
 	FillPerSec float64 `json:"fill_per_sec,omitempty"`
+	// Pending on a cluster only, each nil when not measured: the growth from
+	// before the fill to after of the Redis's used_memory (all of it: other
+	// clients of a shared Redis count too), of the memory of the keys under
+	// the cluster's prefix (its own share), and of the size of its SQL
+	// databases. The PerTask fields divide the growth by the pending jobs.
+	RedisBytes       *int64   `json:"redis_bytes,omitempty"`
+	RedisPerTask     *float64 `json:"redis_bytes_per_task,omitempty"`
+	RedisPrefixBytes *int64   `json:"redis_prefix_bytes,omitempty"`
+	SQLBytes         *int64   `json:"sql_bytes,omitempty"`
+	SQLPerTask       *float64 `json:"sql_bytes_per_task,omitempty"`
 
 	ElapsedSec float64  `json:"elapsed_sec"`
 	Targets    []Check  `json:"targets,omitempty"`

@@ -54,6 +54,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		title += " (" + r.Variant + ")"
 	}
 	fmt.Fprintf(tw, "%s: n=%d, batch %d, %d clients", title, r.N, r.Batch, r.Concurrency)
+	if r.Nodes > 1 {
+		fmt.Fprintf(tw, ", %d nodes", r.Nodes)
+	}
 	if r.SpreadSec > 0 {
 		fmt.Fprintf(tw, ", spread %gs (%.0f/s)", r.SpreadSec, float64(r.N)/r.SpreadSec)
 	}
@@ -78,6 +81,15 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if r.DiskBytes > 0 {
 		row("disk", "%s%s", mib(r.DiskBytes), perTask(r.DiskPerTask))
+	}
+	if r.RedisBytes != nil {
+		row("redis", "%+d B used_memory growth (%.1f B per pending task)", *r.RedisBytes, *r.RedisPerTask)
+	}
+	if r.RedisPrefixBytes != nil {
+		row("redis prefix", "%+d B growth of the cluster's keys", *r.RedisPrefixBytes)
+	}
+	if r.SQLBytes != nil {
+		row("sql", "%s growth (%.0f B per pending task)", mib(*r.SQLBytes), *r.SQLPerTask)
 	}
 	for _, c := range r.Targets {
 		met := "MISSED"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,9 +43,12 @@ const (
 
 // TocConfig configures a [Toc].
 type TocConfig struct {
-	// Client talks to the server; required. Give it an HTTP client that
-	// keeps enough idle connections (see [NewHTTPClient]).
-	Client *client.Client
+	// Clients talk to the server, one per node of a cluster; at least one
+	// is required. Give them an HTTP client that keeps enough idle
+	// connections (see [NewHTTPClient]). Each Schedule call goes to the
+	// next node in turn, as a round-robin load balancer in front of the
+	// nodes would send it; pull consumer i claims from node i mod len.
+	Clients []*client.Client
 	// Recorder receives the deliveries; required unless Delivery is
 	// [DeliveryNone].
 	Recorder *Recorder
@@ -62,12 +66,14 @@ type TocConfig struct {
 	Consumers, ClaimMax int
 }
 
-// Toc is a toc server as a [System]: it creates each job as a task keyed
-// RUN-SEQ, in one request or in batches, and checks deliveries off as they
-// arrive at its webhook receiver or pull consumers.
+// Toc is a toc server, or the nodes of one cluster, as a [System]: it
+// creates each job as a task keyed RUN-SEQ, in one request or in batches,
+// and checks deliveries off as they arrive at its webhook receiver or pull
+// consumers.
 type Toc struct {
 	cfg    TocConfig
 	target task.Target
+	next   atomic.Uint64 // round robin over cfg.Clients
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -85,8 +91,8 @@ func NewToc(cfg TocConfig) (*Toc, error) {
 	cfg.Run = cmp.Or(cfg.Run, strconv.FormatInt(time.Now().UnixMilli(), 36))
 	cfg.Consumers = cmp.Or(cfg.Consumers, ConsumersDefault)
 	cfg.ClaimMax = cmp.Or(cfg.ClaimMax, ClaimMaxDefault)
-	if cfg.Client == nil {
-		return nil, errors.New("bench: TocConfig.Client is required")
+	if len(cfg.Clients) == 0 || slices.Contains(cfg.Clients, nil) {
+		return nil, errors.New("bench: TocConfig.Clients is required and must not hold nil")
 	}
 	if cfg.Recorder == nil && cfg.Delivery != DeliveryNone {
 		return nil, errors.New("bench: TocConfig.Recorder is required")
@@ -106,11 +112,13 @@ func NewToc(cfg TocConfig) (*Toc, error) {
 	case DeliveryPull:
 		t.target = task.Target{Pull: &task.PullTarget{}}
 		acks := make(chan *task.Task, cfg.ClaimMax*cfg.Consumers)
-		for range cfg.Consumers {
-			t.wg.Go(func() { t.consume(ctx, acks) })
+		for i := range cfg.Consumers {
+			c := cfg.Clients[i%len(cfg.Clients)]
+			t.wg.Go(func() { t.consume(ctx, c, acks) })
 		}
-		for range cfg.Consumers * AckWorkersPerClaim {
-			t.wg.Go(func() { t.ack(ctx, acks) })
+		for i := range cfg.Consumers * AckWorkersPerClaim {
+			c := cfg.Clients[i%len(cfg.Clients)]
+			t.wg.Go(func() { t.ack(ctx, c, acks) })
 		}
 	case DeliveryNone:
 		t.target = task.Target{Pull: &task.PullTarget{}}
@@ -146,10 +154,11 @@ func (t *Toc) Notes() []string {
 }
 
 // Schedule creates jobs as tasks: one POST /v1/tasks for a single job, else
-// POST /v1/tasks:batch (up to 1000 at a time).
+// POST /v1/tasks:batch (up to 1000 at a time), at the next node in turn.
 func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
+	c := t.cfg.Clients[(t.next.Add(1)-1)%uint64(len(t.cfg.Clients))]
 	if len(jobs) == 1 {
-		_, created, err := t.cfg.Client.Schedule(ctx, t.request(jobs[0]))
+		_, created, err := c.Schedule(ctx, t.request(jobs[0]))
 		if err == nil && !created {
 			err = fmt.Errorf("task %s already existed", t.key(jobs[0].Seq))
 		}
@@ -159,7 +168,7 @@ func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
 	for i, j := range jobs {
 		reqs[i] = t.request(j)
 	}
-	res, err := t.cfg.Client.ScheduleBatch(ctx, reqs)
+	res, err := c.ScheduleBatch(ctx, reqs)
 	if err != nil {
 		return err
 	}
@@ -219,11 +228,12 @@ func (t *Toc) receive(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// consume claims tasks until ctx is done and hands them to the ackers.
-func (t *Toc) consume(ctx context.Context, acks chan<- *task.Task) {
+// consume claims tasks from c until ctx is done and hands them to the
+// ackers.
+func (t *Toc) consume(ctx context.Context, c *client.Client, acks chan<- *task.Task) {
 	req := client.ClaimRequest{Max: t.cfg.ClaimMax, Lease: task.Duration(claimLease), Wait: task.Duration(claimWait)}
 	for ctx.Err() == nil {
-		got, err := t.cfg.Client.Claim(ctx, t.cfg.App, req)
+		got, err := c.Claim(ctx, t.cfg.App, req)
 		at := time.Now()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -244,13 +254,14 @@ func (t *Toc) consume(ctx context.Context, acks chan<- *task.Task) {
 	}
 }
 
-func (t *Toc) ack(ctx context.Context, acks <-chan *task.Task) {
+// ack acks the claimed tasks at c until ctx is done.
+func (t *Toc) ack(ctx context.Context, c *client.Client, acks <-chan *task.Task) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case tk := <-acks:
-			if err := t.cfg.Client.Ack(ctx, tk.ID, tk.Lease); err != nil && ctx.Err() == nil {
+			if err := c.Ack(ctx, tk.ID, tk.Lease); err != nil && ctx.Err() == nil {
 				t.ackErrors.Add(1)
 			}
 		}

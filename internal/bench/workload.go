@@ -39,6 +39,9 @@ type FireOptions struct {
 	// none has arrived for this long (and at the latest [MaxWait] after
 	// it). Default [GraceDefault].
 	Grace time.Duration
+	// MaxWait bounds the wait after the last due time; jobs not delivered
+	// by then count as missing. Default [MaxWait].
+	MaxWait time.Duration
 	// Progress, when set, gets a progress line rewritten with \r.
 	Progress io.Writer
 }
@@ -53,11 +56,12 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 	o.Batch = cmp.Or(o.Batch, BatchDefault)
 	o.Concurrency = cmp.Or(o.Concurrency, ConcurrencyDefault)
 	o.Grace = cmp.Or(o.Grace, GraceDefault)
+	o.MaxWait = cmp.Or(o.MaxWait, MaxWait)
 	if err := checkSizes(o.N, o.Batch, o.Concurrency, rec); err != nil {
 		return nil, err
 	}
-	if o.Spread < 0 || o.Lead < 0 || o.Grace < 0 {
-		return nil, errors.New("bench: spread, lead and grace must not be negative")
+	if o.Spread < 0 || o.Lead < 0 || o.Grace < 0 || o.MaxWait < 0 {
+		return nil, errors.New("bench: spread, lead, grace and max wait must not be negative")
 	}
 	start := time.Now()
 	first := start.Add(o.Lead)
@@ -81,10 +85,10 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 	if late := time.Since(first); late > 0 {
 		r.notef("scheduling ended %s after the first due time: lateness includes it; raise --lead", late.Round(time.Millisecond))
 	}
-	if err := waitDeliveries(ctx, rec, first.Add(o.Spread), o.Grace, o.Progress, "fire: delivered"); err != nil {
+	if err := waitDeliveries(ctx, rec, first.Add(o.Spread), o.Grace, o.MaxWait, o.Progress, "fire: delivered"); err != nil {
 		return nil, err
 	}
-	r.fill(rec)
+	r.fill(rec, o.MaxWait)
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
 }
@@ -102,7 +106,10 @@ type ScheduleOptions struct {
 	// Grace: after the due time, stop waiting for deliveries once none has
 	// arrived for this long (and at the latest [MaxWait] after it). Default
 	// [GraceDefault].
-	Grace    time.Duration
+	Grace time.Duration
+	// MaxWait bounds the wait after the due time; jobs not delivered by then
+	// count as missing. Default [MaxWait].
+	MaxWait  time.Duration
 	Progress io.Writer
 }
 
@@ -120,8 +127,12 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		o.Hold = 2*time.Second + time.Duration(o.N)*per
 	}
 	o.Grace = cmp.Or(o.Grace, GraceDefault)
+	o.MaxWait = cmp.Or(o.MaxWait, MaxWait)
 	if err := checkSizes(o.N, o.Batch, o.Concurrency, rec); err != nil {
 		return nil, err
+	}
+	if o.Hold < 0 || o.Grace < 0 || o.MaxWait < 0 {
+		return nil, errors.New("bench: hold, grace and max wait must not be negative")
 	}
 	start := time.Now()
 	at := start.Add(o.Hold)
@@ -149,10 +160,10 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		r.ElapsedSec = time.Since(start).Seconds()
 		return r, nil
 	}
-	if err := waitDeliveries(ctx, rec, at, o.Grace, o.Progress, "schedule: delivered"); err != nil {
+	if err := waitDeliveries(ctx, rec, at, o.Grace, o.MaxWait, o.Progress, "schedule: delivered"); err != nil {
 		return nil, err
 	}
-	r.fill(rec)
+	r.fill(rec, o.MaxWait)
 	r.notef("all %d jobs were due at one instant: lateness is how fast the burst drained", o.N)
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
@@ -169,11 +180,18 @@ type PendingOptions struct {
 	// Probe jobs are scheduled after the N, to measure throughput while
 	// they are pending. Default N/10, at most 100,000, at least 1.
 	Probe int
-	// RSS reads the server's resident memory; nil when unknown.
+	// RSS reads the server's resident memory (of a cluster: the sum over
+	// its nodes); nil when unknown.
 	RSS func() (int64, error)
 	// DataDir is the server's data directory; "" when unknown.
-	DataDir  string
-	Progress io.Writer
+	DataDir string
+	// Of a cluster, each nil when not measured: Redis reads the used memory
+	// of its Redis, RedisPrefix the memory and number of the keys under its
+	// prefix, and SQL the size of its SQL databases.
+	Redis       func(context.Context) (int64, error)
+	RedisPrefix func(context.Context) (keys, bytes int64, err error)
+	SQL         func(context.Context) (int64, error)
+	Progress    io.Writer
 }
 
 // Pending fills sys with o.N far-future jobs and reports the server's memory
@@ -195,7 +213,7 @@ func Pending(ctx context.Context, sys System, o PendingOptions) (*Result, error)
 		return base.Add(time.Duration(int64(seq)*7919%3_600_000) * time.Millisecond)
 	}
 	r := &Result{Workload: WorkloadPending, N: o.N, Batch: o.Batch, Concurrency: o.Concurrency}
-	rss0, disk0 := r.measure(o.RSS, o.DataDir)
+	before := r.measure(ctx, o)
 
 	took, err := scheduleAll(ctx, sys, o.N, o.Batch, o.Concurrency, due, o.Progress, "pending: filling")
 	if err != nil {
@@ -210,38 +228,79 @@ func Pending(ctx context.Context, sys System, o PendingOptions) (*Result, error)
 	r.SchedulePerSec = rate(o.Probe, took)
 	r.ScheduleSec = took.Seconds()
 
-	rss1, disk1 := r.measure(o.RSS, o.DataDir)
+	after := r.measure(ctx, o)
 	total := float64(o.N + o.Probe)
+	perTask := func(grown int64) *float64 {
+		v := float64(grown) / total
+		return &v
+	}
 	if o.RSS != nil {
-		r.RSSBytes = rss1
-		r.RSSPerTask = float64(rss1-rss0) / total
+		r.RSSBytes = after.rss
+		r.RSSPerTask = float64(after.rss-before.rss) / total
 	}
 	if o.DataDir != "" {
-		r.DiskBytes = disk1
-		r.DiskPerTask = float64(disk1-disk0) / total
+		r.DiskBytes = after.disk
+		r.DiskPerTask = float64(after.disk-before.disk) / total
+	}
+	// A figure that could not be read before or after stays nil (the
+	// notes say why).
+	if before.redisOK && after.redisOK {
+		grown := after.redis - before.redis
+		r.RedisBytes, r.RedisPerTask = &grown, perTask(grown)
+	}
+	if before.prefixOK && after.prefixOK {
+		grown := after.prefixBytes - before.prefixBytes
+		r.RedisPrefixBytes = &grown
+		r.notef("redis: %d keys under the cluster's prefix before the fill, %d after (%d bytes of MEMORY USAGE)", before.prefixKeys, after.prefixKeys, after.prefixBytes)
+	}
+	if before.sqlOK && after.sqlOK {
+		grown := after.sql - before.sql
+		r.SQLBytes, r.SQLPerTask = &grown, perTask(grown)
 	}
 	r.notef("%d jobs pending (%d + a probe of %d); per-task figures are growth from before the fill", o.N+o.Probe, o.N, o.Probe)
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
 }
 
-// measure reads memory and disk, noting failures in r.
-func (r *Result) measure(rss func() (int64, error), dir string) (mem, disk int64) {
-	if rss != nil {
-		v, err := rss()
+// sizes are the server's figures at one moment; 0 when not measured. The
+// ok fields say which of the cluster's were read.
+type sizes struct {
+	rss, disk, redis, sql    int64
+	prefixKeys, prefixBytes  int64
+	redisOK, prefixOK, sqlOK bool
+}
+
+// measure reads what o says to measure, noting failures in r.
+func (r *Result) measure(ctx context.Context, o PendingOptions) sizes {
+	var s sizes
+	var err error
+	note := func(what string) bool {
 		if err != nil {
-			r.notef("rss: %v", err)
+			r.notef("%s: %v", what, err)
 		}
-		mem = v
+		return err == nil
 	}
-	if dir != "" {
-		v, err := DiskUsage(dir)
-		if err != nil {
-			r.notef("disk: %v", err)
-		}
-		disk = v
+	if o.RSS != nil {
+		s.rss, err = o.RSS()
+		note("rss")
 	}
-	return mem, disk
+	if o.DataDir != "" {
+		s.disk, err = DiskUsage(o.DataDir)
+		note("disk")
+	}
+	if o.Redis != nil {
+		s.redis, err = o.Redis(ctx)
+		s.redisOK = note("redis")
+	}
+	if o.RedisPrefix != nil {
+		s.prefixKeys, s.prefixBytes, err = o.RedisPrefix(ctx)
+		s.prefixOK = note("redis prefix")
+	}
+	if o.SQL != nil {
+		s.sql, err = o.SQL(ctx)
+		s.sqlOK = note("sql")
+	}
+	return s
 }
 
 // offset shifts the seqs of the jobs it schedules by n.
@@ -257,12 +316,16 @@ func (o offset) Schedule(ctx context.Context, jobs []Job) error {
 	return o.sys.Schedule(ctx, jobs)
 }
 
-func (r *Result) fill(rec *Recorder) {
+// fill takes the deliveries from rec, after a wait of at most maxWait.
+func (r *Result) fill(rec *Recorder, maxWait time.Duration) {
 	t := rec.Tally()
 	r.Fired, r.Missing, r.Duplicates, r.Early = t.Fired, t.Missing, t.Duplicates, t.Early
 	r.LatenessMs = t.Lateness
 	if t.Foreign > 0 {
 		r.notef("%d deliveries of jobs not of this run were ignored", t.Foreign)
+	}
+	if t.Missing > 0 {
+		r.notef("%d jobs not delivered when the wait ended (after the grace without a delivery, or at the latest %s after the last due time): late or lost, the run cannot tell", t.Missing, maxWait)
 	}
 }
 
@@ -339,8 +402,8 @@ func scheduleUntil(ctx context.Context, sys System, n, batch, conc int, due func
 
 // waitDeliveries waits until every job of rec has been delivered, or, once
 // last (the last due time) has passed, until nothing has arrived for idle,
-// or at most until last+MaxWait.
-func waitDeliveries(ctx context.Context, rec *Recorder, last time.Time, idle time.Duration, progress io.Writer, label string) error {
+// or at most until last+maxWait.
+func waitDeliveries(ctx context.Context, rec *Recorder, last time.Time, idle, maxWait time.Duration, progress io.Writer, label string) error {
 	stop := startMeter(progress, label, len(rec.count), rec.Delivered)
 	defer stop()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -360,7 +423,7 @@ func waitDeliveries(ctx context.Context, rec *Recorder, last time.Time, idle tim
 			if since.Before(last) {
 				quiet = now.Sub(last)
 			}
-			if now.After(last) && (quiet >= idle || now.Sub(last) >= MaxWait) {
+			if now.After(last) && (quiet >= idle || now.Sub(last) >= maxWait) {
 				return nil
 			}
 		}

@@ -8,18 +8,30 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/bench/storesize"
+	"github.com/toc-dev/toc/internal/store/redisindex"
 )
 
 const benchHelp = `
-Benchmarks a toc server: a running one (--server) or one started in this
-process (--embedded, on a temporary data directory, removed afterwards).
+Benchmarks a toc server: a running one (--server), the nodes of a running
+cluster (--server URL1,URL2,...), or one started in this process
+(--embedded, on a temporary data directory, removed afterwards).
+
+With several servers, each scheduling request goes to the next one in turn,
+as a round-robin load balancer in front of the nodes would send it (each
+request, not each client: the nodes get equal shares whatever --concurrency
+is); pull consumers are spread over the nodes the same way. Deliveries come
+to the one receiver in this process, whichever node fires them.
 
 Workloads:
   fire      --n tasks due at instants spread over --spread, the first --lead
@@ -33,16 +45,25 @@ Workloads:
             after their due time) and the server's memory (--server-pid, or
             this process with --embedded) and disk (--data-dir, known with
             --embedded) per pending task, and the schedule rate on top of them.
+            Of a cluster: the nodes' memory (--server-pid PID1,PID2,...,
+            summed), the growth of its Redis's used_memory and of the keys
+            under its prefix (--redis, --redis-prefix) and of its PostgreSQL
+            databases (--sql), in all and per pending task.
 
-Prints a table, or with --json one object with the keys workload, n, fired,
-missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99, p999,
-max}, rss_bytes, disk_bytes and more. Nothing asserts the targets; the
-output says which were met.
+Prints a table, or with --json one object with the keys workload, nodes, n,
+fired, missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99,
+p999, max}, rss_bytes, disk_bytes and more (pending on a cluster:
+redis_bytes, redis_bytes_per_task, redis_prefix_bytes, sql_bytes,
+sql_bytes_per_task). Nothing asserts the targets; the output says which
+were met.
 
 Examples:
   toc bench --embedded --workload fire --n 100000 --spread 10s
   toc bench --embedded --workload schedule --batch 1000 --n 500000
   toc bench --server http://127.0.0.1:7070 --server-pid 1234 --data-dir ./toc-data --workload pending --n 1000000
+  toc bench --server http://127.0.0.1:7070,http://127.0.0.1:7071 --workload fire --n 20000 --spread 5s
+  toc bench --server http://127.0.0.1:7070,http://127.0.0.1:7071 --server-pid 1234,1235 --workload pending \
+    --n 100000 --redis 127.0.0.1:6379 --redis-prefix toc --sql postgres://postgres@127.0.0.1:5432/toc
 `
 
 // Defaults of --n per workload.
@@ -65,15 +86,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n := fs.Int("n", 0, "number of tasks (default 100000 for fire and schedule, 1000000 for pending)")
 	spread := fs.Duration("spread", 10*time.Second, "fire: spread the due times over this `duration`")
 	lead := fs.Duration("lead", 0, "fire: the first task is due this long after the start (default 2s plus 100µs per task)")
-	grace := fs.Duration("grace", bench.GraceDefault, "fire, schedule: after the last due time, stop waiting once no delivery has come for this long (at most 5m)")
+	grace := fs.Duration("grace", bench.GraceDefault, "fire, schedule: after the last due time, stop waiting once no delivery has come for this long (at most --max-wait)")
+	maxWait := fs.Duration("max-wait", bench.MaxWait, "fire, schedule: stop waiting this `long` after the last due time; tasks not delivered by then count as missing")
 	hold := fs.Duration("hold", 0, "schedule: the tasks are due this long after the start (default 2s plus 25µs per task, 10µs in batches)")
 	batch := fs.Int("batch", 0, "tasks per request (default 1 for schedule, 1000 otherwise; at most 1000)")
 	concurrency := fs.Int("concurrency", bench.ConcurrencyDefault, "concurrent scheduling clients")
 	pull := fs.Bool("pull", false, "fire, schedule: deliver to pull consumers instead of a webhook")
 	consumers := fs.Int("consumers", bench.ConsumersDefault, "with --pull: concurrent claiming consumers")
 	app := fs.String("app", bench.TocAppDefault, "`app` of the benchmark's tasks")
-	serverPID := fs.Int("server-pid", 0, "`pid` of the --server process, to read its memory from /proc")
+	serverPIDs := fs.String("server-pid", "", "`pid`[,pid...] of the --server processes, to read their memory from /proc (summed)")
 	dataDir := fs.String("data-dir", "", "data `directory` of the --server, to measure its size")
+	redisAddr := fs.String("redis", "", "pending on a cluster: its Redis `address`[,address...], to measure its memory")
+	redisPrefix := fs.String("redis-prefix", redisindex.PrefixDefault, "pending on a cluster: the nodes' --redis-prefix")
+	sqlDSN := fs.String("sql", "", "pending on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
 	pos, err := parseFlags(fs, args)
@@ -99,8 +124,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	switch {
-	case *embedded && (set["server"] || set["server-pid"] || set["data-dir"]):
-		return usagef("bench: give --embedded or --server (with --server-pid, --data-dir), not both")
+	case *embedded && (set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
+		return usagef("bench: give --embedded or --server (with --server-pid, --data-dir, --redis, --sql), not both")
+	case (set["redis"] || set["redis-prefix"] || set["sql"]) && *workload != bench.WorkloadPending:
+		return usagef("bench: --redis, --redis-prefix and --sql are for --workload pending")
+	case set["redis-prefix"] && !set["redis"]:
+		return usagef("bench: --redis-prefix needs --redis")
 	case *n < 1:
 		return usagef("bench: --n must be at least 1, got %d", *n)
 	case *batch < 1 || *batch > 1000:
@@ -109,8 +138,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("bench: --concurrency must be at least 1, got %d", *concurrency)
 	case *consumers < 1:
 		return usagef("bench: --consumers must be at least 1, got %d", *consumers)
-	case *spread < 0 || *lead < 0 || *grace < 0 || *hold < 0:
-		return usagef("bench: --spread, --lead, --grace and --hold must not be negative")
+	case *spread < 0 || *lead < 0 || *grace < 0 || *hold < 0 || *maxWait < 0:
+		return usagef("bench: --spread, --lead, --grace, --hold and --max-wait must not be negative")
 	case *pull && *workload == bench.WorkloadPending:
 		return usagef("bench: --pull is for fire and schedule")
 	}
@@ -122,13 +151,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *pull:
 		delivery = bench.DeliveryPull
 	}
+	var progress io.Writer
+	if !*asJSON && isTerminal(stdout) {
+		progress = stdout
+	}
+	pids, err := parsePIDs(*serverPIDs)
+	if err != nil {
+		return err
+	}
 	var (
-		c     *client.Client
-		notes []string
-		rss   func() (int64, error)
-		dir   = *dataDir
-		conns = *concurrency + *consumers*(1+bench.AckWorkersPerClaim) + 8
-		where = "server"
+		clients []*client.Client
+		notes   []string
+		rss     func() (int64, error)
+		dir     = *dataDir
+		conns   = *concurrency + *consumers*(1+bench.AckWorkersPerClaim) + 8
+		where   = "server"
 	)
 	hc := bench.NewHTTPClient(conns)
 	defer hc.CloseIdleConnections()
@@ -142,7 +179,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				fmt.Fprintf(stderr, "toc bench: embedded server: %v\n", serr)
 			}
 		}()
-		c = client.New(client.Config{BaseURL: srv.url, HTTPClient: hc})
+		clients = []*client.Client{client.New(client.Config{BaseURL: srv.url, HTTPClient: hc})}
 		rss, dir = bench.SelfRSS, srv.dir
 		where = "embedded"
 		notes = append(notes, "embedded: the server runs in the bench process; rss_bytes is that process (server, bench clients and receiver)")
@@ -150,32 +187,42 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			notes = append(notes, "TOC_NOSYNC is set: the embedded store does not fsync")
 		}
 	} else {
-		if _, err := conn.client(e, "bench"); err != nil { // checks --server
+		urls, err := benchServers(conn, e)
+		if err != nil {
 			return err
 		}
-		// The same server and token, with a client that keeps enough
+		// The same servers and token, with a client that keeps enough
 		// connections open.
-		c = client.New(client.Config{
-			BaseURL:    cmp.Or(conn.server, e.getenv(EnvServer), client.BaseURLDefault),
-			Token:      cmp.Or(conn.token, e.getenv(EnvToken)),
-			HTTPClient: hc,
-		})
-		if *serverPID > 0 {
-			pid := *serverPID
-			rss = func() (int64, error) { return bench.ReadRSS(pid) }
+		for _, u := range urls {
+			clients = append(clients, client.New(client.Config{BaseURL: u, Token: cmp.Or(conn.token, e.getenv(EnvToken)), HTTPClient: hc}))
+		}
+		if len(urls) > 1 {
+			where = fmt.Sprintf("%d servers", len(urls))
+		}
+		if len(pids) > 0 {
+			rss = func() (int64, error) { return sumRSS(pids) }
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = c.Ready(rctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("bench: server not ready: %w", err)
+	for i, c := range clients {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Ready(rctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("bench: server %d of %d not ready: %w", i+1, len(clients), err)
+		}
+	}
+	pending := bench.PendingOptions{N: *n, Batch: *batch, Concurrency: *concurrency, RSS: rss, DataDir: dir, Progress: progress}
+	if *redisAddr != "" {
+		r := storesize.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
+		defer r.Close()
+		pending.Redis, pending.RedisPrefix = r.UsedMemory, r.Prefix
+		notes = append(notes, "redis_bytes is the growth of the whole Redis's used_memory (other clients of a shared Redis count too); redis_prefix_bytes that of the keys under the cluster's prefix")
+	}
+	if *sqlDSN != "" {
+		dsns := strings.Split(*sqlDSN, ",")
+		pending.SQL = func(ctx context.Context) (int64, error) { return storesize.PostgresSize(ctx, dsns) }
 	}
 
-	var progress io.Writer
-	if !*asJSON && isTerminal(stdout) {
-		progress = stdout
-	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -195,7 +242,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if delivery != bench.DeliveryNone {
 		rec = bench.NewRecorder(*n)
 	}
-	sys, err := bench.NewToc(bench.TocConfig{Client: c, Recorder: rec, Delivery: delivery, App: *app, Consumers: *consumers})
+	sys, err := bench.NewToc(bench.TocConfig{Clients: clients, Recorder: rec, Delivery: delivery, App: *app, Consumers: *consumers})
 	if err != nil {
 		return err
 	}
@@ -203,16 +250,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch *workload {
 	case bench.WorkloadFire:
 		res, err = bench.Fire(ctx, sys, rec, bench.FireOptions{
-			N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, Progress: progress,
+			N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress,
 		})
 	case bench.WorkloadSchedule:
 		res, err = bench.Schedule(ctx, sys, rec, bench.ScheduleOptions{
-			N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, Progress: progress,
+			N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress,
 		})
 	case bench.WorkloadPending:
-		res, err = bench.Pending(ctx, sys, bench.PendingOptions{
-			N: *n, Batch: *batch, Concurrency: *concurrency, RSS: rss, DataDir: dir, Progress: progress,
-		})
+		res, err = bench.Pending(ctx, sys, pending)
 	}
 	if cerr := sys.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("stop receiver: %w", cerr)
@@ -220,7 +265,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	res.System, res.Variant = "toc", where
+	res.System, res.Variant, res.Nodes = "toc", where, len(clients)
 	if delivery != bench.DeliveryNone {
 		res.Variant = delivery + ", " + where
 	}
@@ -257,8 +302,9 @@ type embeddedServer struct {
 }
 
 // startEmbedded runs `toc serve` in this process on a temporary directory
-// and a free loopback port, and returns once it listens.
-func startEmbedded(ctx context.Context, stderr io.Writer) (*embeddedServer, error) {
+// and a free loopback port, with the extra flags, and returns once it
+// listens.
+func startEmbedded(ctx context.Context, stderr io.Writer, extra ...string) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "toc-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -267,7 +313,7 @@ func startEmbedded(ctx context.Context, stderr io.Writer) (*embeddedServer, erro
 	s := &embeddedServer{dir: dir, cancel: cancel, done: make(chan error, 1), drained: make(chan struct{})}
 	pr, pw := io.Pipe()
 	go func() {
-		err := runServe(ctx, []string{"--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, pw, stderr)
+		err := runServe(ctx, append([]string{"--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...), pw, stderr)
 		pw.Close()
 		s.done <- err
 	}()
@@ -312,6 +358,58 @@ func (s *embeddedServer) stop() error {
 	}
 	s.done <- err // stop may be called again
 	return err
+}
+
+// benchServers returns the URLs of --server (else $TOC_SERVER, else the
+// default): one, or the nodes of a cluster separated by commas.
+func benchServers(conn *connFlags, e *env) ([]string, error) {
+	from, list := "--server", conn.server
+	if list == "" {
+		from, list = "$"+EnvServer, e.getenv(EnvServer)
+	}
+	list = cmp.Or(list, client.BaseURLDefault)
+	var urls []string
+	for s := range strings.SplitSeq(list, ",") {
+		s = strings.TrimSpace(s)
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usagef("bench: %s: want http:// or https:// URLs separated by commas, got %q", from, s)
+		}
+		if slices.Contains(urls, s) {
+			return nil, usagef("bench: %s: %s is given twice", from, s)
+		}
+		urls = append(urls, s)
+	}
+	return urls, nil
+}
+
+// parsePIDs parses --server-pid: process ids separated by commas.
+func parsePIDs(list string) ([]int, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var pids []int
+	for s := range strings.SplitSeq(list, ",") {
+		pid, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || pid < 1 {
+			return nil, usagef("bench: --server-pid: want process ids separated by commas, got %q", list)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// sumRSS is the resident memory of the processes pids together.
+func sumRSS(pids []int) (int64, error) {
+	var total int64
+	for _, pid := range pids {
+		n, err := bench.ReadRSS(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 func isTerminal(w io.Writer) bool {

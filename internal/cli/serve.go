@@ -460,7 +460,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 	b := &backend{describe: "cluster"}
 	st, err := sqlstore.Open(ctx, sqlstore.Options{DSNs: strings.Split(c.sql, ","), Tables: c.sqlTables, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("open the SQL task library: %w", err)
+		return nil, fmt.Errorf("open the SQL task library: %w (Options.DSNs is --sql, Options.Tables is --sql-tables; a database an earlier toc set up without --sql-tables has 16)", err)
 	}
 	b.store, b.shardFor = st, st.ShardFor
 	b.closers = append(b.closers, st.Close)
@@ -482,7 +482,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	b.node = node
-	b.rate = cluster.NewRateLimiter(rdb, c.prefix+":rate")
+	b.rate = cluster.NewRateLimiter(rdb, c.prefix+":rate", c.prefix+":wake")
 	return b, nil
 }
 

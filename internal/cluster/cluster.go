@@ -212,7 +212,10 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	if changed {
 		n.log.InfoContext(ctx, "cluster members changed", slog.Int("members", len(live)), slog.Int("slots", nslots), slog.Int("shards", nshards))
 	}
-	if changed || newApps {
+	switch {
+	case changed:
+		n.eng.Reown()
+	case newApps:
 		n.eng.Rescan()
 	}
 	return nil
@@ -372,6 +375,10 @@ func (n *Node) listen(ctx context.Context, sub *redis.PubSub) {
 				n.eng.NotifyPull(app)
 				continue
 			}
+			if app, ok := strings.CutPrefix(m.Payload, "slot "); ok {
+				n.eng.SlotFreed(app)
+				continue
+			}
 			for line := range strings.Lines(m.Payload) {
 				f := strings.Fields(line)
 				if len(f) != 4 {
@@ -410,8 +417,12 @@ func (n *Node) Watches(t *task.Task) bool {
 }
 
 // Claim implements engine.Index with the claim_one script.
-func (n *Node) Claim(ctx context.Context, t *task.Task, now, until time.Time) (bool, error) {
-	return n.x.ClaimOne(ctx, t.App, n.x.Slot(t.Key, t.ID), t.ID, now, until)
+func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error) {
+	cs := make([]redisindex.Claim, len(ts))
+	for i, t := range ts {
+		cs[i] = redisindex.Claim{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, LeaseUntil: until[i]}
+	}
+	return n.x.ClaimMany(ctx, cs, now)
 }
 
 // promoteLoop moves tasks entering the hot window from the owned SQL shards

@@ -4,12 +4,17 @@ import (
 	"cmp"
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -77,4 +82,88 @@ func TestAMQPThroughTheEngine(t *testing.T) {
 		t.Errorf("dead after %d attempts, last_error %q", dead.Attempts, dead.LastError)
 	}
 	t.Logf("unroutable: %d attempts, last_error %q", dead.Attempts, dead.LastError)
+}
+
+// TestNATSThroughTheEngine: a task with a nats target is published to
+// JetStream and stored by the stream that captures its subject, with
+// Nats-Msg-Id = task id and the Toc-* headers; a task whose subject no
+// stream captures gets no ack ("no responders"), is retried, and ends dead
+// saying so.
+func TestNATSThroughTheEngine(t *testing.T) {
+	url := cmp.Or(os.Getenv("TOC_NATS_URL"), "nats://127.0.0.1:4222")
+	const start = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		testsvc.Missing(t, "NATS", url, start, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		testsvc.Missing(t, "NATS JetStream", url, start+" (with -js)", err)
+	}
+	tok := testsvc.Token()
+	subject := "toc.e2e." + tok
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "toc-e2e-" + tok, Subjects: []string{subject}, Storage: jetstream.MemoryStorage,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := js.DeleteStream(context.Background(), "toc-e2e-"+tok); err != nil {
+			t.Errorf("delete stream: %v", err)
+		}
+	}()
+
+	c := startChild(t, t.TempDir(), "--nats", url)
+	cl := c.client()
+	ok, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "orders", Key: "n-1", Payload: []byte(`{"order":1}`),
+		Target: task.Target{NATS: &task.NATSTarget{Subject: subject}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := "toc.e2e.nowhere." + tok
+	lost, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "orders", Key: "n-2",
+		Target: task.Target{NATS: &task.NATSTarget{Subject: nowhere}},
+		Retry:  &task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(20 * time.Millisecond), MaxBackoff: task.Duration(50 * time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *task.Task
+	waitFor(t, 20*time.Second, "the task to be delivered", func() bool {
+		got, err = cl.Get(ctx, ok.ID)
+		return err == nil && got.State == task.Delivered
+	})
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatalf("no message in the stream: %v", err)
+	}
+	want := nats.Header{
+		"Nats-Msg-Id":      {ok.ID.String()},
+		sink.HeaderTaskID:  {ok.ID.String()},
+		sink.HeaderApp:     {"orders"},
+		sink.HeaderKey:     {"n-1"},
+		sink.HeaderAttempt: {"1"},
+		sink.HeaderDueAt:   {ok.DueAt.UTC().Format(time.RFC3339Nano)},
+	}
+	if diff := gocmp.Diff(want, msg.Header); diff != "" {
+		t.Errorf("message headers (-want +got):\n%s", diff)
+	}
+	if string(msg.Data) != `{"order":1}` || msg.Sequence != 1 {
+		t.Errorf("message %d: body %q", msg.Sequence, msg.Data)
+	}
+
+	var dead *task.Task
+	waitFor(t, 20*time.Second, "the task without a stream to be dead", func() bool {
+		dead, err = cl.Get(ctx, lost.ID)
+		return err == nil && dead.State == task.Dead
+	})
+	if dead.Attempts != 3 || !strings.Contains(dead.LastError, "no stream captures the subject") || !strings.Contains(dead.LastError, nowhere) {
+		t.Errorf("dead after %d attempts, last_error %q", dead.Attempts, dead.LastError)
+	}
+	t.Logf("no stream: %d attempts, last_error %q", dead.Attempts, dead.LastError)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/cli"
+	"github.com/toc-dev/toc/internal/testsvc"
 )
 
 const childEnv = "TOC_E2E_CHILD"
@@ -89,24 +90,7 @@ type child struct {
 	url    string
 	done   chan struct{}
 	err    error
-	stderr *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	stderr *testsvc.LockedBuffer
 }
 
 // startChild runs `toc serve --data dir --listen 127.0.0.1:0 extra...` and
@@ -119,7 +103,7 @@ func startChild(t *testing.T, dir string, extra ...string) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, done: make(chan struct{}), stderr: &lockedBuffer{}}
+	c := &child{cmd: cmd, done: make(chan struct{}), stderr: &testsvc.LockedBuffer{}}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

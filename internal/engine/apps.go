@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -66,7 +64,11 @@ type appState struct {
 	inFlight    int
 	parked      []task.ID             // due, waiting for an in-flight slot
 	reserved    map[task.ID]time.Time // due, holding a rate reservation for this time
-	sharedNext  time.Time             // shared limiter: when this node next asks for the app
+
+	// Cluster limits (gate.go).
+	gate    *gate
+	granted map[task.ID]grant    // let through by the gate
+	slots   map[task.ID]struct{} // attempts under way that hold a cluster slot
 }
 
 // apps holds the policies and each app's limiters. It has its own lock,
@@ -75,7 +77,8 @@ type apps struct {
 	mu       sync.Mutex
 	pol      Policies
 	state    map[string]*appState
-	defShare int // default MaxInFlight per app
+	defShare int  // default MaxInFlight per app
+	closed   bool // the engine is stopping: no gate starts
 }
 
 func newApps(maxInFlight int) *apps {
@@ -88,11 +91,9 @@ func newApps(maxInFlight int) *apps {
 func (e *Engine) SetPolicies(p Policies) {
 	rated := map[string]bool{}
 	for app, ap := range p.Apps {
-		if ap.DeliveriesPerSecond > 0 {
-			rated[app] = true
-		}
+		rated[app] = ap.DeliveriesPerSecond > 0 || e.gatedBy(ap)
 	}
-	e.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0})
+	e.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0 || e.gatedBy(p.Default)})
 	a := e.apps
 	a.mu.Lock()
 	a.pol = p
@@ -102,6 +103,9 @@ func (e *Engine) SetPolicies(p Policies) {
 		for free := st.maxInFlight - st.inFlight; free > 0 && len(st.parked) > 0; free-- {
 			unpark = append(unpark, st.parked[0])
 			st.parked = st.parked[1:]
+		}
+		if st.gate != nil {
+			signal(st.gate.freed) // the gate asks again under the new limits
 		}
 	}
 	a.mu.Unlock()
@@ -160,7 +164,7 @@ func setLimit(l *rate.Limiter, perSec float64, burst int) *rate.Limiter {
 func (a *apps) getLocked(app string) *appState {
 	st, ok := a.state[app]
 	if !ok {
-		st = &appState{}
+		st = &appState{granted: map[task.ID]grant{}, slots: map[task.ID]struct{}{}}
 		a.applyLocked(app, st)
 		a.state[app] = st
 	}
@@ -173,10 +177,12 @@ const (
 	admitNow   admission = iota
 	admitLater           // wait for a rate reservation: retry at the returned time
 	admitPark            // at MaxInFlight: parked until a slot frees
+	admitGate            // cluster limits: queue behind the app's gate
 )
 
-// ratedApps says which apps have a delivery rate: their due tasks are
-// checked against it before the store is read (see preAdmit).
+// ratedApps says which apps have a delivery rate (or, in cluster mode, an
+// explicit in-flight cap): their due tasks are checked against it before
+// the store is read (see preAdmit and enterGate).
 type ratedApps struct {
 	apps map[string]bool
 	all  bool // the default policy has a rate: every undeclared app too
@@ -193,12 +199,11 @@ func (e *Engine) isRated(app string) bool {
 	return r.all
 }
 
-// preAdmit paces a rate-limited app's due tasks before their store read:
-// with a local limiter it takes the task's reservation (so a burst of N
-// tasks costs N reservations, not N store transactions); with a shared
-// limiter it spaces the node's asks one token interval apart. It returns
-// the time to come back, or zero to go on to the store (where admit, or
-// admitShared, decides).
+// preAdmit paces a rate-limited app's due tasks before their store read, on
+// a single node: it takes the task's reservation, so a burst of N tasks
+// costs N reservations, not N store transactions. It returns the time to
+// come back, or zero to go on to the store (where admit decides). In
+// cluster mode the gate does this (enterGate).
 func (e *Engine) preAdmit(app string, id task.ID, now time.Time) time.Time {
 	a := e.apps
 	a.mu.Lock()
@@ -210,52 +215,35 @@ func (e *Engine) preAdmit(app string, id task.ID, now time.Time) time.Time {
 		}
 		return time.Time{} // its reservation came due: admit honours it
 	}
-	p := a.pol.of(app)
-	if p.DeliveriesPerSecond <= 0 {
+	if st.deliver == nil {
 		return time.Time{}
 	}
-	if e.cfg.Limiter == nil {
-		if st.deliver == nil {
-			return time.Time{}
-		}
-		r := st.deliver.ReserveN(now, 1)
-		d := r.DelayFrom(now)
-		if st.reserved == nil {
-			st.reserved = map[task.ID]time.Time{}
-		}
-		at := now
-		if d > 0 {
-			at = task.Ms(now.Add(d))
-		}
-		st.reserved[id] = at // admit sees the held reservation and does not take another
-		if d > 0 {
-			return at
-		}
-		return time.Time{}
+	r := st.deliver.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if st.reserved == nil {
+		st.reserved = map[task.ID]time.Time{}
 	}
-	if st.sharedNext.After(now) {
-		at := task.Ms(st.sharedNext)
-		st.sharedNext = st.sharedNext.Add(time.Duration(float64(time.Second) / p.DeliveriesPerSecond))
-		if st.reserved == nil {
-			st.reserved = map[task.ID]time.Time{}
-		}
-		st.reserved[id] = at // its turn: when it comes back, it goes on
+	at := now
+	if d > 0 {
+		at = task.Ms(now.Add(d))
+	}
+	st.reserved[id] = at // admit sees the held reservation and does not take another
+	if d > 0 {
 		return at
 	}
-	st.sharedNext = now.Add(time.Duration(float64(time.Second) / p.DeliveriesPerSecond))
 	return time.Time{}
 }
 
 // admit decides whether a due push task of app may start an attempt now. On
 // admitNow it has taken an in-flight slot, which release gives back.
 func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.Time) {
-	if e.cfg.Limiter != nil {
-		return e.admitShared(app, id, now)
-	}
 	a := e.apps
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.getLocked(app)
+	if e.cfg.Limiter != nil {
+		return e.admitClusterLocked(app, st, id), time.Time{}
+	}
 	at, held := st.reserved[id]
 	if held && at.After(now) {
 		return admitLater, at
@@ -283,64 +271,42 @@ func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.T
 	return admitNow, time.Time{}
 }
 
-// admitShared is admit with the delivery rate held by the shared limiter:
-// the in-flight cap is checked here, the token is asked of the limiter
-// (outside the lock: it is a network call), and a task told to wait comes
-// back then and asks again.
-func (e *Engine) admitShared(app string, id task.ID, now time.Time) (admission, time.Time) {
-	a := e.apps
-	a.mu.Lock()
-	st := a.getLocked(app)
-	if at, held := st.reserved[id]; held && at.After(now) {
-		a.mu.Unlock()
-		return admitLater, at
+// admitClusterLocked is admit in cluster mode. A task the gate let through
+// goes (it holds its token, and its cluster slot unless the limiter was
+// down); a task of an app with cluster limits that did not pass the gate
+// is sent to it; any other task is held to the node's own in-flight cap.
+func (e *Engine) admitClusterLocked(app string, st *appState, id task.ID) admission {
+	g, granted := st.granted[id]
+	if granted {
+		delete(st.granted, id)
+		if g.slot {
+			st.slots[id] = struct{}{}
+			st.inFlight++
+			return admitNow
+		}
+	} else if e.gatedBy(e.apps.pol.of(app)) {
+		return admitGate
 	}
-	delete(st.reserved, id)
 	if st.inFlight >= st.maxInFlight {
 		st.parked = append(st.parked, id)
-		a.mu.Unlock()
-		return admitPark, time.Time{}
+		return admitPark
 	}
-	st.inFlight++ // held while asking, so concurrent admits respect the cap
-	p := a.pol.of(app)
-	a.mu.Unlock()
-	if p.DeliveriesPerSecond <= 0 {
-		return admitNow, time.Time{}
-	}
-	burst := p.Burst
-	if burst <= 0 {
-		burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
-	}
-	wait, err := e.cfg.Limiter.Allow(context.Background(), app, p.DeliveriesPerSecond, burst)
-	if err != nil {
-		// The limiter is down: deliver rather than stall every app; the
-		// per-process in-flight cap still holds.
-		e.log.Warn("shared rate limiter", slog.String("app", app), slog.String("error", err.Error()))
-		return admitNow, time.Time{}
-	}
-	if wait <= 0 {
-		return admitNow, time.Time{}
-	}
-	at := task.Ms(now.Add(wait))
-	a.mu.Lock()
-	st.inFlight--
-	if st.reserved == nil {
-		st.reserved = map[task.ID]time.Time{}
-	}
-	st.reserved[id] = at
-	a.mu.Unlock()
-	return admitLater, at
+	st.inFlight++
+	return admitNow
 }
 
 // release gives back an in-flight slot of app and sends one parked task to
 // try for it. No slot is held on the parked task's behalf: it is admitted
 // (or parked again) like any other when it fires, so a task that turns out
 // to need no attempt (done by another node, cancelled) cannot leak a slot.
-func (e *Engine) release(app string) {
+func (e *Engine) release(app string, id task.ID) {
 	a := e.apps
 	a.mu.Lock()
 	st := a.getLocked(app)
 	st.inFlight--
+	_, slot := st.slots[id]
+	delete(st.slots, id)
+	max := a.pol.of(app).MaxInFlight
 	var next []task.ID
 	if len(st.parked) > 0 && st.inFlight < st.maxInFlight {
 		next = append(next, st.parked[0])
@@ -348,6 +314,9 @@ func (e *Engine) release(app string) {
 		st.parked = st.parked[1:]
 	}
 	a.mu.Unlock()
+	if slot {
+		e.releaseSlot(app, id, max)
+	}
 	e.enqueue(next...)
 }
 

@@ -41,3 +41,24 @@ func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts,
 	}
 	return t, err
 }
+
+// updateMany is store.UpdateMany with the Finished hook of update.
+func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	before := make([]task.State, len(ids))
+	ts, errs := e.store.UpdateMany(ctx, ids, opts, func(ts []*task.Task) []error {
+		for i, t := range ts {
+			if t != nil {
+				before[i] = t.State
+			}
+		}
+		return fn(ts)
+	})
+	if h := e.cfg.Hooks.Finished; h != nil {
+		for i, t := range ts {
+			if errs[i] == nil && t != nil && t.State.Final() && !before[i].Final() {
+				h(t.App, t.State)
+			}
+		}
+	}
+	return ts, errs
+}

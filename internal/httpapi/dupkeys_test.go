@@ -17,6 +17,10 @@ func TestCheckDuplicateKeys(t *testing.T) {
 		{`{"a":[1,2,{"b":1}],"c":{"d":[{"e":1}]}}`, ""},
 		{`{"retry":{"max_attempts":1,"max_attempts":2}}`, "max_attempts"},
 		{`[{"a":1},{"a":1}]`, ""},
+		{`{"a\u0070p":"x","app":"y"}`, "app"}, // the same key, escaped
+		{`{"a\"b":1,"a\"b":2}`, `a"b`},
+		{` { "x" : [ 1 , true , null , "s" ] , "y" : -1.5e3 , "x" : 0 } `, "x"},
+		{`{"x":1,`, ""}, // not JSON: left to the decoder
 	}
 	for _, c := range cases {
 		err := checkDuplicateKeys([]byte(c.in))

@@ -7,6 +7,7 @@ package httpapi
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -237,6 +238,12 @@ func errorJSON(err error) (int, any) {
 }
 
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away (a long-poll claim it gave up on, say):
+		// nobody reads the answer, and nothing failed on this side.
+		h.log.DebugContext(r.Context(), "client went away", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		return
+	}
 	status, body := errorJSON(err)
 	if status == http.StatusInternalServerError {
 		h.log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))

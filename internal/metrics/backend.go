@@ -108,6 +108,23 @@ func (m *measured) Update(ctx context.Context, id task.ID, o *store.UpdateOpts, 
 	return t, err
 }
 
+// UpdateMany is measured as one "update_many" call; the tasks fn refused
+// are the engine's, not store errors.
+func (m *measured) UpdateMany(ctx context.Context, ids []task.ID, o *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	var fnErrs []error
+	start := time.Now()
+	ts, errs := m.Store.UpdateMany(ctx, ids, o, func(ts []*task.Task) []error { fnErrs = fn(ts); return fnErrs })
+	var err error
+	for i, e := range errs {
+		if e != nil && (i >= len(fnErrs) || !errors.Is(e, fnErrs[i])) {
+			err = e
+			break
+		}
+	}
+	m.b.observe("update_many", start, err)
+	return ts, errs
+}
+
 func (m *measured) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) (w []store.Wakeup, err error) {
 	defer func(start time.Time) { m.b.observe("wakeups", start, err) }(time.Now())
 	return m.Store.Wakeups(ctx, after, until, limit)

@@ -50,6 +50,20 @@ type Store interface {
 	// nil.
 	Update(ctx context.Context, id task.ID, opts *UpdateOpts, fn func(*task.Task) error) (*task.Task, error)
 
+	// UpdateMany is Update for many tasks in as few writes and round trips
+	// as the backend allows: the engine fires the tasks that come due
+	// together with one call. ids must be distinct. It reads each task, calls
+	// fn once with copies of them all in the order of ids (nil for a task
+	// that is not stored), and stores each task whose entry in fn's result
+	// (same length as ts) is nil, with the checks of Update. Each task's
+	// write is atomic with respect to other Updates and UpdateManys of that
+	// task, as in Update; the batch as a whole need not be atomic. fn runs
+	// with every task of the batch held, must not change ID, App or Key and
+	// must not call the store. It returns, in the order of ids, each task as
+	// stored (as read when its error is non-nil; nil when not stored) and
+	// each task's error: fn's own, unchanged; ErrNotFound, wrapped, for a
+	// task not stored; or what kept its write from being stored.
+	UpdateMany(ctx context.Context, ids []task.ID, opts *UpdateOpts, fn func(ts []*task.Task) []error) ([]*task.Task, []error)
 	// Wakeups returns up to limit tasks with a non-zero WakeAt <= until that
 	// come after the cursor in (WakeAt, ID) order, in that order.
 	Wakeups(ctx context.Context, after Cursor, until time.Time, limit int) ([]Wakeup, error)

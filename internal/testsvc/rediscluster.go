@@ -30,13 +30,12 @@ func StartRedisCluster(ctx context.Context, dir string) (*RedisCluster, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, fmt.Errorf("redis-server not found (apt-get install redis-server): %w", err)
 	}
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
+	}
 	rc := &RedisCluster{dir: dir}
-	for i := range 3 {
-		port, err := freePort()
-		if err != nil {
-			rc.Stop()
-			return nil, err
-		}
+	for i, port := range ports {
 		nd := filepath.Join(dir, "n"+strconv.Itoa(i))
 		if err := os.MkdirAll(nd, 0o755); err != nil {
 			rc.Stop()
@@ -71,7 +70,7 @@ func StartRedisCluster(ctx context.Context, dir string) (*RedisCluster, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		info, err := c.ClusterInfo(ctx).Result()
-		if err == nil && contains(info, "cluster_state:ok") && c.Set(ctx, "toc-probe", "1", time.Second).Err() == nil {
+		if err == nil && strings.Contains(info, "cluster_state:ok") && c.Set(ctx, "toc-probe", "1", time.Second).Err() == nil {
 			return rc, nil
 		}
 		if time.Now().After(deadline) {
@@ -100,13 +99,19 @@ func (rc *RedisCluster) Stop() {
 	rc.procs = nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// FreePorts returns n distinct free loopback ports: each is held until all
+// are picked, so they differ.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func waitPing(ctx context.Context, addr string) error {
@@ -120,8 +125,4 @@ func waitPing(ctx context.Context, addr string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return nil
-}
-
-func contains(s, sub string) bool {
-	return strings.Contains(s, sub)
 }

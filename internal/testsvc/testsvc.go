@@ -19,7 +19,18 @@ import (
 // service.
 func Missing(t testing.TB, service, addr, start string, err error) {
 	t.Helper()
-	msg := service + " is not reachable at " + addr + " (" + err.Error() + "); start it with: " + start
+	unavailable(t, service+" is not reachable at "+addr+" ("+err.Error()+"); start it with: "+start)
+}
+
+// NotInstalled skips the test, or fails it when CI=true, saying how to
+// install the program it runs (a broker it starts on ports of its own).
+func NotInstalled(t testing.TB, program, install string, err error) {
+	t.Helper()
+	unavailable(t, program+" is not installed ("+err.Error()+"); install it with: "+install)
+}
+
+func unavailable(t testing.TB, msg string) {
+	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/task"
 )
@@ -45,12 +46,12 @@ type stack struct {
 	url  string
 	eng  *engine.Engine
 	m    *metrics.Metrics
-	logs *syncBuffer
+	logs *testsvc.LockedBuffer
 }
 
 func startStack(t *testing.T, tokens bool) *stack {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testsvc.LockedBuffer{}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(logs, nil)))
 	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), Logger: log})
 	if err != nil {
@@ -105,24 +106,6 @@ func startStack(t *testing.T, tokens bool) *stack {
 
 func (s *stack) client(token string) *client.Client {
 	return client.New(client.Config{BaseURL: s.url, Token: token})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b = append(b.b, p...)
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.b)
 }
 
 // receiver is a webhook endpoint that fails (500) until told otherwise.

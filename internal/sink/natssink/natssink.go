@@ -111,7 +111,30 @@ type dial struct {
 type conn struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+
+	mu   sync.Mutex
+	gone chan struct{} // closed when the connection drops; then replaced
 }
+
+// dropped returns a channel closed when the connection next drops.
+func (c *conn) dropped() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone
+}
+
+// drop fails the publishes waiting for an ack: nats.go releases requests
+// in flight only on Close, so without this each would wait out its whole
+// timeout after a broker crash, though its ack can no longer come.
+func (c *conn) drop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.gone)
+	c.gone = make(chan struct{})
+}
+
+// errDropped is the cause of a publish cancelled by a dropped connection.
+var errDropped = errors.New("the connection dropped before the ack came")
 
 // Deliver publishes t to its target's subject and returns nil once a
 // JetStream stream acked it.
@@ -145,10 +168,24 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	h.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
 	msg := &nats.Msg{Subject: n.Subject, Header: h, Data: t.Payload}
 
-	_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(t.ID.String()))
+	pctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	gone := c.dropped()
+	go func() { // ends with the publish: stop is deferred
+		select {
+		case <-gone:
+			stop(errDropped)
+		case <-pctx.Done():
+		}
+	}()
+	_, err = c.js.PublishMsg(pctx, msg, jetstream.WithMsgID(t.ID.String()))
 	switch {
 	case err == nil:
 		return nil // a duplicate (PubAck.Duplicate) is stored already
+	case errors.Is(context.Cause(pctx), errDropped):
+		// Stored or not, it is published again: Nats-Msg-Id makes a stored
+		// one a duplicate JetStream drops.
+		return fmt.Errorf("publish to subject %q on %s: %w", n.Subject, redact(rawURL), errDropped)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("publish to subject %q on %s: no stream captures the subject (no responders): create a JetStream stream for it: %w",
 			n.Subject, redact(rawURL), err)
@@ -212,6 +249,7 @@ func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
 
 func (s *Sink) connect(rawURL string) (*conn, error) {
 	log := s.log.With(slog.String("url", redact(rawURL)))
+	c := &conn{gone: make(chan struct{})}
 	nc, err := nats.Connect(rawURL,
 		nats.Name(s.cfg.ConnectionName),
 		nats.MaxReconnects(-1),
@@ -222,6 +260,7 @@ func (s *Sink) connect(rawURL string) (*conn, error) {
 		nats.NoCallbacksAfterClientClose(),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("nats disconnected; reconnecting", slog.Any("error", err))
+			c.drop()
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected") }),
 		nats.ClosedHandler(func(*nats.Conn) { log.Warn("nats connection closed") }),
@@ -238,7 +277,8 @@ func (s *Sink) connect(rawURL string) (*conn, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	log.Info("nats connected")
-	return &conn{nc: nc, js: js}, nil
+	c.nc, c.js = nc, js
+	return c, nil
 }
 
 // Close closes the connections, failing the Delivers in flight, after

@@ -286,15 +286,7 @@ func TestDeliverContext(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		// A plain subscriber that never answers takes the place of a stream.
-		subject := "toc.silent." + uniq()
-		sub, err := b.nc.SubscribeSync(subject)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
-		if err := b.nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		subject, _ := silentSubject(t, b)
 		for _, tt := range []struct {
 			name    string
 			cfg     Config
@@ -370,6 +362,53 @@ func TestDisconnect(t *testing.T) {
 	ms := b.msgs(t)
 	if got := ms[len(ms)-1].Header.Get(jetstream.MsgIDHeader); got != delivered.ID.String() {
 		t.Errorf("last message in the stream is %s, want %s", got, delivered.ID)
+	}
+}
+
+// silentSubject returns a fresh subject and a plain subscriber on it that
+// never answers: a publish to it waits for an ack that does not come.
+func silentSubject(t *testing.T, b *testBundle) (string, *nats.Subscription) {
+	t.Helper()
+	subject := "toc.silent." + uniq()
+	sub, err := b.nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return subject, sub
+}
+
+// TestDisconnectDuringPublish: a publish waiting for its ack when the
+// connection drops fails then, not at the end of its timeout (nats.go
+// leaves such a request waiting until the connection is closed).
+func TestDisconnectDuringPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A plain subscriber that never answers: the publish waits for an ack.
+	subject, sub := silentSubject(t, b)
+	p := newProxy(t, b.url)
+	s := newSink(t, Config{DefaultURL: p.url, Timeout: 20 * time.Second})
+	if err := s.Deliver(t.Context(), newTask("app", task.NATSTarget{Subject: b.subject})); err != nil {
+		t.Fatal(err) // connected
+	}
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- s.Deliver(t.Context(), newTask("app", task.NATSTarget{Subject: subject})) }()
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the publish did not arrive: %v", err)
+	}
+	p.down()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, errDropped) {
+			t.Errorf("got %v, want errDropped", err)
+		}
+		t.Logf("failed %s after the publish, on the drop: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the publish still waits 10s after its connection dropped")
 	}
 }
 

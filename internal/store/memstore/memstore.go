@@ -138,6 +138,43 @@ func (s *Store) Update(ctx context.Context, id task.ID, _ *store.UpdateOpts, fn 
 	return c.Clone(), nil
 }
 
+// UpdateMany implements [store.Store]. fn runs with the store's mutex held,
+// so it must not call the store.
+func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, _ *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	res := make([]*task.Task, len(ids))
+	if err := ctx.Err(); err != nil {
+		return res, slices.Repeat([]error{err}, len(ids))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return res, slices.Repeat([]error{store.ErrClosed}, len(ids))
+	}
+	olds := make([]*task.Task, len(ids))
+	for i, id := range ids {
+		olds[i] = s.mu.tasks[id]
+	}
+	cs, errs := record.ApplyMany(olds, fn)
+	for i, c := range cs {
+		if olds[i] == nil {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("memstore: task %s: %w", ids[i], store.ErrNotFound)
+			}
+			continue
+		}
+		if errs[i] == nil {
+			errs[i] = checkTask(c)
+		}
+		if errs[i] != nil {
+			res[i] = olds[i].Clone()
+			continue
+		}
+		s.mu.tasks[c.ID] = c
+		res[i] = c.Clone()
+	}
+	return res, errs
+}
+
 // Wakeups implements [store.Store].
 func (s *Store) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
 	if err := ctx.Err(); err != nil {

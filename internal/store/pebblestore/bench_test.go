@@ -9,6 +9,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/store/storetest"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -154,6 +155,12 @@ func BenchmarkUpdate(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkUpdateMany compares Update one by one with UpdateMany, 64 tasks
+// at a time, with NoSync (the dispatcher's writes).
+func BenchmarkUpdateMany(b *testing.B) {
+	storetest.BenchUpdateMany(b, func(b *testing.B) store.Store { return openBench(b) })
 }
 
 // BenchmarkWakeups reads pages of 100 from the wake-time order of 100,000

@@ -11,7 +11,7 @@ import (
 // Unix milliseconds as 8 bytes big-endian with the sign bit flipped (so keys
 // sort by time, times before 1970 included) and ids are their 16 bytes.
 //
-//	t <id>                            → record: version byte, JSON of the task
+//	t <id>                            → record: version byte, then the task record (package record)
 //	w <wake ms> <id>                  → state byte, kind byte   (WakeAt not zero)
 //	p <app> 0x00 <next attempt ms> <id> → empty                 (scheduled, pull target)
 //	k <app> 0x00 <key>                → id                      (Key not empty; until swept)

@@ -1,62 +1,63 @@
 // Package record is how a task is stored by every backend (Pebble values,
-// the SQL record column): a version byte, then the task's JSON fields plus
-// the two the API leaves out (the payload bytes and the wake time). One
+// the SQL record column): a version byte, then the whole task, including the
+// two fields the API leaves out (the payload bytes and the wake time). One
 // format, so a task reads back the same from any store.
+//
+// # Versions
+//
+// [Encode] writes version 2, a compact binary layout described in binary.go.
+// [Decode] reads version 2 and version 1, the JSON records of earlier
+// releases, so a store never has to be rewritten. A record of any other
+// version is refused rather than guessed at.
+//
+// Earlier releases read version 1 only: once a release that writes version 2
+// has run against a store, an earlier release cannot read the tasks it wrote.
 package record
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/toc-dev/toc/task"
 )
 
-// Version is the first byte of every task record. A reader that finds
-// another version refuses the record rather than guess.
-const Version = 1
+// Version is the first byte of every task record [Encode] writes.
+const Version = 2
 
-// taskFields has Task's fields and JSON tags but not its methods, so that
-// encoding/json encodes it field by field (Task's own MarshalJSON writes the
-// API form).
-type taskFields task.Task
+// versionJSON is the first byte of the JSON records of earlier releases,
+// which [Decode] still reads.
+const versionJSON = 1
 
-// record is what a task is stored as: Task's JSON fields, plus the two that
-// the API leaves out. The outer Payload and WakeAt hide Task's, which are
-// tagged "-".
-type record struct {
-	taskFields
-	Payload []byte    `json:"payload,omitempty"` // base64 in JSON
-	WakeAt  time.Time `json:"wake_at,omitzero"`
-}
-
-// Encode returns t's record. t's times should already be in UTC.
+// Encode returns t's record. t's times should already be in UTC (see
+// [Normalize]); they come back in UTC. It fails only for a time more than
+// 30 million years from 1970.
 func Encode(t *task.Task) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte(Version)
-	enc := json.NewEncoder(&buf)
-	if err := enc.Encode(record{taskFields: taskFields(*t), Payload: t.Payload, WakeAt: t.WakeAt}); err != nil {
-		return nil, fmt.Errorf("toc: encode task %s: %w", t.ID, err)
-	}
-	b := buf.Bytes()
-	return b[:len(b)-1], nil // Encode ends with a newline
+	return AppendEncode(make([]byte, 0, maxSize(t)), t)
 }
 
-// Decode reads what Encode wrote. The bytes are not kept.
+// AppendEncode appends t's record to dst and returns the extended slice, as
+// [Encode] does. On error it returns dst unchanged.
+func AppendEncode(dst []byte, t *task.Task) ([]byte, error) {
+	if err := checkTimes(t); err != nil {
+		return dst, fmt.Errorf("toc: encode task %s: %w", t.ID, err)
+	}
+	return appendBinary(dst, t), nil
+}
+
+// Decode reads a record of either version. The bytes are not kept: the task
+// shares no memory with b. Malformed input returns an error.
 func Decode(b []byte) (*task.Task, error) {
-	if len(b) == 0 || b[0] != Version {
-		return nil, fmt.Errorf("toc: task record of unknown version (first byte %x)", b[:min(len(b), 1)])
+	if len(b) > 0 {
+		switch b[0] {
+		case Version:
+			return decodeBinary(b)
+		case versionJSON:
+			return decodeJSON(b)
+		}
 	}
-	var r record
-	if err := json.Unmarshal(b[1:], &r); err != nil {
-		return nil, fmt.Errorf("toc: decode task record: %w", err)
-	}
-	t := task.Task(r.taskFields)
-	t.Payload = r.Payload
-	t.WakeAt = r.WakeAt
-	return &t, nil
+	return nil, fmt.Errorf("toc: task record of unknown version (first byte %x)", b[:min(len(b), 1)])
 }
 
 // Normalize puts t's times in UTC without a monotonic reading, as they come
@@ -94,6 +95,63 @@ func Apply(old *task.Task, fn func(*task.Task) error) (*task.Task, error) {
 	if err := fn(c); err != nil {
 		return nil, err
 	}
+	return applied(old, c)
+}
+
+// ApplyMany is the middle of every store's UpdateMany, Apply for a batch:
+// it calls fn once with a copy of each of olds (nil for a nil one: a task
+// not stored) and returns, for each old whose error from fn is nil, the
+// copy as fn left it, checked and normalized as Apply does. fn changes the
+// tasks in place: what it puts in the slice itself is not read. errs holds
+// fn's errors, unchanged, or ErrChangedIdentity; news[i] is nil wherever
+// errs[i] is not, and where olds[i] is nil (errs[i] is nil there too, but
+// for a batch refused whole: the store says why).
+//
+// A task twice in olds, or a result of fn that is not one error per task,
+// is a bug of the caller: then fn's changes are all refused, every entry
+// with that error (fn is not called for the former). Two writes of one task
+// in one batch would leave the first one's index entries behind.
+func ApplyMany(olds []*task.Task, fn func([]*task.Task) []error) (news []*task.Task, errs []error) {
+	news = make([]*task.Task, len(olds))
+	errs = make([]error, len(olds))
+	fail := func(err error) ([]*task.Task, []error) {
+		clear(news)
+		for i := range errs {
+			errs[i] = err
+		}
+		return news, errs
+	}
+	seen := make(map[task.ID]bool, len(olds))
+	for i, old := range olds {
+		if old == nil {
+			continue
+		}
+		if seen[old.ID] {
+			return fail(fmt.Errorf("toc: update many: task %s is in the batch twice", old.ID))
+		}
+		seen[old.ID] = true
+		news[i] = old.Clone()
+	}
+	fnErrs := fn(slices.Clone(news))
+	if len(fnErrs) != len(olds) {
+		return fail(fmt.Errorf("toc: update many: fn returned %d errors for %d tasks", len(fnErrs), len(olds)))
+	}
+	for i, old := range olds {
+		switch {
+		case old == nil:
+		case fnErrs[i] != nil:
+			news[i], errs[i] = nil, fnErrs[i]
+		default:
+			news[i], errs[i] = applied(old, news[i])
+		}
+	}
+	return news, errs
+}
+
+// applied is what Apply and ApplyMany do after fn: it refuses a change of
+// identity from old to c, fn's copy, and returns c normalized and in memory
+// of its own.
+func applied(old, c *task.Task) (*task.Task, error) {
 	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
 		return nil, ErrChangedIdentity
 	}

@@ -250,30 +250,79 @@ func (x *Index) SettleMany(ctx context.Context, ops []Op) error {
 			}
 		}
 	}
+	_, err := x.pipeline(ctx, settleScript, len(ops), func(pipe redis.Pipeliner, i int) redis.Cmder {
+		op := ops[i]
+		return settleScript.EvalSha(ctx, pipe, x.Queues(op.App, op.Slot).keys(), op.ID.String(), string(op.Action), ms(op.Score))
+	})
+	if err != nil {
+		return fmt.Errorf("redisindex: settle %d members: %w", len(ops), err)
+	}
+	return nil
+}
+
+// Claim is one claim of ClaimMany.
+type Claim struct {
+	App        string
+	Slot       int
+	ID         task.ID
+	LeaseUntil time.Time
+}
+
+// ClaimMany runs ClaimOne for each claim in one pipeline (on Redis Cluster,
+// one per master) and reports which the caller now holds.
+func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]bool, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	cmds, err := x.pipeline(ctx, claimOneScript, len(cs), func(pipe redis.Pipeliner, i int) redis.Cmder {
+		c := cs[i]
+		q := x.Queues(c.App, c.Slot)
+		return claimOneScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare}, c.ID.String(), ms(now), ms(c.LeaseUntil))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisindex: claim %d members: %w", len(cs), err)
+	}
+	held := make([]bool, len(cs))
+	for i, c := range cmds {
+		n, err := c.(*redis.Cmd).Int()
+		if err != nil {
+			return nil, fmt.Errorf("redisindex: claim %s: %w", cs[i].ID, err)
+		}
+		held[i] = n == 1
+	}
+	return held, nil
+}
+
+// pipeline sends n calls of script, made by add, in one pipeline, loading
+// the script first where a server does not have it yet. It returns the
+// first failing call's error.
+func (x *Index) pipeline(ctx context.Context, script *redis.Script, n int, add func(redis.Pipeliner, int) redis.Cmder) ([]redis.Cmder, error) {
 	run := func() ([]redis.Cmder, error) {
 		pipe := x.rdb.Pipeline()
-		for _, op := range ops {
-			settleScript.EvalSha(ctx, pipe, x.Queues(op.App, op.Slot).keys(), op.ID.String(), string(op.Action), ms(op.Score))
+		cmds := make([]redis.Cmder, n)
+		for i := range n {
+			cmds[i] = add(pipe, i)
 		}
-		return pipe.Exec(ctx)
+		_, err := pipe.Exec(ctx)
+		return cmds, err
 	}
 	cmds, err := run()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// First use on this server (or after a restart): load and retry.
-		if lerr := loadScript(ctx, x.rdb, settleScript); lerr != nil {
-			return lerr
+		if lerr := loadScript(ctx, x.rdb, script); lerr != nil {
+			return nil, lerr
 		}
 		cmds, err = run()
 	}
 	if err != nil {
 		for _, c := range cmds {
 			if c.Err() != nil {
-				return fmt.Errorf("redisindex: settle %d members: %w", len(ops), c.Err())
+				return nil, c.Err()
 			}
 		}
-		return fmt.Errorf("redisindex: settle %d members: %w", len(ops), err)
+		return nil, err
 	}
-	return nil
+	return cmds, nil
 }
 
 // loadScript loads s on every master.

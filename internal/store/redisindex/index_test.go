@@ -2,6 +2,7 @@ package redisindex_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-func newIndex(t *testing.T) *redisindex.Index {
+// newIndex is an index over the test Redis under a prefix of its own,
+// whose keys are deleted when the test or benchmark ends.
+func newIndex(t testing.TB) *redisindex.Index {
 	c, prefix := testsvc.Redis(t)
 	x, err := redisindex.New(redisindex.Options{Client: c, Prefix: prefix, Slots: 8})
 	if err != nil {
@@ -181,5 +184,53 @@ func TestSettleMany(t *testing.T) {
 		if a, b, c, _ := x.Count(ctx, "a", slot); a+b+c != 0 {
 			t.Errorf("slot %d not empty after drop: %d %d %d", slot, a, b, c)
 		}
+	}
+}
+
+// TestClaimMany: one pipeline claims the due members of several slots and
+// apps, and reports as not held what is not due, held elsewhere or absent.
+func TestClaimMany(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	a0, a5, b1, notDue, taken, absent := g.New(now, 0), g.New(now, 0), g.New(now, 0), g.New(now, 0), g.New(now, 0), g.New(now, 0)
+	for _, m := range []struct {
+		app  string
+		slot int
+		id   task.ID
+		at   time.Time
+	}{{"a", 0, a0, now}, {"a", 5, a5, now.Add(-time.Second)}, {"b", 1, b1, now}, {"a", 0, notDue, now.Add(time.Hour)}, {"b", 1, taken, now}} {
+		if _, err := x.Add(ctx, m.app, m.slot, m.id, m.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := x.ClaimOne(ctx, "b", 1, taken, now, now.Add(time.Minute)); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	until := now.Add(30 * time.Second)
+	held, err := x.ClaimMany(ctx, []redisindex.Claim{
+		{"a", 0, a0, until}, {"a", 5, a5, until}, {"b", 1, b1, until},
+		{"a", 0, notDue, until}, {"b", 1, taken, until}, {"a", 2, absent, until},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, true, true, false, false, false}; !slices.Equal(held, want) {
+		t.Errorf("ClaimMany held %v, want %v", held, want)
+	}
+	for _, q := range []struct {
+		app         string
+		slot        int
+		store, prep int64
+	}{{"a", 0, 1, 1}, {"a", 5, 0, 1}, {"b", 1, 0, 2}} {
+		s, p, _, err := x.Count(ctx, q.app, q.slot)
+		if err != nil || s != q.store || p != q.prep {
+			t.Errorf("%s/%d: store=%d prepare=%d (%v), want %d %d", q.app, q.slot, s, p, err, q.store, q.prep)
+		}
+	}
+	if held, err := x.ClaimMany(ctx, nil, now); err != nil || held != nil {
+		t.Errorf("empty ClaimMany = %v, %v", held, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/sqlstore"
+	"github.com/toc-dev/toc/internal/store/storetest"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -184,9 +185,17 @@ func BenchmarkUpdate(b *testing.B) {
 	})
 }
 
+// BenchmarkUpdateMany compares Update one by one with UpdateMany, 64 tasks
+// at a time over the 32 shards, with NoSync (the dispatcher's writes).
+func BenchmarkUpdateMany(b *testing.B) {
+	forEachServer(b, func(b *testing.B, sv *server) {
+		storetest.BenchUpdateMany(b, func(b *testing.B) store.Store { return openBench(b, sv) })
+	})
+}
+
 // BenchmarkWakeups reads pages of 100 from the wake-time order of 100,000
 // tasks in 32 shards, as the loader does: each page is a query per database
-// over its 16 tables.
+// over its tables.
 func BenchmarkWakeups(b *testing.B) {
 	ctx := context.Background()
 	forEachServer(b, func(b *testing.B, sv *server) {

@@ -65,10 +65,11 @@ var (
 	})
 )
 
-// requiredQueries are the queries every dialect's file must have. no_sync
-// and migrate_unlock are optional.
+// requiredQueries are the queries every dialect's file must have.
+// get_for_update_no_sync, get_many_for_update_no_sync and migrate_unlock are
+// optional.
 var requiredQueries = []string{
-	"get", "get_by_key", "get_for_update", "insert", "key_holder", "update", "sweep",
+	"get", "get_by_key", "get_for_update", "get_many_for_update", "insert", "key_holder", "update", "update_many", "sweep",
 	"wakeups", "claimable", "list", "sweepable", "shard_wakeups", "counts",
 	"migrate_lock", "create_migrations", "create_meta", "meta_get", "meta_put", "versions", "version_put",
 }

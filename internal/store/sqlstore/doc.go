@@ -37,9 +37,11 @@
 // # Atomicity and durability
 //
 // Update is one transaction (SELECT … FOR UPDATE, fn, UPDATE, COMMIT) on
-// one table. Create is one transaction per database it writes to: a batch
-// whose tasks span databases is atomic per database only. Sweep deletes in
-// one transaction per database.
+// one table. UpdateMany is one transaction per database its tasks are in,
+// with one SELECT … FOR UPDATE and one UPDATE per table, and one fn for
+// all. Create is one transaction per database it writes to: a batch whose
+// tasks span databases is atomic per database only. Sweep deletes in one
+// transaction per database.
 //
 // A write is durable when its COMMIT returns, as far as the server's
 // settings make commits durable (PostgreSQL's synchronous_commit and
@@ -66,5 +68,7 @@
 // for its duration and Close holds it exclusively, so Close waits for calls
 // in flight and calls after it return [store.ErrClosed]. Row locks are the
 // databases': Updates of one task wait for each other, Creates of one key
-// too. Create and Sweep transactions that lose a deadlock run again.
+// too. UpdateMany locks its rows in one order (database, table, id), so
+// UpdateManys and Updates can't deadlock each other. Create and Sweep
+// transactions that lose a deadlock run again.
 package sqlstore

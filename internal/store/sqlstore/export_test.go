@@ -1,5 +1,7 @@
 package sqlstore
 
+import "github.com/toc-dev/toc/task"
+
 // MigrationStatements returns the statements of every migration of dialect
 // ("postgres" or "mysql") for a database of tables tables.
 func MigrationStatements(dialect string, tables int) ([]string, error) {
@@ -18,4 +20,25 @@ func MigrationStatements(dialect string, tables int) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// NoSyncReadSQL returns the get_for_update_no_sync query of id's table, or
+// "" when the dialect has none.
+func NoSyncReadSQL(s *Store, id task.ID) string {
+	db, table, ok := s.route(id.Shard())
+	if !ok || db.getForUpdateNoSync == nil {
+		return ""
+	}
+	return db.getForUpdateNoSync[table].sql
+}
+
+// NoSyncManyReadSQL returns the get_many_for_update_no_sync query of rows
+// ids of id's table, or "" when the dialect has none.
+func NoSyncManyReadSQL(s *Store, id task.ID, rows int) (string, error) {
+	db, table, ok := s.route(id.Shard())
+	if !ok || s.dialect.queries["get_many_for_update_no_sync"] == nil {
+		return "", nil
+	}
+	q, err := s.sizedQuery(db, "get_many_for_update_no_sync", table, rows)
+	return q.sql, err
 }

@@ -19,17 +19,21 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// Batches of inserts: a multi-row INSERT holds at most maxInsertRows rows
-// and, past the first row, maxInsertBytes of records (MySQL's
-// max_allowed_packet is 16 MiB by default).
+// Multi-row statements (the inserts of Create, the reads and updates of
+// UpdateMany) hold at most maxRows rows and, past the first row, maxBytes of
+// records (MySQL's max_allowed_packet is 16 MiB by default).
 const (
-	maxInsertRows  = 100
-	maxInsertBytes = 4 << 20
+	maxRows  = 100
+	maxBytes = 4 << 20
 )
 
 // maxTxAttempts bounds the runs of a Create or Sweep transaction that loses
-// a deadlock. Update is never re-run: it calls the engine's fn, and it locks
-// a single row, so it cannot deadlock with the store's other writes.
+// a deadlock. Update and UpdateMany are never re-run: they call the
+// engine's fn. Update locks a single row, so it cannot deadlock with the
+// store's other writes. UpdateMany locks its rows in the one order every
+// UpdateMany does, so it cannot deadlock with another; a Sweep, which locks
+// finished rows in another order, may still make it lose one, and then the
+// tasks of that database fail.
 const maxTxAttempts = 5
 
 // maxKeyRetries bounds how often Create inserts a task again after finding
@@ -78,12 +82,21 @@ func columns(t *task.Task) ([]any, error) {
 	return []any{t.ID[:], t.App, key, int64(state), t.Target.Kind(), wake, t.NextAttemptAt.UnixMilli(), finished, rec}, nil
 }
 
-// An insertion is one task of a Create on its way to a table.
-type insertion struct {
+// An item is one task of a batch on its way to a table: of a Create, to be
+// inserted; of an UpdateMany, to be read (t and cols nil) or updated.
+type item struct {
 	i     int        // its index in the batch
 	t     *task.Task // a normalized copy
 	table int
-	cols  []any
+	cols  []any // columns(t)
+}
+
+// size is what it adds to a statement: its record.
+func (it item) size() int {
+	if it.cols == nil {
+		return 0
+	}
+	return len(it.cols[8].([]byte))
 }
 
 // Create implements [store.Store].
@@ -104,7 +117,7 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 
 	// Check and route everything before writing anything.
 	res := make([]store.CreateResult, len(tasks))
-	byDB := make([][]insertion, len(s.dbs))
+	byDB := make([][]item, len(s.dbs))
 	first := map[[2]string]int{} // (app, key) → index of the first task with it
 	var dups [][2]int            // {later, first}
 	for i, t := range tasks {
@@ -132,7 +145,7 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 		if err != nil {
 			return nil, err
 		}
-		byDB[db.index] = append(byDB[db.index], insertion{i: i, t: c, table: table, cols: cols})
+		byDB[db.index] = append(byDB[db.index], item{i: i, t: c, table: table, cols: cols})
 	}
 
 	err := s.each(func(db *database) error {
@@ -162,10 +175,10 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 // it is looked up by key: the holder is either the task itself (inserted)
 // or the task that had the key. A key whose holder is gone by then (swept)
 // is inserted again.
-func (s *Store) createIn(ctx context.Context, db *database, ins []insertion, res []store.CreateResult) error {
+func (s *Store) createIn(ctx context.Context, db *database, ins []item, res []store.CreateResult) error {
 	// One order for every Create, so that concurrent ones take their key
 	// locks in the same order.
-	slices.SortFunc(ins, func(a, b insertion) int {
+	slices.SortFunc(ins, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.t.App, b.t.App),
 			cmp.Compare(a.t.Key, b.t.Key), bytes.Compare(a.t.ID[:], b.t.ID[:]))
 	})
@@ -176,7 +189,7 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []insertion, res
 				it := pending[0]
 				return fmt.Errorf("task %s: its key %q of app %q is taken, yet no task has it (or its id is already stored)", it.t.ID, it.t.Key, it.t.App)
 			}
-			var again []insertion
+			var again []item
 			for chunk := range chunks(pending) {
 				a, err := s.insertChunk(ctx, tx, db, chunk, res)
 				if err != nil {
@@ -190,13 +203,13 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []insertion, res
 	})
 }
 
-// chunks yields runs of ins that go to one table and fit one insert.
-func chunks(ins []insertion) func(yield func([]insertion) bool) {
-	return func(yield func([]insertion) bool) {
+// chunks yields runs of ins that go to one table and fit one statement.
+func chunks(ins []item) func(yield func([]item) bool) {
+	return func(yield func([]item) bool) {
 		start, size := 0, 0
 		for i, it := range ins {
-			n := len(it.cols[8].([]byte))
-			if i > start && (it.table != ins[start].table || i-start == maxInsertRows || size+n > maxInsertBytes) {
+			n := it.size()
+			if i > start && (it.table != ins[start].table || i-start == maxRows || size+n > maxBytes) {
 				if !yield(ins[start:i]) {
 					return
 				}
@@ -212,9 +225,9 @@ func chunks(ins []insertion) func(yield func([]insertion) bool) {
 
 // insertChunk inserts the tasks of one table, fills the results of those
 // it stored or found a holder for, and returns those to insert again.
-func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk []insertion, res []store.CreateResult) ([]insertion, error) {
+func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk []item, res []store.CreateResult) ([]item, error) {
 	table := chunk[0].table
-	q, err := s.insertQuery(db, table, len(chunk))
+	q, err := s.sizedQuery(db, "insert", table, len(chunk))
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +254,7 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 	}
 
 	// Some keys were taken: find out whose.
-	var again []insertion
+	var again []item
 	created := 0
 	hq := db.keyHolder[table]
 	for _, it := range chunk {
@@ -369,12 +382,11 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 		return nil, fmt.Errorf("sqlstore: update %s: begin: %w", id, err)
 	}
 	defer tx.Rollback()
-	if opts != nil && opts.NoSync && db.noSync.sql != "" {
-		if _, err := tx.ExecContext(ctx, db.noSync.sql); err != nil {
-			return nil, fmt.Errorf("sqlstore: update %s: %w", id, err)
-		}
+	read := db.getForUpdate[table]
+	if opts != nil && opts.NoSync && db.getForUpdateNoSync != nil {
+		read = db.getForUpdateNoSync[table]
 	}
-	old, err := readTask(ctx, tx, db.getForUpdate[table], map[string]any{"id": id[:]}, id.String())
+	old, err := readTask(ctx, tx, read, map[string]any{"id": id[:]}, id.String())
 	if err != nil {
 		return nil, err
 	}
@@ -401,6 +413,223 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 		return nil, fmt.Errorf("sqlstore: update %s: commit: %w", id, err)
 	}
 	return c.Clone(), nil
+}
+
+// UpdateMany implements [store.Store]: Update for many tasks, with one
+// transaction per database they are in and, per table, one SELECT … FOR
+// UPDATE of its tasks and one UPDATE of those fn changed (per maxRows
+// tasks). A batch costs two round trips per table it touches, plus a BEGIN
+// and a COMMIT per database, whatever its size.
+//
+// Every UpdateMany locks its rows in one order: database after database in
+// index order, table after table, each table's rows in id order. So two
+// cannot deadlock, across databases included (where no server would see
+// it), and neither can an UpdateMany and Updates, which lock one row each.
+// fn runs with every row read locked; then the databases write and commit
+// concurrently. A failure in one database is the error of its tasks only;
+// a task its database could not read is passed to fn as nil and returns
+// that error rather than ErrNotFound. Like Update, UpdateMany is never run
+// again after losing a deadlock: it calls fn once.
+//
+// opts.NoSync is honoured as by Update.
+func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	res := make([]*task.Task, len(ids))
+	if err := s.enter(ctx); err != nil {
+		return res, slices.Repeat([]error{err}, len(ids))
+	}
+	defer s.leave()
+	readErrs := make([]error, len(ids))
+	reads := make([][]item, len(s.dbs))
+	for i, id := range ids {
+		db, table, ok := s.route(id.Shard())
+		if !ok {
+			readErrs[i] = notFound(id.String())
+			continue
+		}
+		reads[db.index] = append(reads[db.index], item{i: i, table: table})
+	}
+
+	olds := make([]*task.Task, len(ids))
+	txs := make([]*sql.Tx, len(s.dbs))
+	defer func() {
+		for _, tx := range txs {
+			if tx != nil {
+				tx.Rollback() // after a commit: sql.ErrTxDone
+			}
+		}
+	}()
+	noSync := opts != nil && opts.NoSync
+	for _, db := range s.dbs { // one after another: see the lock order above
+		its := reads[db.index]
+		if len(its) == 0 {
+			continue
+		}
+		slices.SortFunc(its, func(a, b item) int {
+			return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(ids[a.i], ids[b.i]))
+		})
+		tx, err := s.readMany(ctx, db, noSync, ids, its, olds, readErrs)
+		if err != nil {
+			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
+			for _, it := range its {
+				olds[it.i], readErrs[it.i] = nil, err
+			}
+			continue
+		}
+		txs[db.index] = tx
+	}
+
+	cs, errs := record.ApplyMany(olds, fn)
+	writes := make([][]item, len(s.dbs))
+	for i, c := range cs {
+		if readErrs[i] != nil {
+			errs[i] = readErrs[i]
+			continue
+		}
+		if errs[i] == nil {
+			errs[i] = checkTask(c)
+		}
+		var cols []any
+		if errs[i] == nil {
+			cols, errs[i] = columns(c)
+		}
+		if errs[i] != nil {
+			res[i] = olds[i]
+			continue
+		}
+		db, table, _ := s.route(c.ID.Shard())
+		writes[db.index] = append(writes[db.index], item{i: i, t: c, table: table, cols: cols})
+	}
+	s.each(func(db *database) error {
+		// Each goroutine sets the results of its own tasks only.
+		tx, ws := txs[db.index], writes[db.index]
+		if len(ws) == 0 {
+			if tx != nil {
+				tx.Rollback() // nothing to write: free the rows now
+			}
+			return nil
+		}
+		if err := s.writeMany(ctx, tx, db, ws); err != nil {
+			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
+			for _, w := range ws {
+				res[w.i], errs[w.i] = olds[w.i], err
+			}
+			return nil
+		}
+		for _, w := range ws {
+			res[w.i] = w.t
+		}
+		return nil
+	})
+	return res, errs
+}
+
+// readMany begins db's transaction of an UpdateMany and reads the tasks
+// its, sorted by table and id, into olds, with a get_many_for_update (or
+// its no-sync twin) per table; it sets the readErrs of those it can't read.
+// It returns the transaction, for the caller to end, or an error after
+// rolling it back.
+func (s *Store) readMany(ctx context.Context, db *database, noSync bool, ids []task.ID, its []item, olds []*task.Task, readErrs []error) (*sql.Tx, error) {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	read := "get_many_for_update"
+	if noSync && s.dialect.queries["get_many_for_update_no_sync"] != nil {
+		read = "get_many_for_update_no_sync"
+	}
+	for chunk := range chunks(its) {
+		table := chunk[0].table
+		q, err := s.sizedQuery(db, read, table, len(chunk))
+		if err == nil {
+			err = readChunk(ctx, tx, q, ids, chunk, olds, readErrs)
+		}
+		if err != nil {
+			tx.Rollback()
+			return nil, fmt.Errorf("read from %s: %w", db.tables[table], err)
+		}
+	}
+	return tx, nil
+}
+
+// readChunk runs q, the read of the tasks chunk of one table, and fills
+// their olds and readErrs: a task not stored gets ErrNotFound, one whose
+// record can't be decoded that error.
+func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []item, olds []*task.Task, readErrs []error) error {
+	args := make([]any, len(chunk))
+	for k, it := range chunk {
+		args[k] = ids[it.i][:]
+	}
+	rows, err := tx.QueryContext(ctx, q.sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := make(map[task.ID]*task.Task, len(chunk))
+	var bad map[task.ID]error
+	for rows.Next() {
+		var idb, rec []byte
+		if err := rows.Scan(&idb, &rec); err != nil {
+			return err
+		}
+		id, err := readID(idb)
+		if err != nil {
+			return err
+		}
+		t, err := decodeRecord(rec)
+		if err != nil {
+			if bad == nil {
+				bad = map[task.ID]error{}
+			}
+			bad[id] = fmt.Errorf("task %s: %w", id, err)
+			continue
+		}
+		got[id] = t
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, it := range chunk {
+		id := ids[it.i]
+		olds[it.i] = got[id]
+		switch {
+		case bad[id] != nil:
+			readErrs[it.i] = bad[id]
+		case got[id] == nil:
+			readErrs[it.i] = notFound(id.String())
+		}
+	}
+	return nil
+}
+
+// writeMany stores ws, the tasks of an UpdateMany to write in db, in tx
+// (one update_many per table and maxRows tasks), and commits tx. It sorts
+// ws.
+func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []item) error {
+	slices.SortFunc(ws, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(a.t.ID, b.t.ID))
+	})
+	for chunk := range chunks(ws) {
+		table := chunk[0].table
+		q, err := s.sizedQuery(db, "update_many", table, len(chunk))
+		if err != nil {
+			return err
+		}
+		// The columns of update_many's rows: id, then all but app and key.
+		args := make([]any, 0, len(q.params))
+		for _, w := range chunk {
+			args = append(append(args, w.cols[0]), w.cols[3:]...)
+		}
+		if len(args) != len(q.params) {
+			return fmt.Errorf("sqlstore: update of %d rows has %d parameters, not %d", len(chunk), len(q.params), len(args))
+		}
+		if _, err := tx.ExecContext(ctx, q.sql, args...); err != nil {
+			return fmt.Errorf("update %s: %w", db.tables[table], err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
 }
 
 // The scans (Wakeups, Claimable, List, Sweep) read every shard: one UNION

@@ -25,7 +25,7 @@ type tmplData struct {
 	Table  string   // a task table: per-table queries and migrations
 	Index  int      // the number of Table in its database
 	Tables []string // every task table of a database: the UNION ALL queries
-	Rows   int      // the rows of a multi-row insert
+	Rows   int      // the rows of a multi-row statement (ids of a multi-row read)
 }
 
 // query is a rendered query: its text and the parameter each placeholder
@@ -57,8 +57,11 @@ type placeholders struct {
 }
 
 // render executes t with data. Every {{arg "x"}} becomes a placeholder for
-// parameter x, and {{values n cols}} the VALUES list of n rows of cols
-// columns.
+// parameter x, {{values n cols}} the VALUES list of n rows of cols columns,
+// and {{rowarg r c}} the placeholder of row r, column c, for the rows a
+// template lays out itself ({{range $r := .Rows}}). Arguments are passed
+// row after row either way: a template must write row r's placeholders
+// before row r+1's, and each row's in column order.
 func (ph placeholders) render(t *template.Template, data tmplData) (query, error) {
 	var q query
 	number := map[string]int{}
@@ -79,7 +82,8 @@ func (ph placeholders) render(t *template.Template, data tmplData) (query, error
 		return q, err
 	}
 	c.Funcs(template.FuncMap{
-		"arg": next,
+		"arg":    next,
+		"rowarg": func(r, col int) string { return next(rowParam(r, col)) },
 		"values": func(rows, cols int) string {
 			var b strings.Builder
 			for r := range rows {
@@ -106,13 +110,15 @@ func (ph placeholders) render(t *template.Template, data tmplData) (query, error
 	return q, nil
 }
 
-// rowParam is the name {{values}} gives the parameter of row r, column c.
+// rowParam is the name {{values}} and {{rowarg}} give the parameter of row
+// r, column c.
 func rowParam(r, c int) string { return fmt.Sprintf("r%d.c%d", r, c) }
 
 // parseFuncs stand in for the functions render binds, at parse time.
 var parseFuncs = template.FuncMap{
 	"arg":    func(string) string { return "" },
 	"values": func(int, int) string { return "" },
+	"rowarg": func(int, int) string { return "" },
 }
 
 // parseQueries reads a queries file: each "-- name: x" line starts query

@@ -42,6 +42,34 @@ func TestRenderPlaceholders(t *testing.T) {
 	}
 }
 
+// TestRenderRowArg: {{rowarg}} names its parameters as {{values}} does, in
+// the order the template writes them.
+func TestRenderRowArg(t *testing.T) {
+	tmpl := template.Must(template.New("q").Funcs(parseFuncs).Parse(
+		`{{range $r := .Rows}}{{if $r}}, {{end}}({{rowarg $r 0}}::bytea, {{rowarg $r 1}}){{end}}`))
+	q, err := placeholders{numbered: true}.render(tmpl, tmplData{Rows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "($1::bytea, $2), ($3::bytea, $4)"; q.sql != want {
+		t.Errorf("sql = %q, want %q", q.sql, want)
+	}
+	want := []string{rowParam(0, 0), rowParam(0, 1), rowParam(1, 0), rowParam(1, 1)}
+	if diff := cmp.Diff(want, q.params); diff != "" {
+		t.Errorf("params (-want +got):\n%s", diff)
+	}
+	q, err = placeholders{}.render(tmpl, tmplData{Rows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "(?::bytea, ?), (?::bytea, ?)"; q.sql != want {
+		t.Errorf("sql = %q, want %q", q.sql, want)
+	}
+	if diff := cmp.Diff(want, q.params); diff != "" {
+		t.Errorf("params (-want +got):\n%s", diff)
+	}
+}
+
 func TestRenderValues(t *testing.T) {
 	tmpl := template.Must(template.New("q").Funcs(parseFuncs).Parse(`VALUES {{values .Rows 2}}`))
 	q, err := placeholders{numbered: true}.render(tmpl, tmplData{Rows: 2})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/sqlstore"
@@ -148,8 +149,9 @@ func TestCreateChecksShard(t *testing.T) {
 	}
 }
 
-// TestUpdateNoSync checks that an Update with NoSync (synchronous_commit off
-// on PostgreSQL, nothing on MySQL) stores what it says.
+// TestUpdateNoSync checks that an Update and an UpdateMany with NoSync
+// (synchronous_commit off on PostgreSQL, nothing on MySQL) store what they
+// say.
 func TestUpdateNoSync(t *testing.T) {
 	for _, sv := range servers {
 		t.Run(sv.name, func(t *testing.T) {
@@ -177,7 +179,95 @@ func TestUpdateNoSync(t *testing.T) {
 			if diff := cmp.Diff(got, again); diff != "" {
 				t.Errorf("Get after Update(NoSync) (-updated +got):\n%s", diff)
 			}
+
+			other := newTask(s, &gen, "app", "other", epoch)
+			if _, err := s.Create(ctx, []*task.Task{other}); err != nil {
+				t.Fatal(err)
+			}
+			many, errs := s.UpdateMany(ctx, []task.ID{other.ID, tk.ID}, &store.UpdateOpts{NoSync: true}, func(ts []*task.Task) []error {
+				for _, x := range ts {
+					x.Attempts = 8
+				}
+				return make([]error, len(ts))
+			})
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("UpdateMany(NoSync): %v", err)
+			}
+			for _, x := range many {
+				again, err := s.Get(ctx, x.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(x, again); diff != "" || x.Attempts != 8 {
+					t.Errorf("Get after UpdateMany(NoSync) (-updated +got):\n%s", diff)
+				}
+			}
 		})
+	}
+}
+
+// TestNoSyncRead: on PostgreSQL the read that starts an Update or an
+// UpdateMany with NoSync turns synchronous_commit off for its transaction
+// only.
+func TestNoSyncRead(t *testing.T) {
+	postgres.use(t)
+	dsns := postgres.databases(t, 1)
+	s := open(t, dsns)
+	defer s.Close()
+	ctx := context.Background()
+	var gen task.IDGenerator
+	tk := newTask(s, &gen, "app", "k", epoch)
+	if _, err := s.Create(ctx, []*task.Task{tk}); err != nil {
+		t.Fatal(err)
+	}
+	many, err := sqlstore.NoSyncManyReadSQL(s, tk.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := gen.New(epoch, tk.ID.Shard())
+	for _, tt := range []struct {
+		name, sql string
+		args      []any
+	}{
+		{"get_for_update_no_sync", sqlstore.NoSyncReadSQL(s, tk.ID), []any{tk.ID[:]}},
+		{"get_many_for_update_no_sync", many, []any{missing[:], tk.ID[:]}},
+	} {
+		if tt.sql == "" {
+			t.Fatalf("the PostgreSQL dialect has no %s", tt.name)
+		}
+		conn, err := pgx.Connect(ctx, dsns[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		show := func() string {
+			var v string
+			if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, tt.sql, tt.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if v := show(); v != "off" {
+			t.Errorf("%s: synchronous_commit in the transaction = %q, want off", tt.name, v)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v := show(); v != "on" {
+			t.Errorf("%s: synchronous_commit after the transaction = %q, want on", tt.name, v)
+		}
 	}
 }
 

@@ -34,6 +34,13 @@ func testClose(t *testing.T, b *bundle) {
 			})
 			return err
 		},
+		"UpdateMany": func() error {
+			_, errs := b.s.UpdateMany(b.ctx, []task.ID{a.ID}, nil, func([]*task.Task) []error {
+				t.Error("UpdateMany called fn after Close")
+				return nil
+			})
+			return errors.Join(errs...)
+		},
 		"Wakeups": func() error {
 			_, err := b.s.Wakeups(b.ctx, store.Cursor{}, farFuture, 10)
 			return err
@@ -56,8 +63,9 @@ func testClose(t *testing.T, b *bundle) {
 	}
 }
 
-// testCloseDuringUpdates closes the store while Updates and reads run:
-// nothing may panic, and every call that fails must fail with ErrClosed.
+// testCloseDuringUpdates closes the store while Updates, UpdateManys and
+// reads run: nothing may panic, and every call that fails must fail with
+// ErrClosed.
 func testCloseDuringUpdates(t *testing.T, b *bundle) {
 	var ts []*task.Task
 	for range 8 {
@@ -81,7 +89,7 @@ func testCloseDuringUpdates(t *testing.T, b *bundle) {
 			defer arrive() // don't leave the closer waiting if we stop early
 			for n := 0; ; n++ {
 				var err error
-				switch n % 4 {
+				switch n % 5 {
 				case 0, 1:
 					_, err = b.s.Update(b.ctx, ts[(i+n)%len(ts)].ID, nil, func(t *task.Task) error {
 						t.Attempts++
@@ -92,6 +100,17 @@ func testCloseDuringUpdates(t *testing.T, b *bundle) {
 					_, err = b.s.Wakeups(b.ctx, store.Cursor{}, farFuture, 10)
 				case 3:
 					_, err = b.s.List(b.ctx, "app", task.Scheduled, task.ID{}, 10)
+				case 4:
+					_, errs := b.s.UpdateMany(b.ctx, []task.ID{ts[(i+n)%len(ts)].ID, ts[(i+n+1)%len(ts)].ID}, nil,
+						func(xs []*task.Task) []error {
+							for _, x := range xs {
+								if x != nil { // nil only with an error: checked below
+									x.Attempts++
+								}
+							}
+							return make([]error, len(xs))
+						})
+					err = errors.Join(errs...)
 				}
 				if err != nil {
 					if !errors.Is(err, store.ErrClosed) {

@@ -50,6 +50,17 @@ func RunDurability(t *testing.T, open func(t *testing.T, dir string) store.Store
 			all[i] = b.update(t, tk, finished(task.Cancelled, b.now))
 		}
 	}
+	// Writes with NoSync survive a Close too.
+	var (
+		at   []int
+		many []*task.Task
+	)
+	for i := 5; i < len(all); i += 6 {
+		at, many = append(at, i), append(many, all[i])
+	}
+	for k, w := range b.updateMany(t, &store.UpdateOpts{NoSync: true}, many, delivering(b.now.Add(time.Minute))) {
+		all[at[k]] = w
+	}
 	reopen()
 	check(t, b, all)
 

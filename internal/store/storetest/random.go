@@ -11,8 +11,9 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// testRandom runs a seeded random sequence of creates, updates and sweeps
-// against the store and a map, checking that they agree.
+// testRandom runs a seeded random sequence of creates, updates (one by one
+// and many at once) and sweeps against the store and a map, checking that
+// they agree.
 func testRandom(t *testing.T, b *bundle) {
 	const seed = 20300601
 	r := rand.New(rand.NewPCG(seed, seed))
@@ -34,6 +35,36 @@ func testRandom(t *testing.T, b *bundle) {
 		return out
 	}
 	errNo := errors.New("no")
+	// randomChange returns a random change of a task, and whether fn
+	// refuses it.
+	randomChange := func() (func(*task.Task), bool) {
+		switch r.IntN(8) {
+		case 0:
+			return delivering(at()), false
+		case 1:
+			next := at()
+			return func(t *task.Task) {
+				t.State = task.Scheduled
+				t.Lease, t.LeaseExpiresAt = "", nil
+				t.NextAttemptAt, t.WakeAt = next, next
+			}, false
+		case 2:
+			return finished(task.States[2+r.IntN(4)], at()), false
+		case 3:
+			return withWake(at()), false
+		case 4:
+			return withWake(time.Time{}), false
+		case 5:
+			return withNext(at()), false
+		case 6:
+			if r.IntN(2) == 0 {
+				return withPull, false
+			}
+			return withHTTP, false
+		default:
+			return withWake(at()), true
+		}
+	}
 
 	for op := range 600 {
 		switch n := r.IntN(20); {
@@ -69,40 +100,12 @@ func testRandom(t *testing.T, b *bundle) {
 				t.Fatalf("op %d: Create (-want +got):\n%s", op, d)
 			}
 
-		case n < 17: // update
+		case n < 14: // update
 			if len(created) == 0 {
 				continue
 			}
 			id := created[r.IntN(len(created))]
-			var change func(*task.Task)
-			fail := false
-			switch r.IntN(8) {
-			case 0:
-				change = delivering(at())
-			case 1:
-				next := at()
-				change = func(t *task.Task) {
-					t.State = task.Scheduled
-					t.Lease, t.LeaseExpiresAt = "", nil
-					t.NextAttemptAt, t.WakeAt = next, next
-				}
-			case 2:
-				change = finished(task.States[2+r.IntN(4)], at())
-			case 3:
-				change = withWake(at())
-			case 4:
-				change = withWake(time.Time{})
-			case 5:
-				change = withNext(at())
-			case 6:
-				if r.IntN(2) == 0 {
-					change = withPull
-				} else {
-					change = withHTTP
-				}
-			case 7:
-				change, fail = withWake(at()), true
-			}
+			change, fail := randomChange()
 			got, err := b.s.Update(b.ctx, id, nil, func(t *task.Task) error {
 				change(t)
 				if fail {
@@ -130,6 +133,56 @@ func testRandom(t *testing.T, b *bundle) {
 				t.Fatalf("op %d: Update (-want +got):\n%s", op, d)
 			}
 			model[id] = want
+
+		case n < 17: // update many, swept tasks among them
+			if len(created) == 0 {
+				continue
+			}
+			perm := r.Perm(len(created))[:1+r.IntN(min(6, len(created)))]
+			batch := make([]task.ID, len(perm))
+			changes := make([]func(*task.Task), len(perm))
+			fails := make([]bool, len(perm))
+			for i, k := range perm {
+				batch[i] = created[k]
+				changes[i], fails[i] = randomChange()
+			}
+			got, errs := b.s.UpdateMany(b.ctx, batch, nil, func(ts []*task.Task) []error {
+				out := make([]error, len(ts))
+				for i, x := range ts {
+					if _, ok := model[batch[i]]; ok != (x != nil) {
+						t.Errorf("op %d: fn got %v for task %s, stored: %v", op, x, batch[i], ok)
+					}
+					if x == nil {
+						continue
+					}
+					changes[i](x)
+					if fails[i] {
+						out[i] = errNo
+					}
+				}
+				return out
+			})
+			for i, id := range batch {
+				old, ok := model[id]
+				switch {
+				case !ok:
+					if !errors.Is(errs[i], store.ErrNotFound) {
+						t.Fatalf("op %d: UpdateMany(swept) error = %v, want ErrNotFound", op, errs[i])
+					}
+				case fails[i]:
+					if errs[i] != errNo {
+						t.Fatalf("op %d: UpdateMany error = %v, want fn's", op, errs[i])
+					}
+				case errs[i] != nil:
+					t.Fatalf("op %d: UpdateMany: %v", op, errs[i])
+				default:
+					want := apply(old, changes[i])
+					if d := diff(want, got[i]); d != "" {
+						t.Fatalf("op %d: UpdateMany (-want +got):\n%s", op, d)
+					}
+					model[id] = want
+				}
+			}
 
 		case n < 19: // sweep everything finished before a cutoff
 			cutoff := at()

@@ -6,11 +6,13 @@
 -- costs one round trip per database), or with no table at all (schema
 -- bookkeeping). {{arg "x"}} is the parameter x; here every use is a "?" of
 -- its own, and the store passes x again for each. {{values .Rows n}} is the
--- VALUES list of a multi-row insert of n columns. Times are Unix
--- milliseconds; state 1 is scheduled (state.go).
+-- VALUES list of a multi-row insert of n columns, and {{rowarg r c}} the
+-- parameter of row r, column c, for a query that lays out its .Rows rows
+-- itself. Times are Unix milliseconds; state 1 is scheduled (state.go).
 --
--- There is no no_sync query: InnoDB's flushing (innodb_flush_log_at_trx_commit)
--- is global, so UpdateOpts.NoSync changes nothing here.
+-- There are no get_for_update_no_sync and get_many_for_update_no_sync
+-- queries: InnoDB's flushing (innodb_flush_log_at_trx_commit) is global, so
+-- UpdateOpts.NoSync changes nothing here.
 --
 -- Comment lines are dropped when a query is read.
 
@@ -22,6 +24,15 @@ SELECT record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "ke
 
 -- name: get_for_update
 SELECT record FROM {{.Table}} WHERE id = {{arg "id"}} FOR UPDATE
+
+-- name: get_many_for_update
+-- UpdateMany's read of .Rows tasks of one table: a range read of the
+-- primary key (forced: a scan would lock every row it passes), which locks
+-- the rows in id order, as every UpdateMany locks its rows, so that two
+-- cannot deadlock.
+SELECT id, record FROM {{.Table}} FORCE INDEX (PRIMARY)
+WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+ORDER BY id FOR UPDATE
 
 -- name: insert
 -- A row whose key (or id) is taken changes nothing and counts 0 in the
@@ -43,6 +54,23 @@ SET state = {{arg "state"}}, target_kind = {{arg "kind"}}, wake_at = {{arg "wake
     next_attempt_at = {{arg "next_attempt_at"}}, finished_at = {{arg "finished_at"}},
     record = {{arg "record"}}
 WHERE id = {{arg "id"}}
+
+-- name: update_many
+-- update of .Rows tasks of one table at once: a join of the table with
+-- their rows (a UNION ALL, which MySQL and MariaDB both take). The hints
+-- make it read those rows first, then each task by its id: left to itself
+-- the optimizer scans a small table, locking rows of other transactions'
+-- batches, and deadlocks with them.
+UPDATE (
+{{- range $r := .Rows}}
+    {{if $r}}UNION ALL {{end}}SELECT {{rowarg $r 0}} AS id, {{rowarg $r 1}} AS state, {{rowarg $r 2}} AS target_kind,
+           {{rowarg $r 3}} AS wake_at, {{rowarg $r 4}} AS next_attempt_at,
+           {{rowarg $r 5}} AS finished_at, {{rowarg $r 6}} AS record
+{{- end}}
+) AS v STRAIGHT_JOIN {{.Table}} AS t FORCE INDEX (PRIMARY) ON t.id = v.id
+SET t.state = v.state, t.target_kind = v.target_kind, t.wake_at = v.wake_at,
+    t.next_attempt_at = v.next_attempt_at, t.finished_at = v.finished_at,
+    t.record = v.record
 
 -- name: sweep
 -- Deletes the limit oldest finished tasks before cutoff of one table.

@@ -6,8 +6,9 @@
 -- costs one round trip per database), or with no table at all (schema
 -- bookkeeping). {{arg "x"}} is the parameter x; here each name gets one
 -- number ($1, $2, …) however often it appears. {{values .Rows n}} is the
--- VALUES list of a multi-row insert of n columns. Times are Unix
--- milliseconds; state 1 is scheduled (state.go).
+-- VALUES list of a multi-row insert of n columns, and {{rowarg r c}} the
+-- parameter of row r, column c, for a query that lays out its .Rows rows
+-- itself. Times are Unix milliseconds; state 1 is scheduled (state.go).
 --
 -- Comment lines are dropped when a query is read.
 
@@ -19,6 +20,31 @@ SELECT record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "ke
 
 -- name: get_for_update
 SELECT record FROM {{.Table}} WHERE id = {{arg "id"}} FOR UPDATE
+
+-- name: get_for_update_no_sync
+-- get_for_update for UpdateOpts.NoSync: the transaction's commit will not
+-- wait for its WAL to be flushed (set_config's true: until the transaction
+-- ends). A crash of toc keeps the write; a crash of the server or the
+-- machine may lose it. In the WHERE clause rather than a SET LOCAL of its
+-- own, to spare a round trip on every write of the delivery path. When no
+-- row matches it may not run, and then nothing is written anyway.
+SELECT record FROM {{.Table}}
+WHERE id = {{arg "id"}} AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+FOR UPDATE
+
+-- name: get_many_for_update
+-- UpdateMany's read of .Rows tasks of one table. Locked in id order, as
+-- every UpdateMany locks its rows, so that two cannot deadlock.
+SELECT id, record FROM {{.Table}}
+WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+ORDER BY id FOR UPDATE
+
+-- name: get_many_for_update_no_sync
+-- get_many_for_update for UpdateOpts.NoSync, as get_for_update_no_sync.
+SELECT id, record FROM {{.Table}}
+WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+ORDER BY id FOR UPDATE
 
 -- name: insert
 -- A key already taken makes the row a no-op: the store then reads the
@@ -41,11 +67,20 @@ SET state = {{arg "state"}}, target_kind = {{arg "kind"}}, wake_at = {{arg "wake
     record = {{arg "record"}}
 WHERE id = {{arg "id"}}
 
--- name: no_sync
--- UpdateOpts.NoSync: this transaction's commit does not wait for its WAL to
--- be flushed. A crash of toc keeps the write; a crash of the server or the
--- machine may lose it.
-SET LOCAL synchronous_commit = off
+-- name: update_many
+-- update of .Rows tasks of one table at once. The VALUES are cast: their
+-- parameters would be text otherwise.
+UPDATE {{.Table}} AS t
+SET state = v.state, target_kind = v.target_kind, wake_at = v.wake_at,
+    next_attempt_at = v.next_attempt_at, finished_at = v.finished_at,
+    record = v.record
+FROM (VALUES
+{{- range $r := .Rows}}{{if $r}},{{end}}
+    ({{rowarg $r 0}}::bytea, {{rowarg $r 1}}::smallint, {{rowarg $r 2}}::text, {{rowarg $r 3}}::bigint,
+     {{rowarg $r 4}}::bigint, {{rowarg $r 5}}::bigint, {{rowarg $r 6}}::bytea)
+{{- end}}
+) AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+WHERE t.id = v.id
 
 -- name: sweep
 -- Deletes the limit oldest finished tasks before cutoff of one table. The

@@ -1,0 +1,129 @@
+// Package storesize measures what a toc cluster keeps in its shared stores,
+// for `toc bench --workload pending`: the memory of its Redis and the size
+// of its PostgreSQL databases. It is the one package of the benchmark that
+// imports their drivers.
+package storesize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis reads the memory of a Redis server, or of every master of a Redis
+// Cluster.
+type Redis struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+// OpenRedis connects lazily to the Redis at addrs (several: a Redis
+// Cluster, as `toc serve --redis` takes them). prefix is the cluster's
+// --redis-prefix: [Redis.Prefix] measures the keys under "prefix:".
+func OpenRedis(addrs []string, prefix string) *Redis {
+	return &Redis{c: redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs}), prefix: prefix}
+}
+
+// Close closes the connections.
+func (r *Redis) Close() error { return r.c.Close() }
+
+// eachNode calls fn with the server, or with each master of a cluster.
+func (r *Redis) eachNode(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+	switch c := r.c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("storesize: unexpected Redis client %T", r.c)
+}
+
+// UsedMemory is used_memory of INFO memory, summed over the masters: all of
+// the server's data, so other clients of a shared Redis count too.
+func (r *Redis) UsedMemory(ctx context.Context) (int64, error) {
+	var total int64
+	err := r.eachNode(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		v, err := infoField(info, "used_memory")
+		total += v
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("redis used_memory: %w", err)
+	}
+	return total, nil
+}
+
+// infoField reads an integer field of an INFO reply ("name:value" lines).
+func infoField(info, name string) (int64, error) {
+	for line := range strings.Lines(info) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":")
+		if ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in INFO", name)
+}
+
+// Prefix returns how many keys there are under "prefix:" and their memory
+// as MEMORY USAGE counts it (every element, SAMPLES 0): the cluster's own
+// share of a shared Redis.
+func (r *Redis) Prefix(ctx context.Context) (keys, bytes int64, err error) {
+	err = r.eachNode(ctx, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, r.prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			n, err := c.MemoryUsage(ctx, iter.Val(), 0).Result()
+			if errors.Is(err, redis.Nil) {
+				continue // deleted since the scan saw it
+			}
+			if err != nil {
+				return err
+			}
+			keys++
+			bytes += n
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis keys under %s: %w", r.prefix, err)
+	}
+	return keys, bytes, nil
+}
+
+// PostgresSize is pg_database_size of each DSN's database, summed (the DSNs
+// as `toc serve --sql` takes them, one per shard). Only PostgreSQL is
+// measured: a DSN of another scheme is an error.
+func PostgresSize(ctx context.Context, dsns []string) (int64, error) {
+	var total int64
+	for i, dsn := range dsns {
+		if u, err := url.Parse(dsn); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			return 0, fmt.Errorf("sql size: DSN %d: only postgres:// databases are measured", i+1)
+		}
+		n, err := postgresSize(ctx, dsn)
+		if err != nil {
+			return 0, fmt.Errorf("sql size: DSN %d: %w", i+1, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func postgresSize(ctx context.Context, dsn string) (int64, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int64
+	err = conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&n)
+	return n, err
+}
