@@ -65,12 +65,13 @@ type serveConfig struct {
 	reloadEvery     time.Duration
 
 	// Cluster mode.
-	sql       string // comma-separated DSNs
-	redis     string // comma-separated addresses
-	sqlTables int
-	slots     int
-	hotWindow time.Duration
-	prefix    string
+	sql         string // comma-separated DSNs
+	redis       string // comma-separated addresses
+	sqlTables   int
+	sqlMinConns int
+	slots       int
+	hotWindow   time.Duration
+	prefix      string
 }
 
 // runServe runs the service until ctx is done, then shuts down gracefully:
@@ -101,6 +102,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.sql, "sql", "", "cluster mode: SQL task library, DSN[,DSN...] (postgres://... or mysql://user:pass@tcp(host:3306)/db)")
 	fs.StringVar(&c.redis, "redis", "", "cluster mode: Redis address[,address...] (several: Redis Cluster)")
 	fs.IntVar(&c.sqlTables, "sql-tables", sqlstore.TablesDefault, "cluster mode: task tables per database (fixed at first start)")
+	fs.IntVar(&c.sqlMinConns, "sql-min-conns", 16, "cluster mode: connections to each database set up at start, so a burst of due tasks does not wait for new ones (at most 32)")
 	fs.IntVar(&c.slots, "slots", redisindex.SlotsDefault, "cluster mode: Redis slots per app (a power of two)")
 	fs.DurationVar(&c.hotWindow, "hot-window", redisindex.HotWindowDefault, "cluster mode: tasks due within it are kept in Redis")
 	fs.StringVar(&c.prefix, "redis-prefix", redisindex.PrefixDefault, "cluster mode: prefix of every Redis key")
@@ -458,7 +460,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 		return nil, fmt.Errorf("%w: cluster mode needs both --sql and --redis", ErrUsage)
 	}
 	b := &backend{describe: "cluster"}
-	st, err := sqlstore.Open(ctx, sqlstore.Options{DSNs: strings.Split(c.sql, ","), Tables: c.sqlTables, Logger: log})
+	st, err := sqlstore.Open(ctx, sqlstore.Options{DSNs: strings.Split(c.sql, ","), Tables: c.sqlTables, MinConns: c.sqlMinConns, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open the SQL task library: %w (Options.DSNs is --sql, Options.Tables is --sql-tables; a database an earlier toc set up without --sql-tables has 16)", err)
 	}

@@ -42,3 +42,12 @@ func NoSyncManyReadSQL(s *Store, id task.ID, rows int) (string, error) {
 	q, err := s.sizedQuery(db, "get_many_for_update_no_sync", table, rows)
 	return q.sql, err
 }
+
+// OpenConns returns how many connections each database's pool holds.
+func OpenConns(s *Store) []int {
+	var n []int
+	for _, db := range s.dbs {
+		n = append(n, db.db.Stats().OpenConnections)
+	}
+	return n
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -404,6 +405,28 @@ func TestCounts(t *testing.T) {
 			want := map[string]map[task.State]int64{"a": {task.Scheduled: 14, task.Cancelled: 1}, "b": {task.Scheduled: 15}}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMinConns: Open sets up Options.MinConns connections to each database
+// ahead, and keeps them idle in the pool.
+func TestMinConns(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			s, err := sqlstore.Open(context.Background(), sqlstore.Options{
+				DSNs: sv.databases(t, 2), Tables: testTables, MinConns: 3, Logger: testLogger(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			got := sqlstore.OpenConns(s)
+			if len(got) != 2 || slices.Min(got) < 3 {
+				t.Errorf("connections after Open with MinConns 3: %v per database, want at least 3 each", got)
 			}
 		})
 	}
