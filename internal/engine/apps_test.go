@@ -91,8 +91,23 @@ func TestRateLimitAndIsolation(t *testing.T) {
 }
 
 // TestHangingAppDoesNotDelayOthers: app A's endpoint hangs (until its
-// timeout); app B's 1000 tasks still fire on time.
+// timeout); app B's 1000 tasks still fire on time. With an explicit
+// max_in_flight for A, and with none (each app then gets at most half of the
+// node's in-flight attempts).
 func TestHangingAppDoesNotDelayOthers(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		pol   Policies
+		limit int
+	}{
+		{"max_in_flight 16", Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 16}}}, 16},
+		{"defaults", Policies{}, 32},
+	} {
+		t.Run(c.name, func(t *testing.T) { testHangingApp(t, c.pol, c.limit) })
+	}
+}
+
+func testHangingApp(t *testing.T, pol Policies, limit int) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newAppSink()
 		var inFlight, peak int
@@ -110,7 +125,7 @@ func TestHangingAppDoesNotDelayOthers(t *testing.T) {
 			return errors.New("timeout")
 		}
 		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s}; c.MaxInFlight = 64 })
-		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 16}}})
+		b.eng.SetPolicies(pol)
 		start := time.Now()
 		if _, err := b.eng.Schedule(t.Context(), many("a", 500, start)); err != nil {
 			t.Fatal(err)
@@ -134,8 +149,8 @@ func TestHangingAppDoesNotDelayOthers(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if peak > 16 {
-			t.Errorf("app a had %d attempts in flight, limit 16", peak)
+		if peak > limit || peak == 0 {
+			t.Errorf("app a had %d attempts in flight, want 1 to %d", peak, limit)
 		}
 	})
 }
