@@ -190,6 +190,7 @@ type Engine struct {
 	loadKick chan struct{}
 	readyCh  chan struct{}
 	sem      chan struct{} // MaxInFlight tokens: one per worker
+	writing  chan struct{} // fireWriters tokens: fire jobs before their store write returns
 	work     chan job      // to an idle worker
 	busy     atomic.Int64  // workers doing a job
 
@@ -242,6 +243,7 @@ func New(cfg Config) (*Engine, error) {
 		loadKick: make(chan struct{}, 1),
 		readyCh:  make(chan struct{}, 1),
 		sem:      make(chan struct{}, cfg.MaxInFlight),
+		writing:  make(chan struct{}, fireWriters),
 		work:     make(chan job),
 		apps:     newApps(cfg.MaxInFlight),
 	}
@@ -588,6 +590,16 @@ func (e *Engine) runLoop(ctx context.Context) {
 // fires/s).
 func (e *Engine) pumpLoop(ctx context.Context) {
 	for {
+		// A fire job takes its ready tasks only once a write slot is free:
+		// while the writes in flight run, the tasks falling due meanwhile
+		// gather into the next batch (a group commit). Handing every few
+		// tasks to a worker of its own instead made dozens of small
+		// batches queue on the store's locks, each waiting for the others.
+		select {
+		case e.writing <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		free := max(1, e.cfg.MaxInFlight-int(e.busy.Load()))
 		e.mu.Lock()
 		n := min(len(e.mu.ready), fireBatchMax, free)
@@ -599,6 +611,7 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 		}
 		e.mu.Unlock()
 		if n == 0 {
+			<-e.writing
 			select {
 			case <-ctx.Done():
 				return
@@ -607,11 +620,17 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 			}
 		}
 		if !e.handOff(ctx, job{fire: ids}) {
+			<-e.writing
 			return
 		}
 		e.maybeKickLoader()
 	}
 }
+
+// fireWriters bounds the fire jobs writing to the store at once. Measured
+// in toc bench (60 000 tasks over 6 s, embedded, five runs each): p99
+// lateness 181-549 ms with 2, 266-1362 ms with no bound.
+const fireWriters = 2
 
 // job is a worker's piece of work: tasks to fire, or a push attempt to
 // deliver.

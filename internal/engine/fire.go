@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -49,7 +50,12 @@ const fireBatchMax = 128
 // that ran out, or wakes pull consumers. Whatever it writes, it ends by
 // tracking the stored tasks so the wheel holds their next wakes. The push
 // attempts it starts are delivered by deliverAll.
+//
+// The pump took a write slot (e.writing) for the job; fireMany gives it
+// back once its store write returned.
 func (e *Engine) fireMany(ctx context.Context, ids []task.ID) {
+	wrote := sync.OnceFunc(func() { <-e.writing })
+	defer wrote()
 	fs := make([]firing, 0, len(ids))
 	seen := make(map[task.ID]bool, len(ids))
 	e.mu.Lock()
@@ -120,6 +126,7 @@ func (e *Engine) fireMany(ctx context.Context, ids []task.ID) {
 		}
 		return errs
 	})
+	wrote()
 
 	var mirror []*task.Task
 	var push []*task.Task
