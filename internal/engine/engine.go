@@ -193,6 +193,7 @@ type Engine struct {
 	writing  chan struct{} // fireWriters tokens: fire jobs before their store write returns
 	work     chan job      // to an idle worker
 	busy     atomic.Int64  // workers doing a job
+	seq      atomic.Uint64 // numbers the writes (task.Task.Seq)
 
 	mu struct {
 		sync.Mutex
@@ -209,6 +210,10 @@ type Engine struct {
 		// appOf names the app of wheel entries of rate-limited apps, so
 		// fire can pace them before reading the store.
 		appOf map[task.ID]string
+		// seqOf is the task.Task.Seq of the write each wheel entry came
+		// from (track), so that a stale copy of a task, tracked after a
+		// newer one, cannot move or drop the newer one's entry.
+		seqOf map[task.ID]uint64
 	}
 
 	// out holds the outcomes of push attempts waiting to be stored
@@ -249,6 +254,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.mu.waiters = make(map[string]chan struct{})
 	e.mu.appOf = make(map[task.ID]string)
+	e.mu.seqOf = make(map[task.ID]uint64)
 	return e, nil
 }
 
@@ -467,6 +473,15 @@ func (e *Engine) trackWake(id task.ID, at time.Time) {
 
 // track brings the wheel in line with a task just written to (or read from)
 // the store. It is the only way tasks enter the wheel besides the loader.
+//
+// Two writers of one task can finish their writes in one order and call
+// track in the other: a fire that found a pull task due and a claim of it,
+// say. The older copy then must not move or drop the entry of the newer
+// one, or the task is not woken again (a lease that never runs out). Each
+// write is numbered (task.Task.Seq, under the task's store lock), and track
+// ignores a copy older than the one its entry came from. A copy without a
+// number (read back from storage) is taken as it is: what it adds at worst
+// is a stale entry, which fires, finds the task moved and tracks it again.
 func (e *Engine) track(t *task.Task) {
 	now := time.Now()
 	e.mu.Lock()
@@ -474,9 +489,14 @@ func (e *Engine) track(t *task.Task) {
 		e.mu.Unlock()
 		return
 	}
+	if last, ok := e.mu.seqOf[t.ID]; ok && t.Seq != 0 && t.Seq < last {
+		e.mu.Unlock()
+		return // a newer copy was tracked already
+	}
 	if t.WakeAt.IsZero() || (e.cfg.Index != nil && !e.cfg.Index.Watches(t)) {
 		e.mu.wheel.Remove(t.ID)
 		delete(e.mu.appOf, t.ID)
+		delete(e.mu.seqOf, t.ID)
 		e.mu.Unlock()
 		return
 	}
@@ -486,6 +506,7 @@ func (e *Engine) track(t *task.Task) {
 		// under way it may have missed this write; note it for the scan's end.
 		e.mu.wheel.Remove(t.ID)
 		delete(e.mu.appOf, t.ID)
+		delete(e.mu.seqOf, t.ID)
 		if e.mu.scanning {
 			e.mu.recent = append(e.mu.recent, store.Wakeup{ID: t.ID, At: t.WakeAt})
 		}
@@ -494,6 +515,9 @@ func (e *Engine) track(t *task.Task) {
 	}
 	at := t.WakeAt.UnixMilli()
 	e.mu.wheel.Add(t.ID, at)
+	if t.Seq != 0 {
+		e.mu.seqOf[t.ID] = t.Seq
+	}
 	if e.isRated(t.App) {
 		e.mu.appOf[t.ID] = t.App
 	}
@@ -535,6 +559,7 @@ func (e *Engine) trimLocked() {
 	for _, x := range all[keep:] {
 		e.mu.wheel.Remove(x.id)
 		delete(e.mu.appOf, x.id)
+		delete(e.mu.seqOf, x.id)
 	}
 	last := all[keep-1]
 	e.mu.cursor = store.Cursor{At: time.UnixMilli(last.at), ID: last.id}

@@ -595,3 +595,46 @@ func TestRetentionSweep(t *testing.T) {
 		}
 	})
 }
+
+// TestTrackIgnoresStaleCopies: two writers of one task finish their writes
+// in one order and track in the other (a fire that found a pull task due,
+// then a claim of it): the older copy must not drop or move the newer
+// copy's wheel entry. Under load this lost the lease expiry of a claimed
+// task, so it was never woken again.
+func TestTrackIgnoresStaleCopies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil)
+		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Hour), Target: pull})
+		synctest.Wait() // the loader has read the window
+		newer, older := tk.Clone(), tk.Clone()
+		newer.WakeAt, newer.Seq = time.Now().Add(5*time.Second), b.eng.seq.Add(2)
+		older.WakeAt, older.Seq = time.Time{}, newer.Seq-1
+
+		at := func() (time.Time, bool) {
+			b.eng.mu.Lock()
+			defer b.eng.mu.Unlock()
+			ms, ok := b.eng.mu.wheel.Contains(tk.ID)
+			return time.UnixMilli(ms), ok
+		}
+		b.eng.track(newer)
+		if got, ok := at(); !ok || !got.Equal(newer.WakeAt) {
+			t.Fatalf("after the newer copy: entry %v (%v), want %v", got, ok, newer.WakeAt)
+		}
+		b.eng.track(older) // stale: would drop the entry
+		if got, ok := at(); !ok || !got.Equal(newer.WakeAt) {
+			t.Fatalf("after a stale copy without a wake: entry %v (%v), want %v", got, ok, newer.WakeAt)
+		}
+		older.WakeAt = time.Now().Add(time.Minute)
+		b.eng.track(older) // stale: would move it later
+		if got, ok := at(); !ok || !got.Equal(newer.WakeAt) {
+			t.Fatalf("after a stale copy waking later: entry %v (%v), want %v", got, ok, newer.WakeAt)
+		}
+		// A newer copy still moves it.
+		newest := newer.Clone()
+		newest.WakeAt, newest.Seq = time.Now().Add(7*time.Second), b.eng.seq.Add(1)
+		b.eng.track(newest)
+		if got, ok := at(); !ok || !got.Equal(newest.WakeAt) {
+			t.Fatalf("after a newer copy: entry %v (%v), want %v", got, ok, newest.WakeAt)
+		}
+	})
+}

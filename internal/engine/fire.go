@@ -370,6 +370,7 @@ func (e *Engine) untrack(id task.ID) {
 		e.mu.wheel.Remove(id)
 	}
 	delete(e.mu.appOf, id)
+	delete(e.mu.seqOf, id)
 	e.mu.Unlock()
 }
 

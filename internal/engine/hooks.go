@@ -27,12 +27,17 @@ type Hooks struct {
 	AttemptEnded func(app, kind string, took time.Duration, err error)
 }
 
-// update is Store.Update plus the Finished hook.
+// update is Store.Update plus the Finished hook. It numbers the write
+// (task.Task.Seq) for track.
 func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
 	var before task.State
 	t, err := e.store.Update(ctx, id, opts, func(t *task.Task) error {
 		before = t.State
-		return fn(t)
+		if err := fn(t); err != nil {
+			return err
+		}
+		t.Seq = e.seq.Add(1)
+		return nil
 	})
 	if err == nil && t != nil && t.State.Final() && !before.Final() {
 		if h := e.cfg.Hooks.Finished; h != nil {
@@ -51,7 +56,13 @@ func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.Upda
 				before[i] = t.State
 			}
 		}
-		return fn(ts)
+		errs := fn(ts)
+		for i, t := range ts {
+			if t != nil && errs[i] == nil {
+				t.Seq = e.seq.Add(1)
+			}
+		}
+		return errs
 	})
 	if h := e.cfg.Hooks.Finished; h != nil {
 		for i, t := range ts {

@@ -219,6 +219,9 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	v := reflect.ValueOf(*tk)
 	for i := range v.NumField() {
+		if v.Type().Field(i).Name == "Seq" {
+			continue // the engine's in-memory write number: never stored
+		}
 		if v.Field(i).IsZero() {
 			t.Fatalf("bad test: field %s is not set", v.Type().Field(i).Name)
 		}

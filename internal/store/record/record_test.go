@@ -131,6 +131,7 @@ func fullTask(t testing.TB) *task.Task {
 	var tk task.Task
 	n := 0
 	fill(t, reflect.ValueOf(&tk).Elem(), "task", &n)
+	tk.Seq = 0 // the engine's in-memory write number: never stored
 	return &tk
 }
 
@@ -155,6 +156,9 @@ func TestRoundTripEachField(t *testing.T) {
 	full := reflect.ValueOf(fullTask(t)).Elem()
 	for i := range full.NumField() {
 		name := full.Type().Field(i).Name
+		if name == "Seq" {
+			continue // never stored (see fullTask)
+		}
 		t.Run(name, func(t *testing.T) {
 			var tk task.Task
 			reflect.ValueOf(&tk).Elem().Field(i).Set(full.Field(i))
