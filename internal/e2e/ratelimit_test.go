@@ -106,10 +106,12 @@ func TestClusterRateLimit(t *testing.T) {
 	slices.Sort(late)
 	p50, p90, worst := late[len(late)/2], late[len(late)*9/10], late[len(late)-1]
 	t.Logf("the other app meanwhile: p50 %s, p90 %s, max %s late", p50, p90, worst)
-	// Loose bounds for a loaded 2-core machine running -race children;
-	// before the gates (gate.go) the limited app's burst put the other
-	// app's p50 at 55 ms and its max at seconds.
-	if p90 > 100*time.Millisecond || worst > 2*time.Second {
+	// Loose bounds for a loaded 2-core machine running -race children (CI
+	// saw p90 193 ms and max 430 ms beside other packages' tests; quiet
+	// runs p90 7-36 ms). Held up behind the limited app's 10 s of
+	// deliveries, the other app would be seconds late: before the gates
+	// (gate.go) its max was 4.3 s.
+	if p90 > 500*time.Millisecond || worst > 2*time.Second {
 		t.Errorf("the other app's tasks were held up by the limited app: p90 %s, max %s late", p90, worst)
 	}
 }
