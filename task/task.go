@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // State is where a task is in its life.
@@ -62,7 +63,8 @@ type Task struct {
 	Deadline      *time.Time `json:"deadline,omitempty"`
 
 	// Payload is delivered as these exact bytes. In JSON it travels as
-	// payload_base64, and also as payload when the bytes are valid JSON.
+	// payload_base64, and also as payload when the bytes are valid JSON in
+	// valid UTF-8.
 	Payload []byte `json:"-"`
 
 	Target Target      `json:"target"`
@@ -129,10 +131,11 @@ type taskJSON struct {
 type taskAlias Task // has Task's fields, not its methods
 
 // MarshalJSON writes the task with payload_base64 always, and payload when
-// the payload bytes are valid JSON.
+// the payload bytes are valid JSON in valid UTF-8 (encoding/json accepts
+// invalid UTF-8 inside strings; a client reading it would get other bytes).
 func (t Task) MarshalJSON() ([]byte, error) {
 	w := taskJSON{taskAlias: taskAlias(t), PayloadBase64: base64.StdEncoding.EncodeToString(t.Payload)}
-	if len(t.Payload) > 0 && json.Valid(t.Payload) {
+	if len(t.Payload) > 0 && utf8.Valid(t.Payload) && json.Valid(t.Payload) {
 		w.Payload = t.Payload
 	}
 	return json.Marshal(w)

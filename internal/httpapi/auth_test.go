@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,8 +25,9 @@ func digest(token string) string {
 // TestAuthMatrix checks every route against every kind of caller: the
 // task's own app, another app, an admin, no token and a bad token.
 //
-// Reads of another app's tasks answer 404 (as if absent); writes, claims and
-// acks answer 403; no or a bad token answers 401.
+// Every route that names another app's task (by id or by key) answers 404,
+// exactly as for a task that does not exist; routes that name another app
+// (create, list, claim, settings) answer 403; no or a bad token answers 401.
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
@@ -54,7 +56,7 @@ func TestAuthMatrix(t *testing.T) {
 
 	type route struct {
 		name, method, path, body string
-		write                    bool // 403 for another app; reads get 404
+		app                      bool // names the app, not a task: 403 for another app; task routes get 404
 		ok                       int  // status for the own app and admin
 	}
 	routes := func(tk *task.Task) []route {
@@ -66,13 +68,13 @@ func TestAuthMatrix(t *testing.T) {
 			{"get by key", "GET", "/v1/apps/shop/keys/" + tk.Key, ``, false, 200},
 			{"app settings", "GET", "/v1/apps/shop", ``, true, 200},
 			{"list", "GET", "/v1/apps/shop/tasks?state=scheduled", ``, true, 200},
-			{"patch", "PATCH", "/v1/tasks/" + id, `{"delay":"2h"}`, true, 200},
+			{"patch", "PATCH", "/v1/tasks/" + id, `{"delay":"2h"}`, false, 200},
 			{"claim", "POST", "/v1/apps/shop/claim", `{}`, true, 200},
-			{"ack", "POST", "/v1/tasks/" + id + "/ack", `{"lease":"x"}`, true, 409},
-			{"nack", "POST", "/v1/tasks/" + id + "/nack", `{"lease":"x"}`, true, 409},
-			{"retry", "POST", "/v1/tasks/" + id + "/retry", ``, true, 409},
-			{"cancel", "DELETE", "/v1/tasks/" + id, ``, true, 204},
-			{"cancel by key", "DELETE", "/v1/apps/shop/keys/" + tk.Key, ``, true, 204},
+			{"ack", "POST", "/v1/tasks/" + id + "/ack", `{"lease":"x"}`, false, 409},
+			{"nack", "POST", "/v1/tasks/" + id + "/nack", `{"lease":"x"}`, false, 409},
+			{"retry", "POST", "/v1/tasks/" + id + "/retry", ``, false, 409},
+			{"cancel", "DELETE", "/v1/tasks/" + id, ``, false, 204},
+			{"cancel by key", "DELETE", "/v1/apps/shop/keys/" + tk.Key, ``, false, 204},
 		}
 	}
 	callers := []struct {
@@ -85,7 +87,7 @@ func TestAuthMatrix(t *testing.T) {
 			if r.name == "batch" {
 				return 200 // the item carries the 403
 			}
-			if r.write {
+			if r.app {
 				return 403
 			}
 			return 404
@@ -119,6 +121,30 @@ func TestAuthMatrix(t *testing.T) {
 					t.Error("401 without WWW-Authenticate")
 				}
 			})
+		}
+	}
+
+	// For another app's task, every task route answers byte for byte what
+	// it answers for a task that does not exist: no existence oracle.
+	call := func(method, path, body string) string {
+		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer other-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.Status + " " + string(b)
+	}
+	absent := &task.Task{ID: new(task.IDGenerator).New(time.Now(), 0), Key: "no-such-key"}
+	for i, r := range routes(newTask()) {
+		if r.app {
+			continue
+		}
+		a := routes(absent)[i]
+		if got, want := call(r.method, r.path, r.body), call(a.method, a.path, a.body); got != want {
+			t.Errorf("%s of another app's task: %s\nbut of an absent task: %s", r.name, got, want)
 		}
 	}
 

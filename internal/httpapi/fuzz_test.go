@@ -114,3 +114,50 @@ func checkCreateBody(t *testing.T, limit int64, body []byte) {
 		t.Fatalf("error answer for %v: %d %s, %v", err, st, b, merr)
 	}
 }
+
+// FuzzBatchRequest feeds arbitrary bodies through the path of POST
+// /v1/tasks:batch up to the engine: the batch is decoded, then each item
+// (size check, decode, params). Whatever the body, nothing panics and every
+// refusal, of the batch or of one item, is a 4xx.
+func FuzzBatchRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"tasks":[{"app":"billing","key":"order-42","delay":"30m","payload":{"order":42},"target":{"http":{"url":"https://billing/expire","headers":{"A":"b"}}}}]}`,
+		`{"tasks":[{"app":"a","delay":"1s","target":{"pull":{}}},{"app":"a","delay":"soon"}]}`,
+		`{"tasks":[{"app":"a","key":"k","key":"k"}]}`,
+		`{"tasks":[{"app":"a","APP":"b"}]}`,
+		`{"tasks":[{"app":"a","target":{"http":{"url":"x","headers":{"a":"1","b":2}}}}]}`,
+		`{"tasks":[{"app":"a","retry":{"min_backoff":"fast"}}]}`,
+		`{"tasks":[{"app":"a","delay":"-1s"}]}`,
+		`{"tasks":[[],null,1,"x",{}]}`,
+		`{"tasks":null}`,
+		`{"tasks":{}}`,
+		`{"Tasks":[]}`,
+		"{\"tasks\":[{\"app\":\"a\",\"key\":\"\xff\"}]}",
+		`{"tasks":[{"payload":[[[[[[[[[[]]]]]]]]]]}]}`,
+		`{"tasks":[]} x`,
+	} {
+		f.Add([]byte(s))
+	}
+	h := New(Config{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req batchBody
+		if err := decodeBytes(body, &req); err != nil {
+			check4xx(t, body, err)
+			return
+		}
+		now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+		for _, raw := range req.Tasks {
+			if _, err := h.batchItem(raw, now); err != nil {
+				check4xx(t, raw, err)
+			}
+		}
+	})
+}
+
+func check4xx(t *testing.T, body []byte, err error) {
+	t.Helper()
+	status, code, _ := statusOf(err)
+	if status < 400 || status > 499 || code == "" {
+		t.Fatalf("body %q: error %v (%T) answers %d %q, want a 4xx", body, err, err, status, code)
+	}
+}

@@ -5,14 +5,12 @@
 package httpapi
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -20,6 +18,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/store"
@@ -78,7 +78,10 @@ func New(cfg Config) *Handler {
 	}
 	// A maximal payload in base64, plus room for the other fields.
 	h.maxBody = int64(h.maxPayload*4/3 + 64<<10)
-	h.maxBatch = 32 << 20
+	// A batch: room for MaxBatch maximal tasks, capped at 32 MiB (at the
+	// default payload cap 1000 maximal tasks would need about 150 MB).
+	// Decoding costs time linear in the size, so the cap bounds the work.
+	h.maxBatch = min(32<<20, int64(engine.MaxBatch)*h.maxBody)
 
 	m := h.mux
 	m.HandleFunc("POST /v1/tasks", h.limited(h.create))
@@ -128,8 +131,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.api.ServeHTTP(w, r)
 }
 
-// authorizeID checks that the caller may write to task id: 404 when the task
-// does not exist, 403 when it belongs to an app the token does not reach.
+// authorizeID checks that the caller may write to task id. A task of an app
+// the token does not reach is answered exactly as a task that does not
+// exist (404), so that no route tells one token about another app's tasks.
 func (h *Handler) authorizeID(r *http.Request, id task.ID) error {
 	p := who(r.Context())
 	if p.admin {
@@ -140,9 +144,19 @@ func (h *Handler) authorizeID(r *http.Request, id task.ID) error {
 		return err
 	}
 	if !p.can(t.App) {
-		return errForbidden(t.App)
+		return errNoTask(id)
 	}
 	return nil
+}
+
+// errNoTask is the answer for an unknown task id, and for one the token
+// cannot reach.
+func errNoTask(id task.ID) error { return fmt.Errorf("%w: %s", store.ErrNotFound, id) }
+
+// errNoKey is the answer for an unknown key, and for a key of an app the
+// token cannot reach.
+func errNoKey(app, key string) error {
+	return fmt.Errorf("%w: no task with key %q in app %q", store.ErrNotFound, key, app)
 }
 
 // authorizeApp is authorizeID for routes that name the app.
@@ -223,8 +237,13 @@ func errorJSON(err error) (int, any) {
 	if errors.As(err, &mbe) {
 		msg = fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)
 	}
-	if status == http.StatusInternalServerError {
+	switch {
+	case status == http.StatusInternalServerError:
 		msg = "internal error; the server log has the details"
+	case errors.Is(err, store.ErrNotFound):
+		// One answer for every task or key that is absent or out of the
+		// token's reach, whichever backend said so and how.
+		msg = "no such task"
 	}
 	body := struct {
 		Error errorBody  `json:"error"`
@@ -271,63 +290,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// decode reads exactly one JSON object from the body, refusing unknown
-// fields, trailing data and bodies over limit.
-func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		return err // *http.MaxBytesError → 413
-	}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is empty; send a JSON object"}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if err := checkDuplicateKeys(raw); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body has data after the JSON object"}
-	}
-	return nil
-}
-
-// jsonError turns a decoding error into a 400 that names the field when it
-// can.
-func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		f := te.Field
-		return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: f, msg: fmt.Sprintf("%s: must be %s, got %s", f, kindName(te.Type.Kind().String()), te.Value)}
-	case errors.As(err, &se):
-		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: fmt.Sprintf("request body is not valid JSON (at byte %d): %v", se.Offset, err)}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: f, msg: fmt.Sprintf("unknown field %q", f)}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is truncated JSON"}
-	}
-	return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body: " + err.Error()}
-}
-
-func kindName(k string) string {
-	switch k {
-	case "struct", "map":
-		return "an object"
-	case "slice", "array":
-		return "an array"
-	case "int", "int64", "float64":
-		return "a number"
-	}
-	return "a " + k
-}
-
 // pathID parses the {id} path segment. An id that cannot exist is a 404.
 func pathID(r *http.Request) (task.ID, error) {
 	id, err := task.ParseID(r.PathValue("id"))
@@ -344,7 +306,7 @@ type createRequest struct {
 	DueAt         *string           `json:"due_at"`
 	Delay         *string           `json:"delay"`
 	Deadline      *string           `json:"deadline"`
-	Payload       json.RawMessage   `json:"payload"`
+	Payload       jsontext.Value    `json:"payload"`
 	PayloadBase64 *string           `json:"payload_base64"`
 	Target        *task.Target      `json:"target"`
 	Retry         *task.RetryPolicy `json:"retry"`
@@ -380,6 +342,9 @@ func dueAt(due, delay *string, now time.Time, required bool) (*time.Time, error)
 		if err != nil {
 			return nil, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
 		}
+		if d < 0 {
+			return nil, badField("delay", `must not be negative, got %q (use "0s" for now)`, *delay)
+		}
 		t := now.Add(d)
 		if t.Before(minTime) || !t.Before(maxTime) {
 			return nil, badField("delay", "puts the due time outside 1970-9998, got %q", *delay)
@@ -391,7 +356,7 @@ func dueAt(due, delay *string, now time.Time, required bool) (*time.Time, error)
 	return nil, nil
 }
 
-func payloadOf(raw json.RawMessage, b64 *string) ([]byte, bool, error) {
+func payloadOf(raw jsontext.Value, b64 *string) ([]byte, bool, error) {
 	switch {
 	case raw != nil && b64 != nil:
 		return nil, false, badField("payload", `give one of "payload" and "payload_base64", not both`)
@@ -493,7 +458,7 @@ type batchItem struct {
 
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Tasks []json.RawMessage `json:"tasks"`
+		Tasks []jsontext.Value `json:"tasks"`
 	}
 	if err := decode(w, r, h.maxBatch, &req); err != nil {
 		h.writeError(w, r, err)
@@ -512,19 +477,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	var ps []engine.ScheduleParams
 	var idx []int
 	for i, raw := range req.Tasks {
-		var cr createRequest
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&cr)
-		if err != nil {
-			err = jsonError(err)
-		} else if len(raw) > int(h.maxBody) {
-			err = &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large", msg: fmt.Sprintf("task is larger than %d bytes", h.maxBody)}
-		}
-		var p engine.ScheduleParams
-		if err == nil {
-			p, err = cr.params(now)
-		}
+		p, err := h.batchItem(raw, now)
 		if err == nil {
 			err = authorizeApp(r, p.App)
 		}
@@ -554,6 +507,20 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"results": items})
 }
 
+// batchItem reads one task of a batch: its size is checked before it is
+// decoded, so that no item costs more than a create of its own would.
+func (h *Handler) batchItem(raw jsontext.Value, now time.Time) (engine.ScheduleParams, error) {
+	if len(raw) > int(h.maxBody) {
+		return engine.ScheduleParams{}, &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
+			msg: fmt.Sprintf("task is larger than %d bytes", h.maxBody)}
+	}
+	var cr createRequest
+	if err := decodeBytes(raw, &cr); err != nil {
+		return engine.ScheduleParams{}, err
+	}
+	return cr.params(now)
+}
+
 func itemError(err error) *errorBody {
 	_, code, field := statusOf(err)
 	return &errorBody{Code: code, Message: err.Error(), Field: field}
@@ -565,7 +532,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		var t *task.Task
 		if t, err = h.eng.Get(r.Context(), id); err == nil {
 			if !who(r.Context()).can(t.App) {
-				err = fmt.Errorf("%w: %s", store.ErrNotFound, id) // reads of other apps' tasks: as if absent
+				err = errNoTask(id)
 			} else {
 				writeJSON(w, http.StatusOK, t)
 				return
@@ -577,7 +544,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) getByKey(w http.ResponseWriter, r *http.Request) {
 	if authorizeApp(r, r.PathValue("app")) != nil {
-		h.writeError(w, r, fmt.Errorf("%w: no such key", store.ErrNotFound))
+		h.writeError(w, r, errNoKey(r.PathValue("app"), r.PathValue("key")))
 		return
 	}
 	t, err := h.eng.GetByKey(r.Context(), r.PathValue("app"), r.PathValue("key"))
@@ -595,11 +562,11 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		DueAt         *string         `json:"due_at"`
-		Delay         *string         `json:"delay"`
-		Deadline      json.RawMessage `json:"deadline"`
-		Payload       json.RawMessage `json:"payload"`
-		PayloadBase64 *string         `json:"payload_base64"`
+		DueAt         *string        `json:"due_at"`
+		Delay         *string        `json:"delay"`
+		Deadline      jsontext.Value `json:"deadline"`
+		Payload       jsontext.Value `json:"payload"`
+		PayloadBase64 *string        `json:"payload_base64"`
 	}
 	if err := decode(w, r, h.maxBody, &req); err != nil {
 		h.writeError(w, r, err)
@@ -666,8 +633,8 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) cancelByKey(w http.ResponseWriter, r *http.Request) {
-	if err := authorizeApp(r, r.PathValue("app")); err != nil {
-		h.writeError(w, r, err)
+	if authorizeApp(r, r.PathValue("app")) != nil {
+		h.writeError(w, r, errNoKey(r.PathValue("app"), r.PathValue("key")))
 		return
 	}
 	if _, err := h.eng.CancelByKey(r.Context(), r.PathValue("app"), r.PathValue("key")); err != nil {

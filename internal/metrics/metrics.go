@@ -71,7 +71,8 @@ type Metrics struct {
 
 	recentMu struct {
 		sync.Mutex
-		r recent
+		r    recent             // every app's attempts
+		apps map[string]*recent // each app's, for tokens that reach only some apps
 	}
 
 	// countSem lets one count run at a time; the others wait for it and
@@ -156,6 +157,15 @@ func (m *Metrics) Hooks() engine.Hooks {
 			now := time.Now()
 			m.recentMu.Lock()
 			m.recentMu.r.add(now, lateness)
+			r := m.recentMu.apps[app]
+			if r == nil {
+				if m.recentMu.apps == nil {
+					m.recentMu.apps = make(map[string]*recent)
+				}
+				r = new(recent)
+				m.recentMu.apps[app] = r
+			}
+			r.add(now, lateness)
 			m.recentMu.Unlock()
 		},
 		AttemptEnded: func(_, kind string, took time.Duration, err error) {
@@ -176,6 +186,23 @@ func (m *Metrics) Recent() []Second {
 	m.recentMu.Lock()
 	defer m.recentMu.Unlock()
 	return m.recentMu.r.seconds(now)
+}
+
+// RecentOf is [Metrics.Recent] for the apps include accepts only. With one
+// app it is that app's own series; where several have attempts in the same
+// second, Count is their sum, MaxMs their maximum, and P50Ms and P99Ms the
+// highest of theirs (an upper bound: percentiles do not add up).
+func (m *Metrics) RecentOf(include func(app string) bool) []Second {
+	now := time.Now()
+	m.recentMu.Lock()
+	defer m.recentMu.Unlock()
+	var per [][]Second
+	for app, r := range m.recentMu.apps {
+		if include(app) {
+			per = append(per, r.seconds(now))
+		}
+	}
+	return mergeSeconds(per)
 }
 
 // Counts returns the store's counts (see [store.Counter]), reusing a count

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -106,3 +107,33 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+// mergeSeconds merges series of Seconds, each oldest first, into one: see
+// [Metrics.RecentOf] for how the figures of one second are combined.
+func mergeSeconds(series [][]Second) []Second {
+	switch len(series) {
+	case 0:
+		return nil
+	case 1:
+		return series[0]
+	}
+	byT := make(map[int64]Second)
+	for _, ss := range series {
+		for _, s := range ss {
+			m, ok := byT[s.T]
+			if !ok {
+				byT[s.T] = s
+				continue
+			}
+			m.Count += s.Count
+			m.P50Ms, m.P99Ms, m.MaxMs = max(m.P50Ms, s.P50Ms), max(m.P99Ms, s.P99Ms), max(m.MaxMs, s.MaxMs)
+			byT[s.T] = m
+		}
+	}
+	out := make([]Second, 0, len(byT))
+	for _, s := range byT {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Second) int { return cmp.Compare(a.T, b.T) })
+	return out
+}

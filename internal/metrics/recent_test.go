@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -69,5 +70,25 @@ func TestRecentSample(t *testing.T) {
 	}
 	if s.P99Ms < 950 {
 		t.Errorf("p99 = %v ms, want about 990", s.P99Ms)
+	}
+}
+
+func TestMergeSeconds(t *testing.T) {
+	a := []Second{{T: 10, Count: 2, P50Ms: 1, P99Ms: 5, MaxMs: 5}, {T: 12, Count: 1, P50Ms: 3, P99Ms: 3, MaxMs: 3}}
+	b := []Second{{T: 11, Count: 4, P50Ms: 2, P99Ms: 2, MaxMs: 2}, {T: 12, Count: 3, P50Ms: 1, P99Ms: 9, MaxMs: 9}}
+	got := mergeSeconds([][]Second{a, b})
+	want := []Second{
+		{T: 10, Count: 2, P50Ms: 1, P99Ms: 5, MaxMs: 5},
+		{T: 11, Count: 4, P50Ms: 2, P99Ms: 2, MaxMs: 2},
+		{T: 12, Count: 4, P50Ms: 3, P99Ms: 9, MaxMs: 9},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("merge:\n got %+v\nwant %+v", got, want)
+	}
+	if got := mergeSeconds([][]Second{a}); !slices.Equal(got, a) {
+		t.Errorf("one series: %+v, want it unchanged", got)
+	}
+	if got := mergeSeconds(nil); got != nil {
+		t.Errorf("no series: %+v, want nil", got)
 	}
 }

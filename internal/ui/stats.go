@@ -27,7 +27,8 @@ type Stats struct {
 	Wheel int `json:"wheel"`
 	Ready int `json:"ready"`
 	// Recent is the delivery lateness of each of the last 15 minutes'
-	// seconds that had attempts, server-wide, oldest first.
+	// seconds that had attempts, oldest first: server-wide for an admin
+	// token, else of the apps the token reaches only.
 	Recent []metrics.Second `json:"recent"`
 }
 
@@ -69,7 +70,11 @@ func StatsHandler(m *metrics.Metrics, counts store.Counter, stats func() engine.
 			out.Wheel, out.Ready = s.Wheel, s.Ready
 		}
 		if m != nil {
-			if rs := m.Recent(); rs != nil {
+			rs := m.Recent()
+			if !out.Admin {
+				rs = m.RecentOf(func(app string) bool { return httpapi.CanAccess(r, app) })
+			}
+			if rs != nil {
 				out.Recent = rs
 			}
 		}

@@ -1,0 +1,185 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// Request bodies are decoded in one pass by go-json-experiment/json, the
+// implementation behind the encoding/json/v2 proposal. Its defaults are what
+// an API read by other tools (proxies, logs, audit) needs, and encoding/json
+// lacks all of them:
+//   - a name repeated in an object is an error ({"app":"a","app":"b"}), so
+//     that no two readers of a body can see different values;
+//   - names match exactly: "APP" is not "app" but an unknown field;
+//   - strings must be valid UTF-8, so that distinct keys cannot collapse into
+//     one when invalid bytes are replaced;
+//   - the time it takes is linear in the size of the input, repeated-name
+//     checks included.
+//
+// Payloads are held to the same rules (I-JSON, RFC 7493); a payload that is
+// not travels as payload_base64.
+var decodeOptions = json.JoinOptions(
+	json.RejectUnknownMembers(true),
+	json.WithUnmarshalers(json.UnmarshalFromFunc(decodeHeaders)),
+)
+
+// decodeHeaders reads a target's headers, refusing the object at its
+// (task.MaxHeaders+1)th member instead of building a map of any size first.
+func decodeHeaders(dec *jsontext.Decoder, h *map[string]string) error {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		*h = nil
+		return err
+	case '{':
+	default:
+		return json.SkipFunc // the default decoding reports the wrong type
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	m := make(map[string]string)
+	for dec.PeekKind() != '}' {
+		if len(m) == task.MaxHeaders {
+			return &task.FieldError{Field: "target.http.headers", Message: fmt.Sprintf("has more than %d headers", task.MaxHeaders)}
+		}
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		name := tok.String() // before the next read, which reuses tok's buffer
+		if dec.PeekKind() != '"' {
+			return &task.FieldError{Field: "target.http.headers", Message: fmt.Sprintf("value of %q must be a string", name)}
+		}
+		if tok, err = dec.ReadToken(); err != nil {
+			return err
+		}
+		m[name] = tok.String()
+	}
+	if _, err := dec.ReadToken(); err != nil { // }
+		return err
+	}
+	*h = m
+	return nil
+}
+
+// decode reads exactly one JSON object from the body, refusing unknown or
+// repeated fields, invalid UTF-8, trailing data and bodies over limit.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err // *http.MaxBytesError → 413
+	}
+	return decodeBytes(raw, v)
+}
+
+// decodeBytes is decode for a body already read.
+func decodeBytes(raw []byte, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is empty; send a JSON object"}
+	}
+	if err := json.Unmarshal(raw, v, decodeOptions); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a 400 that names the field when it
+// can: the field is the JSON path of the value, like "retry.min_backoff".
+func jsonError(err error) error {
+	var fe *task.FieldError
+	var syn *jsontext.SyntacticError
+	var sem *json.SemanticError
+	switch {
+	case errors.As(err, &fe):
+		return fe
+	case errors.As(err, &syn):
+		field := fieldOf(syn.JSONPointer)
+		switch {
+		case errors.Is(syn.Err, jsontext.ErrDuplicateName):
+			return badJSONField(field, "appears more than once in the same object")
+		case syn.Err != nil && strings.Contains(syn.Err.Error(), "invalid UTF-8"):
+			if field == "" {
+				return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is not valid UTF-8"}
+			}
+			return badJSONField(field, "is not valid UTF-8 (send bytes that are not text as payload_base64)")
+		case errors.Is(syn.Err, io.ErrUnexpectedEOF):
+			return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is truncated JSON"}
+		case syn.Err != nil && strings.Contains(syn.Err.Error(), "after top-level value"):
+			return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body has data after the JSON object"}
+		}
+		return &apiError{status: http.StatusBadRequest, code: "invalid_json", field: field,
+			msg: fmt.Sprintf("request body is not valid JSON (at byte %d): %v", syn.ByteOffset, syn.Err)}
+	case errors.As(err, &sem):
+		field := fieldOf(sem.JSONPointer)
+		switch {
+		case errors.Is(sem.Err, json.ErrUnknownName):
+			return badJSONField(field, "is not a known field (names are case-sensitive)")
+		case sem.GoType != nil && sem.Err != nil && sem.JSONKind == '"':
+			// A string the field's type refused: a duration, say.
+			return badJSONField(field, sem.Err.Error())
+		case sem.GoType != nil:
+			return badJSONField(field, fmt.Sprintf("must be %s, got %s", kindName(sem.GoType.Kind().String()), jsonKindName(sem.JSONKind)))
+		}
+		return badJSONField(field, sem.Error())
+	}
+	return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body: " + err.Error()}
+}
+
+func badJSONField(field, msg string) error {
+	return &apiError{status: http.StatusBadRequest, code: "invalid_field", field: field, msg: field + ": " + msg}
+}
+
+// fieldOf writes a JSON pointer (/target/http/url) as the API names fields
+// (target.http.url).
+func fieldOf(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+func kindName(k string) string {
+	switch k {
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "int", "int64", "float64":
+		return "a number"
+	}
+	return "a " + k
+}
+
+func jsonKindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "another kind of value"
+}
