@@ -258,14 +258,14 @@ func TestConformance(t *testing.T) {
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{}`, invalid: true, want: 400},
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"due_at":"tomorrow"}`, invalid: true, want: 400},
 		{op: "PATCH /v1/tasks/{id}", params: id(delivered), body: `{"delay":"1h"}`, want: 409},
-		{op: "PATCH /v1/tasks/{id}", params: id(billing), body: `{"delay":"1h"}`, token: shopToken, want: 403},
+		{op: "PATCH /v1/tasks/{id}", params: id(billing), body: `{"delay":"1h"}`, token: shopToken, want: 404},
 		{op: "PATCH /v1/tasks/{id}", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: `{"delay":"1h"}`, want: 404},
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"payload_base64":"` + strings.Repeat("A", 100_000) + `"}`, want: 413},
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"delay":"1h"}`, token: "-", want: 401},
 
 		// POST /v1/tasks/{id}/retry
 		{op: "POST /v1/tasks/{id}/retry", params: id(sched), want: 409},
-		{op: "POST /v1/tasks/{id}/retry", params: id(billing), token: shopToken, want: 403},
+		{op: "POST /v1/tasks/{id}/retry", params: id(billing), token: shopToken, want: 404},
 		{op: "POST /v1/tasks/{id}/retry", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, want: 404},
 		{op: "POST /v1/tasks/{id}/retry", params: id(dead), token: "-", want: 401},
 		{op: "POST /v1/tasks/{id}/retry", params: id(dead), want: 200}, // fails again: dead once more
@@ -283,7 +283,7 @@ func TestConformance(t *testing.T) {
 		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "billing", "key": "refund-2"}, token: shopToken, want: 404},
 		{op: "GET /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order-1"}, token: "-", want: 401},
 		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order-3"}, want: 409},
-		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "billing", "key": "refund-2"}, token: shopToken, want: 403},
+		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "billing", "key": "refund-2"}, token: shopToken, want: 404},
 		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "nobody"}, want: 404},
 		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order/2"}, token: "-", want: 401},
 		{op: "DELETE /v1/apps/{app}/keys/{key}", params: map[string]string{"app": "shop", "key": "order/2"}, want: 204},
@@ -336,7 +336,7 @@ func TestConformance(t *testing.T) {
 	c.do(call{op: "DELETE /v1/tasks/{id}", params: id(sched), want: 204})
 	for _, cl := range []call{
 		{op: "DELETE /v1/tasks/{id}", params: id(delivered), want: 409},
-		{op: "DELETE /v1/tasks/{id}", params: id(billing), token: shopToken, want: 403},
+		{op: "DELETE /v1/tasks/{id}", params: id(billing), token: shopToken, want: 404},
 		{op: "DELETE /v1/tasks/{id}", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, want: 404},
 		{op: "DELETE /v1/tasks/{id}", params: id(billing), token: "-", want: 401},
 	} {
@@ -369,7 +369,7 @@ func TestConformance(t *testing.T) {
 		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: ackBody(lease[p1.ID]), token: shopToken, want: 204},
 		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: ackBody(lease[p1.ID]), want: 409},
 		{op: "POST /v1/tasks/{id}/ack", params: id(p1), invalid: true, want: 400},
-		{op: "POST /v1/tasks/{id}/ack", params: id(billing), body: ackBody("x"), token: shopToken, want: 403},
+		{op: "POST /v1/tasks/{id}/ack", params: id(billing), body: ackBody("x"), token: shopToken, want: 404},
 		{op: "POST /v1/tasks/{id}/ack", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: ackBody("x"), want: 404},
 		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: ackBody("x"), token: "-", want: 401},
 		{op: "POST /v1/tasks/{id}/ack", params: id(p1), body: `{"lease":"` + strings.Repeat("x", 70_000) + `"}`, want: 413},
@@ -377,7 +377,7 @@ func TestConformance(t *testing.T) {
 		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"` + lease[p2.ID] + `","error":"out of paper","retry_in":"1h"}`, want: 204},
 		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"` + lease[p2.ID] + `"}`, want: 409},
 		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"x","retry_in":"-1s"}`, want: 400},
-		{op: "POST /v1/tasks/{id}/nack", params: id(billing), body: `{"lease":"x"}`, token: shopToken, want: 403},
+		{op: "POST /v1/tasks/{id}/nack", params: id(billing), body: `{"lease":"x"}`, token: shopToken, want: 404},
 		{op: "POST /v1/tasks/{id}/nack", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: `{"lease":"x"}`, want: 404},
 		{op: "POST /v1/tasks/{id}/nack", params: id(p2), body: `{"lease":"x"}`, token: "-", want: 401},
 	} {
