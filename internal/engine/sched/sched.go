@@ -1,0 +1,407 @@
+// Package sched is the engine's scheduling core: which tasks are due when.
+// It owns the timing wheel, the loader's cursor, the ready queue and the
+// bookkeeping kept per wheel entry, and keeps them in step, behind one
+// small API. It is a pure data structure in the manner of the timing wheel
+// it wraps: time comes in as an argument, it starts no goroutines, does no
+// I/O and takes no locks. Its owner (the engine) holds one mutex around
+// every call and does the waking, reading and writing.
+//
+// # Invariant
+//
+// Every task whose wake time is at or before the cursor is in the wheel, in
+// the ready queue, or in the hands of the owner (taken, being fired).
+// Tasks after the cursor are only in the store, until a scan moves the
+// cursor past them. Writes reach the core through [Core.Track], which
+// checks each against the cursor; a write that lands beyond the old cursor
+// while a scan runs is noted and added when the scan ends, so that none
+// falls between the scan and the cursor's move.
+//
+// # Stale copies
+//
+// Two writers of one task can finish their writes in one order and call
+// Track in the other (a fire that found a pull task due, and a claim of
+// it). Each write carries a sequence number taken under the task's store
+// lock; Track ignores a copy older than the one its entry came from, so
+// that the older copy cannot move or drop the newer one's entry.
+package sched
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/timingwheel"
+	"github.com/toc-dev/toc/task"
+)
+
+// Entry is what Track learns of a task just written to (or read from) the
+// store.
+type Entry struct {
+	ID task.ID
+	// WakeAt is when the task must next be looked at; zero when nothing is
+	// pending, or when this process does not time the task (in a cluster,
+	// another node owns its slot): either way it leaves the wheel.
+	WakeAt time.Time
+	// Seq numbers the write the copy comes from; 0 for a copy read back
+	// from storage, which is taken as it is.
+	Seq uint64
+	// App is the task's app.
+	App string
+}
+
+// Taken is a ready task handed to the owner to fire.
+type Taken struct {
+	ID task.ID
+	// App is the task's app when the core knew it: for the apps Rated
+	// accepts, so that the owner can pace them before reading the store.
+	App string
+}
+
+// Config configures a Core.
+type Config struct {
+	// MaxLoaded caps the tasks held (wheel and ready queue): the loader
+	// stops at it, and direct inserts past 5/4 of it trim the wheel back
+	// to 3/4. At least 1.
+	MaxLoaded int
+	// Rated reports whether an app's tasks are paced before the store is
+	// read; the core remembers the app of such entries (see [Taken]). It
+	// must not block. Nil: none is.
+	Rated func(app string) bool
+}
+
+// Core is the scheduling core. The zero value is not usable: call New.
+type Core struct {
+	cfg    Config
+	wheel  *timingwheel.Wheel[task.ID]
+	cursor store.Cursor // everything with a wake up to here is loaded
+	ready  []task.ID    // due, waiting to be taken
+	armed  int64        // the wheel's next instant as last reported by Advance; -1: none
+
+	scanning bool
+	noted    []store.Wakeup       // tracked during a scan, beyond the cursor
+	touched  map[task.ID]struct{} // tracked during a scan: maybe newer than what it read
+	capped   bool                 // the loader stopped for lack of room
+
+	// Per wheel entry: the app of rated apps' entries, the Seq of the
+	// copy each entry came from, and whether the owner deferred it (its
+	// wheel time is later than the store's).
+	app      map[task.ID]string
+	seq      map[task.ID]uint64
+	deferred map[task.ID]struct{}
+}
+
+// New returns a core whose clock starts at now.
+func New(now time.Time, cfg Config) *Core {
+	cfg.MaxLoaded = max(cfg.MaxLoaded, 1)
+	if cfg.Rated == nil {
+		cfg.Rated = func(string) bool { return false }
+	}
+	return &Core{
+		cfg:   cfg,
+		wheel: timingwheel.New[task.ID](now.UnixMilli()),
+		armed:    -1,
+		app:      make(map[task.ID]string),
+		seq:      make(map[task.ID]uint64),
+		deferred: make(map[task.ID]struct{}),
+		touched:  make(map[task.ID]struct{}),
+	}
+}
+
+// Track brings the wheel in line with a task just written to or read from
+// the store, and reports whether it now holds an entry earlier than the
+// instant Advance last armed for (the owner's timer must be reset).
+func (c *Core) Track(e Entry) (earlier bool) {
+	last, known := c.seq[e.ID]
+	if known && e.Seq != 0 && e.Seq < last {
+		return false // a newer copy was tracked already
+	}
+	if c.scanning {
+		c.touched[e.ID] = struct{}{}
+	}
+	unnumbered := false
+	if !known && e.Seq != 0 {
+		if at, in := c.wheel.Contains(e.ID); in {
+			// The entry came from a scan or a notice, which may have read
+			// a newer write than this copy's: the copy may move it earlier,
+			// not later or out, and the entry stays unnumbered. An entry
+			// too early fires, finds the task moved, and is tracked again
+			// from the store.
+			if e.WakeAt.IsZero() || e.WakeAt.UnixMilli() >= at {
+				return false
+			}
+			unnumbered = true
+		}
+	}
+	if e.WakeAt.IsZero() {
+		c.forget(e.ID)
+		return false
+	}
+	if c.cursor.Less(store.Cursor{At: e.WakeAt, ID: e.ID}) {
+		// Beyond what is loaded: a scan brings it in. One under way may
+		// have read the store before this write; note it for its end.
+		c.forget(e.ID)
+		if c.scanning {
+			c.noted = append(c.noted, store.Wakeup{ID: e.ID, At: e.WakeAt, App: e.App})
+		}
+		return false
+	}
+	at := e.WakeAt.UnixMilli()
+	c.add(e.ID, at, e.App)
+	if e.Seq != 0 && !unnumbered {
+		c.seq[e.ID] = e.Seq
+	}
+	earlier = c.earlier(at)
+	if c.wheel.Len()+len(c.ready) > c.cfg.MaxLoaded+c.cfg.MaxLoaded/4 {
+		c.trim()
+	}
+	return earlier
+}
+
+// Wake is Track for a task known only by its id, wake time and app (a
+// cluster node's notice of another node's write).
+func (c *Core) Wake(id task.ID, at time.Time, app string) (earlier bool) {
+	return c.Track(Entry{ID: id, WakeAt: at, App: app})
+}
+
+// Defer puts id in the wheel at `at` whatever the cursor: the store still
+// has it due earlier, and the owner holds it back (a rate reservation, a
+// failed write tried again later).
+func (c *Core) Defer(id task.ID, at time.Time, app string) (earlier bool) {
+	ms := at.UnixMilli()
+	c.add(id, ms, app)
+	c.deferred[id] = struct{}{}
+	return c.earlier(ms)
+}
+
+// Untrack forgets id: it leaves the wheel with its bookkeeping. A copy of
+// it already in the ready queue is left there; firing it finds the task as
+// stored.
+func (c *Core) Untrack(id task.ID) { c.forget(id) }
+
+// Enqueue makes ids ready at once, bypassing the wheel (recovered
+// deliveries, tasks a gate let through). A non-empty app is remembered for
+// them as for a rated app's entries.
+func (c *Core) Enqueue(app string, ids ...task.ID) {
+	c.ready = append(c.ready, ids...)
+	if app != "" {
+		for _, id := range ids {
+			c.app[id] = app
+		}
+	}
+}
+
+// Advance moves what is due at now from the wheel to the ready queue. It
+// returns how many moved and the wheel's next instant (zero when it is
+// empty), which it remembers as armed.
+func (c *Core) Advance(now time.Time) (moved int, next time.Time) {
+	n := len(c.ready)
+	c.wheel.Advance(now.UnixMilli(), func(id task.ID, _ int64) { c.ready = append(c.ready, id) })
+	if len(c.deferred) > 0 {
+		for _, id := range c.ready[n:] {
+			delete(c.deferred, id)
+		}
+	}
+	ms, ok := c.wheel.Next()
+	if !ok {
+		c.armed = -1
+		return len(c.ready) - n, time.Time{}
+	}
+	c.armed = ms
+	return len(c.ready) - n, time.UnixMilli(ms)
+}
+
+// Take hands up to max ready tasks to the owner, oldest first, with the
+// app remembered for each (and forgotten here).
+func (c *Core) Take(max int) []Taken {
+	n := min(len(c.ready), max)
+	if n <= 0 {
+		return nil
+	}
+	out := make([]Taken, n)
+	for i, id := range c.ready[:n] {
+		out[i] = Taken{ID: id, App: c.app[id]}
+		delete(c.app, id)
+	}
+	clear(c.ready[:n])
+	c.ready = c.ready[n:]
+	return out
+}
+
+// Scan is the part of the store's wake order a loader scan must read next.
+type Scan struct {
+	From  store.Cursor // read after this
+	Until time.Time    // up to this wake time
+	Limit int          // at most this many
+	room  int          // what the core had room for when the scan began
+}
+
+// BeginScan starts a scan of what is due up to until, or reports false when
+// there is nothing to read: loaded up to until already, or no room (the
+// core is then capped until [Core.NeedsLoad]).
+func (c *Core) BeginScan(until time.Time, page int) (Scan, bool) {
+	room := c.cfg.MaxLoaded - c.wheel.Len() - len(c.ready)
+	if room <= 0 {
+		c.capped = true
+		return Scan{}, false
+	}
+	if !c.cursor.Less(store.Cursor{At: until, ID: MaxID}) {
+		return Scan{}, false
+	}
+	c.scanning = true
+	c.noted = c.noted[:0]
+	clear(c.touched)
+	return Scan{From: c.cursor, Until: until, Limit: min(room, page), room: room}, true
+}
+
+// EndScan takes the result of the scan s: ws, the wakeups read (in wake
+// order), or failed. It reports whether the wheel now holds an earlier
+// entry than armed, and whether to scan again at once (a full page, or a
+// trim moved the cursor during the scan).
+func (c *Core) EndScan(s Scan, ws []store.Wakeup, failed bool) (earlier, again bool) {
+	c.scanning = false
+	noted := c.noted
+	c.noted = c.noted[:0]
+	defer clear(c.touched)
+	if failed {
+		return false, false
+	}
+	if c.cursor != s.From {
+		return false, true // a trim moved the cursor back; read from there
+	}
+	earliest := int64(-1)
+	add := func(w store.Wakeup) {
+		at := w.At.UnixMilli()
+		c.add(w.ID, at, w.App)
+		delete(c.seq, w.ID) // which write the entry reflects is unknown now
+		if earliest < 0 || at < earliest {
+			earliest = at
+		}
+	}
+	for _, w := range ws {
+		if _, ok := c.touched[w.ID]; ok {
+			// Tracked during the scan, from a copy that may be newer or
+			// older than this read: keep the earlier of the two. An entry
+			// too early fires, finds the task moved and is tracked again;
+			// one too late would fire the task late.
+			if at, in := c.wheel.Contains(w.ID); in && at <= w.At.UnixMilli() {
+				delete(c.seq, w.ID)
+				continue
+			}
+		}
+		add(w)
+	}
+	full := len(ws) == s.Limit
+	if full {
+		last := ws[len(ws)-1]
+		c.cursor = store.Cursor{At: last.At, ID: last.ID}
+	} else {
+		c.cursor = store.Cursor{At: s.Until, ID: MaxID}
+	}
+	for _, w := range noted {
+		if c.cursor.Less(store.Cursor{At: w.At, ID: w.ID}) {
+			continue
+		}
+		// Noted copies of one task may come in any order: keep the
+		// earliest, as above.
+		if at, in := c.wheel.Contains(w.ID); !in || at > w.At.UnixMilli() {
+			add(w)
+		}
+	}
+	c.capped = full && s.Limit == s.room // stopped by room, not by the page
+	return earliest >= 0 && c.earlier(earliest), full
+}
+
+// NeedsLoad reports whether the loader stopped for lack of room and there
+// is room again.
+func (c *Core) NeedsLoad() bool {
+	return c.capped && c.wheel.Len()+len(c.ready) < c.cfg.MaxLoaded/2
+}
+
+// Rescan moves the cursor back to the start, so that the next scan reads
+// the whole window again; the wheel ignores what it already has. With
+// forget, the wheel is emptied first (in a cluster, after slot ownership
+// changed: the tasks of slots another node now owns must stop firing here).
+func (c *Core) Rescan(forget bool) {
+	c.cursor = store.Cursor{}
+	if forget {
+		c.wheel = timingwheel.New[task.ID](c.wheel.Now())
+		clear(c.app)
+		clear(c.seq)
+		clear(c.deferred)
+	}
+}
+
+// Stats is a snapshot of the core.
+type Stats struct {
+	Wheel  int       // entries in the wheel
+	Ready  int       // tasks waiting to be taken
+	Cursor time.Time // loaded up to here
+}
+
+// Stats returns a snapshot.
+func (c *Core) Stats() Stats {
+	return Stats{Wheel: c.wheel.Len(), Ready: len(c.ready), Cursor: c.cursor.At}
+}
+
+// MaxID is the largest task id: a cursor at (t, MaxID) is past every task
+// that wakes at t.
+var MaxID = task.ID{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
+
+// add puts id in the wheel at `at`, remembering app if it is rated. The
+// entry is no longer deferred: Defer marks it again after.
+func (c *Core) add(id task.ID, at int64, app string) {
+	c.wheel.Add(id, at)
+	delete(c.deferred, id)
+	if app != "" && c.cfg.Rated(app) {
+		c.app[id] = app
+	}
+}
+
+// forget removes id from the wheel and its bookkeeping: the one place that
+// keeps the three in step when an entry goes.
+func (c *Core) forget(id task.ID) {
+	c.wheel.Remove(id)
+	delete(c.app, id)
+	delete(c.seq, id)
+	delete(c.deferred, id)
+}
+
+// earlier reports whether at is before the instant Advance last armed for.
+func (c *Core) earlier(at int64) bool { return c.armed < 0 || at < c.armed }
+
+// trim shrinks the wheel to 3/4 of MaxLoaded when direct inserts pushed it
+// well past the cap: it keeps the earliest entries and moves the cursor
+// back to the last one kept, so that scans reload the rest in order. Rare,
+// and O(n log n) when it happens.
+//
+// Deferred entries stay: the store has them due earlier than their wheel
+// time, maybe before the new cursor, where no scan would read them again.
+func (c *Core) trim() {
+	type ent struct {
+		id task.ID
+		at int64
+	}
+	all := make([]ent, 0, c.wheel.Len())
+	c.wheel.All(func(id task.ID, at int64) {
+		if _, ok := c.deferred[id]; !ok {
+			all = append(all, ent{id, at})
+		}
+	})
+	slices.SortFunc(all, func(a, b ent) int {
+		if d := cmp.Compare(a.at, b.at); d != 0 {
+			return d
+		}
+		return slices.Compare(a.id[:], b.id[:])
+	})
+	keep := c.cfg.MaxLoaded * 3 / 4
+	if keep >= len(all) || keep == 0 {
+		return
+	}
+	for _, x := range all[keep:] {
+		c.forget(x.id)
+	}
+	last := all[keep-1]
+	c.cursor = store.Cursor{At: time.UnixMilli(last.at), ID: last.id}
+	c.capped = true
+}
