@@ -98,8 +98,8 @@ func New(now time.Time, cfg Config) *Core {
 		cfg.Rated = func(string) bool { return false }
 	}
 	return &Core{
-		cfg:   cfg,
-		wheel: timingwheel.New[task.ID](now.UnixMilli()),
+		cfg:      cfg,
+		wheel:    timingwheel.New[task.ID](now.UnixMilli()),
 		armed:    -1,
 		app:      make(map[task.ID]string),
 		seq:      make(map[task.ID]uint64),

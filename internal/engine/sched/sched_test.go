@@ -96,7 +96,7 @@ func TestStaleCopyIgnored(t *testing.T) {
 	c := newCore(100)
 	loadTo(t, c, ms(1000))
 	c.Track(Entry{ID: id(1), WakeAt: ms(500), Seq: 2})
-	c.Track(Entry{ID: id(1), Seq: 1})               // the older copy: nothing pending
+	c.Track(Entry{ID: id(1), Seq: 1})                // the older copy: nothing pending
 	c.Track(Entry{ID: id(1), WakeAt: ms(5), Seq: 1}) // or another time
 	if at, ok := c.wheel.Contains(id(1)); !ok || at != ms(500).UnixMilli() {
 		t.Fatalf("entry after stale copies: %v %v, want at 500ms", at, ok)
