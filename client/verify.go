@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -14,11 +15,27 @@ import (
 // HeaderSignature carries the signature of a push from toc, when its app
 // has signing secrets:
 //
-//	Toc-Signature: t=1767225600,v1=9b952ed176ed062ee6d3e3bf2d62af910dad6d0863ed4b52e9bd732e9f4e3ac2
+//	Toc-Signature: t=1767225600,v1=a59cb34cdee7fbb2e8d1ae07fe0c033e96a0aca0a4b0cf3c3f84594bedec8524
 //
 // t is the signing time in Unix seconds and v1 the hex HMAC-SHA256, keyed
-// with the secret, of t, a ".", and the request body. [Verify] checks it.
+// with the secret, of
+//
+//	t + "." + task id + "." + attempt + "." + body
+//
+// where the task id and the attempt are the [HeaderTaskID] and
+// [HeaderAttempt] header values of the push, so a signature vouches for
+// one delivery of one task and cannot be replayed as another. [Verify]
+// checks it.
 const HeaderSignature = "Toc-Signature"
+
+// Headers toc sets on every push that the signature covers.
+const (
+	// HeaderTaskID is the id of the task delivered, in its text form.
+	HeaderTaskID = "Toc-Task-Id"
+	// HeaderAttempt is the number of the delivery attempt, in decimal,
+	// counted from 1.
+	HeaderAttempt = "Toc-Attempt"
+)
 
 // SignatureToleranceDefault is how far the signing time of a push may be
 // from the receiver's clock when [Verify] is given a tolerance of 0.
@@ -28,26 +45,38 @@ const SignatureToleranceDefault = 5 * time.Minute
 var (
 	// ErrNoSignature: the header is empty or has no v1 signature.
 	ErrNoSignature = errors.New("toc: no signature")
-	// ErrBadSignature: the header is malformed, or no v1 signature in it
-	// matches the body under any of the secrets.
+	// ErrBadSignature: the signature, task id or attempt header is
+	// malformed, or no v1 signature matches the push under any of the
+	// secrets.
 	ErrBadSignature = errors.New("toc: bad signature")
 	// ErrSignatureExpired: the signature matches but its time is further
 	// from now than the tolerance; it may be a replay.
 	ErrSignatureExpired = errors.New("toc: signature expired")
 )
 
-// Sign returns the value of the [HeaderSignature] header for body, signed
-// with secret at time t. toc calls it for every push of an app that has
-// secrets; receivers need only [Verify], but Sign helps to test them.
-func Sign(secret string, t time.Time, body []byte) string {
+// Sign returns the value of the [HeaderSignature] header for the push of
+// body as attempt number attempt of the task taskID, signed with secret at
+// time t. taskID and attempt must be sent as the [HeaderTaskID] and
+// [HeaderAttempt] headers of the same push, attempt formatted in decimal;
+// [Verify] refuses a task id that is not 1 to 64 ASCII letters and digits
+// (a toc task id is 26) or a negative attempt. toc calls Sign for every
+// push of an app that has secrets; receivers need only [Verify], but Sign
+// helps to test them.
+func Sign(secret string, t time.Time, taskID string, attempt int, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, taskID, strconv.Itoa(attempt), body))
 }
 
-// mac is HMAC-SHA256(secret, ts + "." + body).
-func mac(secret, ts string, body []byte) []byte {
+// mac is HMAC-SHA256(secret, ts + "." + taskID + "." + attempt + "." + body).
+// ts and attempt are digits and taskID letters and digits, so the message
+// splits back into its parts one way only.
+func mac(secret, ts, taskID, attempt string, body []byte) []byte {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write([]byte(taskID))
+	m.Write([]byte{'.'})
+	m.Write([]byte(attempt))
 	m.Write([]byte{'.'})
 	m.Write(body)
 	return m.Sum(nil)
@@ -57,22 +86,30 @@ func mac(secret, ts string, body []byte) []byte {
 // many times over.
 const maxSignatureHeader = 4 << 10
 
-// Verify checks the [HeaderSignature] header of a push against its raw body
-// (the exact bytes received, before any decoding). It returns nil when a v1
-// signature in the header matches under any of secrets and the signing time
-// is within tolerance of now ([SignatureToleranceDefault] when tolerance is
-// 0 or less). Giving two secrets, the new and the old, accepts pushes
-// signed with either while a secret is rotated; toc signs with the first of
-// an app's secrets. Empty secrets are ignored.
+// Verify checks the [HeaderSignature] header of a push, given its request
+// headers h and its raw body (the exact bytes received, before any
+// decoding):
 //
-// The error is [ErrNoSignature], [ErrBadSignature] or [ErrSignatureExpired],
+//	err := client.Verify(secrets, r.Header, body, 0)
+//
+// It returns nil when a v1 signature in the header matches the body, the
+// [HeaderTaskID] and the [HeaderAttempt] of h under any of secrets, and the
+// signing time is within tolerance of now ([SignatureToleranceDefault] when
+// tolerance is 0 or less). After a nil error, the task id and attempt
+// headers are the ones toc sent with this body, so a receiver may
+// de-duplicate by them. Giving two secrets, the new and the old, accepts
+// pushes signed with either while a secret is rotated; toc signs with the
+// first of an app's secrets. Empty secrets are ignored.
+//
+// The error is [ErrNoSignature], [ErrBadSignature] (also for a missing,
+// repeated or malformed task id or attempt header) or [ErrSignatureExpired],
 // possibly wrapped with detail; answer any of them with 401 and do not act
 // on the body. Signatures are compared in constant time.
-func Verify(secrets []string, header string, body []byte, tolerance time.Duration) error {
+func Verify(secrets []string, h http.Header, body []byte, tolerance time.Duration) error {
 	if tolerance <= 0 {
 		tolerance = SignatureToleranceDefault
 	}
-	header = strings.TrimSpace(header)
+	header := strings.TrimSpace(h.Get(HeaderSignature))
 	if header == "" {
 		return ErrNoSignature
 	}
@@ -111,13 +148,27 @@ func Verify(secrets []string, header string, body []byte, tolerance time.Duratio
 	if len(sigs) == 0 {
 		return fmt.Errorf("%w: no v1 signature in the header", ErrNoSignature)
 	}
+	taskID, err := singleHeader(h, HeaderTaskID)
+	if err != nil {
+		return err
+	}
+	if !isAlnum(taskID) {
+		return fmt.Errorf("%w: %s is not 1 to 64 ASCII letters and digits", ErrBadSignature, HeaderTaskID)
+	}
+	attempt, err := singleHeader(h, HeaderAttempt)
+	if err != nil {
+		return err
+	}
+	if !isDigits(attempt) {
+		return fmt.Errorf("%w: %s is not 1 to 19 decimal digits", ErrBadSignature, HeaderAttempt)
+	}
 	matched, keyed := false, false
 	for _, s := range secrets {
 		if s == "" {
 			continue
 		}
 		keyed = true
-		want := mac(s, ts, body)
+		want := mac(s, ts, taskID, attempt, body)
 		for _, sig := range sigs {
 			// Check every pair, so the time taken does not say which one matched.
 			if hmac.Equal(sig, want) {
@@ -149,6 +200,34 @@ func isDigits(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// singleHeader returns the one value of the header key in h. None, or more
+// than one (which a receiver might read differently than Verify does), is
+// an [ErrBadSignature].
+func singleHeader(h http.Header, key string) (string, error) {
+	switch vs := h.Values(key); len(vs) {
+	case 0:
+		return "", fmt.Errorf("%w: no %s header", ErrBadSignature, key)
+	case 1:
+		return vs[0], nil
+	default:
+		return "", fmt.Errorf("%w: %d %s headers, want 1", ErrBadSignature, len(vs), key)
+	}
+}
+
+// isAlnum reports whether s is 1 to 64 ASCII letters and digits.
+func isAlnum(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
 			return false
 		}
 	}

@@ -87,7 +87,7 @@ func TestSecuredServer(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		pushes++
-		sigErr = client.Verify([]string{secret}, r.Header.Get("Toc-Signature"), body, time.Minute)
+		sigErr = client.Verify([]string{secret}, r.Header, body, time.Minute)
 	}))
 	t.Cleanup(rcv.Close)
 

@@ -3,8 +3,15 @@
 // # Signatures
 //
 // When [Config.Secrets] gives an app secrets, every push of the app carries
-// a [HeaderSignature] header made by [client.Sign] with the first of them;
+// a [HeaderSignature] header made by [client.Sign] with the first of them,
+// over the body and the [HeaderTaskID] and [HeaderAttempt] values sent;
 // receivers check it with [client.Verify].
+//
+// # Credentials in target URLs
+//
+// A target URL may carry a user and password (https://user:pass@host/).
+// Errors show the URL with the password masked by [url.URL.Redacted], as
+// they end up in the task's last error.
 //
 // # Internal addresses
 //
@@ -25,7 +32,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,8 +223,19 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(t.Payload))
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		// A *url.Error quotes the raw URL, and its cause may quote a piece
+		// of it (a port, an escape) that could be part of a password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+			if strings.Contains(h.URL, "@") {
+				err = errors.New("malformed URL")
+			}
+		}
+		return fmt.Errorf("build request for POST %s: %w", redactRaw(h.URL), err)
 	}
+	// The URL as errors show it.
+	target := req.URL.Redacted()
 	for k, v := range h.Headers {
 		req.Header.Set(k, v)
 	}
@@ -227,34 +247,43 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		}
 	}
 	req.Header.Set("User-Agent", s.userAgent)
-	req.Header.Set(HeaderTaskID, t.ID.String())
+	taskID := t.ID.String()
+	req.Header.Set(HeaderTaskID, taskID)
 	req.Header.Set(HeaderApp, t.App)
 	if t.Key != "" {
 		req.Header.Set(HeaderKey, t.Key)
 	}
+	// client.Sign formats the attempt as strconv.Itoa does, so the
+	// signature covers the header value sent.
 	req.Header.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
 	req.Header.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
 	if secret := s.signingSecret(t.App); secret != "" {
-		req.Header.Set(HeaderSignature, client.Sign(secret, time.Now(), t.Payload))
+		req.Header.Set(HeaderSignature, client.Sign(secret, time.Now(), taskID, t.Attempts, t.Payload))
 	}
 
 	resp, err := s.clientFor(t.App).Do(req)
 	if err != nil {
 		var be *netguard.BlockedError
 		if errors.As(err, &be) {
-			return fmt.Errorf("POST %s: %w", h.URL, be)
+			return fmt.Errorf("POST %s: %w", target, be)
 		}
 		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("POST %s: no answer within %s", h.URL, timeout)
+			return fmt.Errorf("POST %s: no answer within %s", target, timeout)
 		}
-		return fmt.Errorf("POST %s: %w", h.URL, err)
+		// The *url.Error of http.Client quotes the URL again, in a form of
+		// its own: keep only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("POST %s: %w", target, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
 	// Drain a little more so the connection can be reused; give up on huge bodies.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := fmt.Sprintf("POST %s: %s", h.URL, resp.Status)
+		msg := fmt.Sprintf("POST %s: %s", target, resp.Status)
 		if len(bytes.TrimSpace(body)) > 0 {
 			snippet := body
 			if len(snippet) > 200 {
@@ -274,3 +303,18 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string { return e.msg }
+
+// redactRaw masks what may be credentials in rawURL, which [url.Parse]
+// refused and so cannot be redacted field by field: everything between
+// the scheme and the last "@", user name included.
+func redactRaw(rawURL string) string {
+	at := strings.LastIndex(rawURL, "@")
+	if at < 0 {
+		return rawURL
+	}
+	start := 0
+	if i := strings.Index(rawURL, "://"); i >= 0 && i+3 <= at {
+		start = i + 3
+	}
+	return rawURL[:start] + "xxxxx" + rawURL[at:]
+}

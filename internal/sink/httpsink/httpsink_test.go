@@ -145,7 +145,7 @@ func TestSignedPush(t *testing.T) {
 	secrets := map[string][]string{"billing": {"new", "old"}, "skips-empty": {"", "only"}}
 	verdict := make(chan error, 1)
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		err := client.Verify(secrets[r.Header.Get(httpsink.HeaderApp)], r.Header.Get(client.HeaderSignature), body, 0)
+		err := client.Verify(secrets[r.Header.Get(httpsink.HeaderApp)], r.Header, body, 0)
 		verdict <- err
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
@@ -156,24 +156,41 @@ func TestSignedPush(t *testing.T) {
 	s := newSink(t, httpsink.Config{Secrets: func(app string) []string { return secrets[app] }})
 
 	payload := "\x00binary\xff payload"
-	if err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL, payload)); err != nil {
+	tk := newTask("billing", rc.srv.URL, payload)
+	tk.Attempts = 3
+	if err := s.Deliver(context.Background(), tk); err != nil {
 		t.Fatalf("signed push refused: %v", err)
 	}
 	if err := <-verdict; err != nil {
 		t.Fatal(err)
 	}
 	p := <-rc.pushes
-	sig := p.header.Get(httpsink.HeaderSignature)
+	if got := p.header.Get(httpsink.HeaderAttempt); got != "3" {
+		t.Errorf("%s = %q, want 3", httpsink.HeaderAttempt, got)
+	}
 	// Signed with the first secret: it verifies with that one alone, not
 	// with the second alone.
-	if err := client.Verify([]string{"new"}, sig, p.body, 0); err != nil {
+	if err := client.Verify([]string{"new"}, p.header, p.body, 0); err != nil {
 		t.Errorf("not signed with the first secret: %v", err)
 	}
-	if err := client.Verify([]string{"old"}, sig, p.body, 0); !errors.Is(err, client.ErrBadSignature) {
+	if err := client.Verify([]string{"old"}, p.header, p.body, 0); !errors.Is(err, client.ErrBadSignature) {
 		t.Errorf("verified with the second secret alone: %v", err)
 	}
-	if err := client.Verify([]string{"new"}, sig, []byte(payload+"!"), 0); !errors.Is(err, client.ErrBadSignature) {
+	if err := client.Verify([]string{"new"}, p.header, []byte(payload+"!"), 0); !errors.Is(err, client.ErrBadSignature) {
 		t.Errorf("tampered body: %v", err)
+	}
+	// The signature covers the task id and the attempt sent.
+	for name, change := range map[string]func(h http.Header){
+		"another task id": func(h http.Header) { h.Set(httpsink.HeaderTaskID, task.ID{2}.String()) },
+		"another attempt": func(h http.Header) { h.Set(httpsink.HeaderAttempt, "4") },
+		"no task id":      func(h http.Header) { h.Del(httpsink.HeaderTaskID) },
+		"no attempt":      func(h http.Header) { h.Del(httpsink.HeaderAttempt) },
+	} {
+		h := p.header.Clone()
+		change(h)
+		if err := client.Verify([]string{"new"}, h, p.body, 0); !errors.Is(err, client.ErrBadSignature) {
+			t.Errorf("%s: %v, want %v", name, err, client.ErrBadSignature)
+		}
 	}
 
 	if err := s.Deliver(context.Background(), newTask("skips-empty", rc.srv.URL, "x")); err != nil {
@@ -192,6 +209,102 @@ func TestSignedPush(t *testing.T) {
 	}
 	if err == nil {
 		t.Error("receiver accepted an unsigned push")
+	}
+}
+
+// TestSignedPushNotReplayable: the pushes of two tasks with the same body,
+// or of two attempts of one task, do not verify as each other.
+func TestSignedPushNotReplayable(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	s := newSink(t, httpsink.Config{Secrets: func(string) []string { return []string{"s1"} }})
+	a, b := newTask("billing", rc.srv.URL, `{"same":1}`), newTask("billing", rc.srv.URL, `{"same":1}`)
+	b.ID = task.ID{2}
+	a2 := newTask("billing", rc.srv.URL, `{"same":1}`)
+	a2.Attempts = 1
+	var got []push
+	for _, tk := range []*task.Task{a, b, a2} {
+		if err := s.Deliver(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, <-rc.pushes)
+	}
+	for i, p := range got {
+		if err := client.Verify([]string{"s1"}, p.header, p.body, 0); err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+	}
+	// Push a's signature with b's (or a2's) headers, as a replay would be.
+	for _, other := range got[1:] {
+		h := other.header.Clone()
+		h.Set(httpsink.HeaderSignature, got[0].header.Get(httpsink.HeaderSignature))
+		if err := client.Verify([]string{"s1"}, h, other.body, 0); !errors.Is(err, client.ErrBadSignature) {
+			t.Errorf("task %s attempt %s verified with the signature of task %s attempt %s: %v",
+				h.Get(httpsink.HeaderTaskID), h.Get(httpsink.HeaderAttempt),
+				got[0].header.Get(httpsink.HeaderTaskID), got[0].header.Get(httpsink.HeaderAttempt), err)
+		}
+	}
+}
+
+// TestHeaderNames: receivers read the signed headers by client's names.
+func TestHeaderNames(t *testing.T) {
+	t.Parallel()
+	if httpsink.HeaderTaskID != client.HeaderTaskID || httpsink.HeaderAttempt != client.HeaderAttempt {
+		t.Errorf("httpsink sends %s and %s, client verifies %s and %s",
+			httpsink.HeaderTaskID, httpsink.HeaderAttempt, client.HeaderTaskID, client.HeaderAttempt)
+	}
+}
+
+// TestDeliverRedactsPassword: a password in the target URL never shows in
+// an error, which becomes the task's last error.
+func TestDeliverRedactsPassword(t *testing.T) {
+	t.Parallel()
+	const secret = "hunter2-pw"
+	withPassword := func(base string) string {
+		return strings.Replace(base, "http://", "http://user:"+secret+"@", 1)
+	}
+
+	// A closed port on loopback: connection refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+
+	failing := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	})
+	slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		<-r.Context().Done()
+	})
+	s := newSink(t, httpsink.Config{})
+	tests := []struct {
+		name, url string
+		prefix    string // of the error message
+	}{
+		{name: "connection refused", url: withPassword(closed) + "/hook", prefix: "POST http://user:xxxxx@" + ln.Addr().String() + "/hook: "},
+		{name: "non-2xx", url: withPassword(failing.srv.URL) + "/hook", prefix: "POST http://user:xxxxx@"},
+		{name: "timeout", url: withPassword(slow.srv.URL), prefix: "POST http://user:xxxxx@"},
+		{name: "malformed URL", url: withPassword(closed) + "/%zz", prefix: "build request for POST http://xxxxx@"},
+		{name: "malformed URL, password with a slash", url: "http://user:" + secret + "/x@" + ln.Addr().String() + "/", prefix: "build request for POST http://xxxxx@"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tk := newTask("billing", tt.url, "x")
+			tk.Target.HTTP.Timeout = task.Duration(100 * time.Millisecond)
+			err := s.Deliver(context.Background(), tk)
+			if err == nil {
+				t.Fatal("Deliver = nil, want an error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error shows the password: %q", err)
+			}
+			if !strings.HasPrefix(err.Error(), tt.prefix) {
+				t.Errorf("error %q, want it to start with %q", err, tt.prefix)
+			}
+		})
 	}
 }
 
