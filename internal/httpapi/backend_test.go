@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/toc-dev/toc/internal/cluster"
 	"github.com/toc-dev/toc/internal/store"
@@ -67,6 +68,14 @@ func TestMain(m *testing.M) {
 		}
 		return m.Run()
 	}()
+	// After the Redis Cluster has stopped, so that its clients are gone too:
+	// every goroutine has an owner that waits for it (STYLE.md 8).
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
