@@ -1,7 +1,9 @@
 // Package storesize measures what a toc cluster keeps in its shared stores,
 // for `toc bench --workload pending`: the memory of its Redis and the size
-// of its PostgreSQL databases. It is the one package of the benchmark that
-// imports their drivers.
+// of its PostgreSQL databases. For `toc bench suite` it also creates and
+// drops a cluster's database, deletes its keys and reads the services'
+// versions. It is the one package of the benchmark that imports their
+// drivers.
 package storesize
 
 import (
@@ -126,4 +128,137 @@ func postgresSize(ctx context.Context, dsn string) (int64, error) {
 	var n int64
 	err = conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&n)
 	return n, err
+}
+
+// Ping checks that the Redis answers.
+func (r *Redis) Ping(ctx context.Context) error {
+	return r.eachNode(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+}
+
+// Version returns redis_version of INFO server and the appendonly setting,
+// of the server or of one master of a cluster.
+func (r *Redis) Version(ctx context.Context) (version, appendOnly string, err error) {
+	err = r.eachNode(ctx, func(ctx context.Context, c *redis.Client) error {
+		if version != "" {
+			return nil
+		}
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				version = v
+			}
+		}
+		cfg, err := c.ConfigGet(ctx, "appendonly").Result()
+		if err != nil {
+			return err
+		}
+		appendOnly = cfg["appendonly"]
+		return nil
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("redis version: %w", err)
+	}
+	return version, appendOnly, nil
+}
+
+// DeletePrefix deletes every key under "prefix:" and returns how many
+// there were.
+func (r *Redis) DeletePrefix(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.eachNode(ctx, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, r.prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			d, err := c.Del(ctx, iter.Val()).Result()
+			if err != nil {
+				return err
+			}
+			n += d
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		return n, fmt.Errorf("redis: delete keys under %s: %w", r.prefix, err)
+	}
+	return n, nil
+}
+
+// Queues counts the members of the cluster's store and prepare queues
+// (sorted sets "prefix:{tag}:store" and "prefix:{tag}:prepare"), summed
+// over the tags.
+func (r *Redis) Queues(ctx context.Context) (store, prepare int64, err error) {
+	err = r.eachNode(ctx, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, r.prefix+":{*}:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			var sum *int64
+			switch {
+			case strings.HasSuffix(k, ":store"):
+				sum = &store
+			case strings.HasSuffix(k, ":prepare"):
+				sum = &prepare
+			default:
+				continue
+			}
+			n, err := c.ZCard(ctx, k).Result()
+			if err != nil {
+				return fmt.Errorf("zcard %s: %w", k, err)
+			}
+			*sum += n
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis queues under %s: %w", r.prefix, err)
+	}
+	return store, prepare, nil
+}
+
+// PostgresVersion is the server_version of the PostgreSQL at dsn.
+func PostgresVersion(ctx context.Context, dsn string) (string, error) {
+	var v string
+	err := withPostgres(ctx, dsn, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	})
+	if err != nil {
+		return "", fmt.Errorf("postgres version: %w", err)
+	}
+	return v, nil
+}
+
+// CreateDatabase creates database name, connected to the server through
+// dsn (a DSN of another database of it).
+func CreateDatabase(ctx context.Context, dsn, name string) error {
+	err := withPostgres(ctx, dsn, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// DropDatabase drops database name if it exists, closing its connections
+// (WITH (FORCE), PostgreSQL 13 and later).
+func DropDatabase(ctx context.Context, dsn, name string) error {
+	err := withPostgres(ctx, dsn, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func withPostgres(ctx context.Context, dsn string, fn func(*pgx.Conn) error) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return fn(conn)
 }

@@ -1,0 +1,200 @@
+package bench_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toc-dev/toc/internal/bench"
+)
+
+// suiteResults are results as `toc bench --json` and the peers print them,
+// from the run that wrote bench/RESULTS.md with run.sh and jq; the
+// cluster's variants as the suite rewrites them.
+const suiteResults = `
+{"system":"toc","variant":"push, embedded","workload":"fire","nodes":1,"n":50000,"batch":1000,"concurrency":16,"spread_sec":5,"fired":50000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":28827.6,"lateness_ms":{"min":0.149,"p50":2.005,"p90":64.767,"p99":146.164,"p999":199.078,"max":251.988},"rss_bytes":1,"disk_bytes":1,"notes":["embedded: the server runs in the bench process; rss_bytes is that process (server, bench clients and receiver)"]}
+{"system":"toc","variant":"push, embedded","workload":"schedule","nodes":1,"n":20000,"batch":1,"concurrency":16,"fired":20000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":5665.3,"lateness_ms":{"min":69.691,"p50":929.539,"p90":1454.893,"p99":1576.678,"p999":1584.873,"max":1587.649},"rss_bytes":1,"disk_bytes":1}
+{"system":"toc","variant":"server","workload":"pending","nodes":1,"n":1000000,"batch":1000,"concurrency":16,"fired":0,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":24996.2,"lateness_ms":{"min":0,"p50":0,"p90":0,"p99":0,"p999":0,"max":0},"rss_bytes":154800000,"disk_bytes":270500000,"rss_bytes_per_task":102.9,"disk_bytes_per_task":245.3,"fill_per_sec":19183.7,"notes":["1100000 jobs pending (1000000 + a probe of 100000); per-task figures are growth from before the fill"]}
+{"system":"toc","variant":"push, cluster, 1 node","workload":"fire","nodes":1,"n":20000,"batch":1000,"concurrency":16,"spread_sec":5,"fired":20000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":12664.2,"lateness_ms":{"min":4.394,"p50":280.272,"p90":708.25,"p99":1303.319,"p999":1632.649,"max":1880.889},"rss_bytes":0,"disk_bytes":0}
+{"system":"toc","variant":"push, cluster, 1 node","workload":"schedule","nodes":1,"n":5000,"batch":1,"concurrency":16,"fired":5000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":1140.9,"lateness_ms":{"min":49.314,"p50":1013.732,"p90":1584.042,"p99":1782.19,"p999":1796.098,"max":1796.215},"rss_bytes":0,"disk_bytes":0}
+{"system":"toc","variant":"push, cluster, 1 node","workload":"schedule","nodes":1,"n":10000,"batch":1000,"concurrency":16,"fired":10000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":10208.1,"lateness_ms":{"min":79.3,"p50":1699.784,"p90":2829.043,"p99":3119.561,"p999":3128.933,"max":3143.854},"rss_bytes":0,"disk_bytes":0}
+{"system":"toc","variant":"cluster, 1 node","workload":"pending","nodes":1,"n":100000,"batch":1000,"concurrency":16,"fired":0,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":18766.9,"lateness_ms":{"min":0,"p50":0,"p90":0,"p99":0,"p999":0,"max":0},"rss_bytes":126800000,"disk_bytes":0,"rss_bytes_per_task":732.4,"fill_per_sec":15799.1,"redis_bytes":145304,"redis_bytes_per_task":1.2978,"redis_prefix_bytes":0,"sql_bytes":64850000,"sql_bytes_per_task":589.5}
+{"system":"toc","variant":"push, cluster, 3 nodes","workload":"schedule","nodes":3,"n":5000,"batch":1,"concurrency":16,"fired":5000,"missing":2,"duplicates":3,"early":0,"schedule_per_sec":941.2,"lateness_ms":{"min":214.771,"p50":1665.959,"p90":2517.758,"p99":2731.447,"p999":2739.791,"max":2739.895},"rss_bytes":0,"disk_bytes":0}
+{"system":"asynq","variant":"tight poll (DelayedTaskCheckInterval=1ms, TaskCheckInterval=1ms)","workload":"fire","n":50000,"batch":1000,"concurrency":16,"spread_sec":5,"fired":50000,"missing":0,"duplicates":0,"early":7696,"schedule_per_sec":25551.9,"lateness_ms":{"min":-977.506,"p50":1008.147,"p90":2197.27,"p99":2723.641,"p999":2910.006,"max":3015.186},"rss_bytes":0,"disk_bytes":0,"notes":["asynq has no batch enqueue: a batch is that many Enqueue calls in a row"]}
+`
+
+func suiteReport(t *testing.T) *bench.Report {
+	t.Helper()
+	rep := &bench.Report{
+		Command: "toc bench suite",
+		Written: time.Date(2026, 11, 23, 18, 31, 5, 0, time.UTC),
+		Took:    336*time.Second + 700*time.Millisecond,
+		Machine: bench.Machine{
+			CPUs: 2, CPUModel: "AMD EPYC", MemoryBytes: 24_641_544 << 10, OS: "Linux 6.18.44-fc-v769", Go: "go1.26.8", Toc: "37e4c54",
+			Asynq: "v0.26.0", Redis: "7.0.15", RedisAppendOnly: "no",
+			River: "v0.51.1", RiverPGXv5: "v0.51.1", PGX: "v5.12.0", Postgres: "15.20 (Debian 15.20-0+deb12u1)",
+			LoadBefore: "1.45 4.07 4.27", LoadAfter: "3.08 4.11 4.23",
+		},
+		ClusterNodes:   []int{1, 2, 3},
+		ClusterMaxWait: time.Minute,
+		Skipped:        []string{"skipped river: PostgreSQL on 127.0.0.1:5432 did not answer"},
+		NodeNotes:      []string{"c1-fire: when the nodes stopped, 0 members were left in Redis store queues and 129 in prepare queues"},
+		Commands: []string{
+			"toc bench --embedded --workload fire --n 50000 --spread 5s",
+			"(cd bench/peers && go run . --system asynq --poll tight --redis-db 13 --workload fire --n 50000 --spread 5s)",
+		},
+	}
+	for line := range strings.Lines(strings.TrimSpace(suiteResults)) {
+		r := new(bench.Result)
+		if err := json.Unmarshal([]byte(line), r); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if r.System == "toc" {
+			r.Targets = bench.TocTargets(r)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep
+}
+
+// TestWriteMarkdown holds the suite's Markdown to the rows run.sh's jq
+// wrote from the same results (copied from bench/RESULTS.md), and to its
+// sections in order.
+func TestWriteMarkdown(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	if err := bench.WriteMarkdown(&b, suiteReport(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	lines := strings.Split(got, "\n")
+
+	// Key rows, each exactly as run.sh wrote it.
+	for _, want := range []string{
+		"Written by `toc bench suite` (`bash bench/run.sh` runs it) on 2026-11-23 18:31 UTC in 336s; run it",
+		"| CPUs (`nproc`) | 2 (AMD EPYC) |",
+		"| memory | 23.5 GiB |",
+		"| OS | Linux 6.18.44-fc-v769 |",
+		"| toc | 37e4c54 |",
+		"| asynq | v0.26.0, Redis 7.0.15 (appendonly no) |",
+		"| river | v0.51.1, riverpgxv5 v0.51.1, pgx v5.12.0, PostgreSQL 15.20 (Debian 15.20-0+deb12u1) |",
+		"| toc cluster | nodes with `toc serve`'s defaults (4 SQL tables, 64 slots, a 10 min hot window) over PostgreSQL 15.20 (Debian 15.20-0+deb12u1) and Redis 7.0.15, all on this machine |",
+		"| load average (1, 5, 15 min) | before 1.45 4.07 4.27, after 3.08 4.11 4.23 |",
+		"- lateness p99 <= 5 ms at 10000 fires/s: **missed** (146.16 ms; fire, push, embedded)",
+		"- lateness max <= 50 ms at 10000 fires/s: **missed** (251.99 ms; fire, push, embedded)",
+		"- schedule >= 40000 tasks/s single from 16 clients: **missed** (5665/s; schedule, push, embedded)",
+		"- rss <= 200 B per pending task: **met** (103 B; pending, server)",
+		"- rss <= 200 B per pending task: **missed** (732 B; pending, cluster, 1 node)",
+		"| toc | push, embedded | fire | 50000 | 5 | 1000 | 16 | 50000 | 0 | 0 | 0 | 28827 | 2.005 | 64.767 | 146.164 | 199.078 | 251.988 | 0.149 |",
+		"| toc | push, embedded | schedule | 20000 |  | 1 | 16 | 20000 | 0 | 0 | 0 | 5665 | 929.539 | 1454.893 | 1576.678 | 1584.873 | 1587.649 | 69.691 |",
+		"| toc | push, cluster, 1 node | fire | 20000 | 5 | 1000 | 16 | 20000 | 0 | 0 | 0 | 12664 | 280.272 | 708.25 | 1303.319 | 1632.649 | 1880.889 | 4.394 |",
+		"| asynq | tight poll (DelayedTaskCheckInterval=1ms, TaskCheckInterval=1ms) | fire | 50000 | 5 | 1000 | 16 | 50000 | 0 | 0 | 7696 | 25551 | 1008.147 | 2197.27 | 2723.641 | 2910.006 | 3015.186 | -977.506 |",
+		"toc's cluster mode: 3 node counts (1 2 3), every run on a fresh cluster (a new",
+		"not delivered within the wait (--max-wait 1m after the last",
+		"| 1 | 4000 | 280.272 | 1303.319 | 1880.889 | 0 | 0 | 1140 | 1782.19 | 10208 | 3119.561 |",
+		// 3 nodes: no fire or batch run; the single run's missing and dup.
+		"| 3 |  |  |  |  | 2 | 3 | 941 | 2731.447 |  |  |",
+		"| toc | server | 1000000 | 147.6 | 102 | 257.9 | 245 |  |  |  |  |  | 19183 | 24996 |",
+		"| toc | cluster, 1 node | 100000 | 120.9 | 732 |  |  | 61.8 | 589 | 145304 | 1.3 | 0 | 15799 | 18766 |",
+		"- toc fire push, embedded n=50000 batch 1000: embedded: the server runs in the bench process; rss_bytes is that process (server, bench clients and receiver)",
+		"- toc pending server n=1000000 batch 1000: 1100000 jobs pending (1000000 + a probe of 100000); per-task figures are growth from before the fill",
+		"- asynq fire tight poll (DelayedTaskCheckInterval=1ms, TaskCheckInterval=1ms) n=50000 batch 1000: asynq has no batch enqueue: a batch is that many Enqueue calls in a row",
+		"- skipped river: PostgreSQL on 127.0.0.1:5432 did not answer",
+		"- cluster: c1-fire: when the nodes stopped, 0 members were left in Redis store queues and 129 in prepare queues",
+		"toc bench --embedded --workload fire --n 50000 --spread 5s",
+		"(cd bench/peers && go run . --system asynq --poll tight --redis-db 13 --workload fire --n 50000 --spread 5s)",
+	} {
+		found := false
+		for _, l := range lines {
+			if l == want {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no line\n%s\nin\n%s", want, got)
+		}
+	}
+
+	// The sections and tables in order, as in bench/RESULTS.md.
+	var heads []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "#") || strings.HasPrefix(l, "|--") || strings.HasPrefix(l, "|---") || l == "```sh" {
+			heads = append(heads, l)
+		}
+	}
+	want := []string{
+		"# Benchmark results",
+		"## Machine",
+		"|---|---|",
+		"## Targets",
+		"## Fire and schedule",
+		"|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+		"## Cluster",
+		"|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+		"## Pending",
+		"|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+		"## Notes",
+		"## Commands",
+		"```sh",
+	}
+	if diff := cmp.Diff(want, heads); diff != "" {
+		t.Errorf("sections (-want +got):\n%s", diff)
+	}
+	// Rows per table: fire and schedule (all but pending), cluster (node
+	// counts with runs), pending.
+	if n := countRows(got, "## Fire and schedule"); n != 7 {
+		t.Errorf("fire and schedule table: %d rows, want 7", n)
+	}
+	if n := countRows(got, "## Cluster"); n != 2 {
+		t.Errorf("cluster table: %d rows, want 2", n)
+	}
+	if n := countRows(got, "## Pending"); n != 2 {
+		t.Errorf("pending table: %d rows, want 2", n)
+	}
+	if !strings.HasSuffix(got, "```\n") {
+		t.Errorf("does not end with the commands' closing fence:\n%s", got)
+	}
+}
+
+// countRows counts the rows of the table under heading, its header and
+// separator excluded.
+func countRows(doc, heading string) int {
+	_, rest, _ := strings.Cut(doc, heading+"\n")
+	n := 0
+	in := false
+	for l := range strings.Lines(rest) {
+		switch {
+		case strings.HasPrefix(l, "|"):
+			in = true
+			n++
+		case in:
+			return n - 2
+		}
+	}
+	return n - 2
+}
+
+// TestWriteMarkdownEmpty: a suite with no results still writes every
+// section, with empty tables.
+func TestWriteMarkdownEmpty(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite"}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{"| asynq | , Redis ? (appendonly ?) |", "toc's cluster mode: 0 node counts ()", "## Commands\n\n```sh\n```\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	for _, h := range []string{"## Fire and schedule", "## Cluster", "## Pending"} {
+		if n := countRows(got, h); n != 0 {
+			t.Errorf("%s: %d rows, want 0", h, n)
+		}
+	}
+}
