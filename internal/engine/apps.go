@@ -109,7 +109,7 @@ func (e *Engine) SetPolicies(p Policies) {
 		}
 	}
 	a.mu.Unlock()
-	e.enqueue(unpark...)
+	e.enqueue("", unpark...)
 }
 
 // Policy returns the settings in force for app.
@@ -317,7 +317,7 @@ func (e *Engine) release(app string, id task.ID) {
 	if slot {
 		e.releaseSlot(app, id, max)
 	}
-	e.enqueue(next...)
+	e.enqueue("", next...)
 }
 
 // kickParked sends parked tasks of app to try for the free slots: called
@@ -336,7 +336,7 @@ func (e *Engine) kickParked(app string) {
 		}
 	}
 	a.mu.Unlock()
-	e.enqueue(next...)
+	e.enqueue("", next...)
 }
 
 // InFlight returns app's push attempts under way and tasks parked for a
@@ -368,25 +368,27 @@ func (e *Engine) allowCreate(app string, n int, now time.Time) error {
 	return nil
 }
 
-// enqueue hands fired ids to the workers.
-func (e *Engine) enqueue(ids ...task.ID) {
+// enqueue hands app's due ids to the workers, bypassing the wheel. app
+// ("" when unknown) stays known with them, so that fire finds a rated
+// app's grant before reading the store.
+func (e *Engine) enqueue(app string, ids ...task.ID) {
 	if len(ids) == 0 {
 		return
 	}
 	e.mu.Lock()
-	e.mu.ready = append(e.mu.ready, ids...)
+	if e.mu.core != nil {
+		e.mu.core.Enqueue(app, ids...)
+	}
 	e.mu.Unlock()
 	e.signalReady()
 }
 
-// deferTo puts id back in the wheel at `at` (a rate reservation), whatever
-// the loader's cursor: the store still says it is due now.
-func (e *Engine) deferTo(id task.ID, at time.Time) {
+// deferTo puts id back in the wheel at `at` (a rate reservation, a store
+// write tried again later), whatever the loader's cursor: the store still
+// says it is due now.
+func (e *Engine) deferTo(id task.ID, at time.Time, app string) {
 	e.mu.Lock()
-	if e.mu.wheel != nil {
-		e.mu.wheel.Add(id, at.UnixMilli())
-	}
-	earlier := e.mu.armed.IsZero() || at.Before(e.mu.armed)
+	earlier := e.mu.core != nil && e.mu.core.Defer(id, at, app)
 	e.mu.Unlock()
 	if earlier {
 		signal(e.kick)

@@ -15,17 +15,19 @@
 //
 // # Invariant
 //
-// Every task with a WakeAt at or before the cursor is in the wheel, in the
-// ready queue, or being handled by a worker. Tasks after the cursor are only
-// in the store. Anything written to the store reaches the wheel through
-// track, which checks the task against the cursor; a loader scan that runs
-// concurrently records late arrivals in recent so none falls between the
-// scan and the cursor move (see load).
+// Every live task with a WakeAt at or before the cursor is in the wheel (at
+// or before its WakeAt: an entry may fire early and find the task moved,
+// never late), in the ready queue, or being handled by a worker. Tasks
+// after the cursor are only in the store. Anything written to the store
+// reaches the wheel through track; package sched keeps the invariant
+// against concurrent scans and copies tracked out of order, and its model
+// test (FuzzCore) checks it.
 //
 // # Locks
 //
-// e.mu guards the wheel, the cursor, the ready queue and the pull waiters.
-// It is never held across a store call or a delivery.
+// e.mu guards the scheduling core (package sched: the wheel, the cursor and
+// the ready queue) and the pull waiters. It is never held across a store
+// call or a delivery.
 package engine
 
 import (
@@ -34,14 +36,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/store"
-	"github.com/toc-dev/toc/internal/timingwheel"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -98,6 +99,12 @@ type Config struct {
 	// ShardFor places a new task: its result goes into the task id, so a
 	// lookup by id goes to one shard. Nil: shard 0 (a single node).
 	ShardFor func(app, key string, id task.ID) uint16
+	// CheckTarget, when set, vets the target of every task created, after
+	// the app's default target filled an empty one and Target.Validate
+	// passed: an error refuses the create (a *task.FieldError is a 400
+	// naming the field). toc serve uses it to keep amqp and nats targets
+	// on the brokers the operator allowed. Nil accepts every valid target.
+	CheckTarget func(app string, t task.Target) error
 }
 
 // Limiter holds the apps' delivery limits across a cluster's nodes.
@@ -199,21 +206,10 @@ type Engine struct {
 		sync.Mutex
 		started  bool
 		stopping bool
-		wheel    *timingwheel.Wheel[task.ID]
-		cursor   store.Cursor // everything up to here is loaded
-		scanning bool
-		recent   []store.Wakeup // tracked while a scan ran, beyond the old cursor
-		capped   bool           // the loader stopped for lack of room
-		ready    []task.ID      // fired, waiting for a worker
-		armed    time.Time      // when the run loop's timer fires
-		waiters  map[string]chan struct{}
-		// appOf names the app of wheel entries of rate-limited apps, so
-		// fire can pace them before reading the store.
-		appOf map[task.ID]string
-		// seqOf is the task.Task.Seq of the write each wheel entry came
-		// from (track), so that a stale copy of a task, tracked after a
-		// newer one, cannot move or drop the newer one's entry.
-		seqOf map[task.ID]uint64
+		// core holds the wheel, the loader's cursor and the ready queue
+		// (package sched); nil before Start.
+		core    *sched.Core
+		waiters map[string]chan struct{}
 	}
 
 	// out holds the outcomes of push attempts waiting to be stored
@@ -253,8 +249,6 @@ func New(cfg Config) (*Engine, error) {
 		apps:     newApps(cfg.MaxInFlight),
 	}
 	e.mu.waiters = make(map[string]chan struct{})
-	e.mu.appOf = make(map[task.ID]string)
-	e.mu.seqOf = make(map[task.ID]uint64)
 	return e, nil
 }
 
@@ -267,7 +261,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 		return errors.New("engine: already started")
 	}
-	e.mu.wheel = timingwheel.New[task.ID](now.UnixMilli())
+	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Rated: e.isRated})
 	e.mu.Unlock()
 
 	if e.cfg.Index == nil { // in a cluster, Live tells whose leases are orphaned
@@ -307,7 +301,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time) error {
 		e.mu.Lock()
 		for _, w := range ws {
 			if w.State == task.Delivering && w.Kind != "pull" {
-				e.mu.ready = append(e.mu.ready, w.ID)
+				e.mu.core.Enqueue("", w.ID)
 				n++
 			}
 		}
@@ -378,11 +372,11 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Stats{Ready: len(e.mu.ready), Cursor: e.mu.cursor.At}
-	if e.mu.wheel != nil {
-		s.Wheel = e.mu.wheel.Len()
+	if e.mu.core == nil {
+		return Stats{}
 	}
-	return s
+	s := e.mu.core.Stats()
+	return Stats{Wheel: s.Wheel, Ready: s.Ready, Cursor: s.Cursor}
 }
 
 func signal(ch chan struct{}) {
@@ -402,12 +396,12 @@ func (e *Engine) Boot() string { return e.boot }
 // `at` (a cluster node's notice of another node's write). It enters the
 // wheel if it falls within what is loaded.
 func (e *Engine) Notify(id task.ID, at time.Time, app string) {
-	if app != "" && e.isRated(app) {
-		e.mu.Lock()
-		e.mu.appOf[id] = app
-		e.mu.Unlock()
+	e.mu.Lock()
+	earlier := e.mu.core != nil && e.mu.core.Wake(id, at, app)
+	e.mu.Unlock()
+	if earlier {
+		signal(e.kick)
 	}
-	e.trackWake(id, at)
 }
 
 // Rescan makes the loader read the whole window again from the start (the
@@ -424,10 +418,8 @@ func (e *Engine) Reown() { e.rescan(true) }
 
 func (e *Engine) rescan(forget bool) {
 	e.mu.Lock()
-	e.mu.cursor = store.Cursor{}
-	if forget && e.mu.wheel != nil {
-		e.mu.wheel = timingwheel.New[task.ID](e.mu.wheel.Now())
-		clear(e.mu.appOf)
+	if e.mu.core != nil {
+		e.mu.core.Rescan(forget)
 	}
 	e.mu.Unlock()
 	signal(e.loadKick)
@@ -447,123 +439,27 @@ func (e *Engine) wrote(ctx context.Context, ts ...*task.Task) {
 	}
 }
 
-// trackWake puts id in the wheel at `at` if it is within what is loaded.
-func (e *Engine) trackWake(id task.ID, at time.Time) {
-	e.mu.Lock()
-	if e.mu.wheel == nil {
-		e.mu.Unlock()
-		return
-	}
-	pos := store.Cursor{At: at, ID: id}
-	if e.mu.cursor.Less(pos) {
-		if e.mu.scanning {
-			e.mu.recent = append(e.mu.recent, store.Wakeup{ID: id, At: at})
-		}
-		e.mu.Unlock()
-		return
-	}
-	ms := at.UnixMilli()
-	e.mu.wheel.Add(id, ms)
-	earlier := e.mu.armed.IsZero() || ms < e.mu.armed.UnixMilli()
-	e.mu.Unlock()
-	if earlier {
-		signal(e.kick)
-	}
-}
-
 // track brings the wheel in line with a task just written to (or read from)
-// the store. It is the only way tasks enter the wheel besides the loader.
-//
-// Two writers of one task can finish their writes in one order and call
-// track in the other: a fire that found a pull task due and a claim of it,
-// say. The older copy then must not move or drop the entry of the newer
-// one, or the task is not woken again (a lease that never runs out). Each
-// write is numbered (task.Task.Seq, under the task's store lock), and track
-// ignores a copy older than the one its entry came from. A copy without a
-// number (read back from storage) is taken as it is: what it adds at worst
-// is a stale entry, which fires, finds the task moved and tracks it again.
+// the store: the only way tasks enter the wheel besides the loader. A copy
+// older than one tracked already is ignored (see package sched).
 func (e *Engine) track(t *task.Task) {
-	now := time.Now()
+	wake := t.WakeAt
+	if e.cfg.Index != nil && !e.cfg.Index.Watches(t) {
+		wake = time.Time{} // another node times it
+	}
 	e.mu.Lock()
-	if e.mu.wheel == nil {
+	if e.mu.core == nil {
 		e.mu.Unlock()
 		return
 	}
-	if last, ok := e.mu.seqOf[t.ID]; ok && t.Seq != 0 && t.Seq < last {
-		e.mu.Unlock()
-		return // a newer copy was tracked already
-	}
-	if t.WakeAt.IsZero() || (e.cfg.Index != nil && !e.cfg.Index.Watches(t)) {
-		e.mu.wheel.Remove(t.ID)
-		delete(e.mu.appOf, t.ID)
-		delete(e.mu.seqOf, t.ID)
-		e.mu.Unlock()
-		return
-	}
-	pos := store.Cursor{At: t.WakeAt, ID: t.ID}
-	if e.mu.cursor.Less(pos) {
-		// Beyond what is loaded: the loader will bring it in. If a scan is
-		// under way it may have missed this write; note it for the scan's end.
-		e.mu.wheel.Remove(t.ID)
-		delete(e.mu.appOf, t.ID)
-		delete(e.mu.seqOf, t.ID)
-		if e.mu.scanning {
-			e.mu.recent = append(e.mu.recent, store.Wakeup{ID: t.ID, At: t.WakeAt})
-		}
-		e.mu.Unlock()
-		return
-	}
-	at := t.WakeAt.UnixMilli()
-	e.mu.wheel.Add(t.ID, at)
-	if t.Seq != 0 {
-		e.mu.seqOf[t.ID] = t.Seq
-	}
-	if e.isRated(t.App) {
-		e.mu.appOf[t.ID] = t.App
-	}
-	earlier := e.mu.armed.IsZero() || at < e.mu.armed.UnixMilli()
-	over := e.mu.wheel.Len()+len(e.mu.ready) > e.cfg.MaxLoaded+e.cfg.MaxLoaded/4
-	if over {
-		e.trimLocked()
-	}
+	earlier := e.mu.core.Track(sched.Entry{ID: t.ID, WakeAt: wake, Seq: t.Seq, App: t.App})
 	e.mu.Unlock()
 	if earlier {
 		signal(e.kick)
 	}
-	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(now) {
+	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(time.Now()) {
 		e.notifyPull(t.App)
 	}
-}
-
-// trimLocked shrinks the wheel to 3/4 of MaxLoaded when direct inserts have
-// pushed it well past the cap: it keeps the earliest entries and moves the
-// cursor back to the last one kept, so the loader reloads the rest in order.
-// Rare, and O(n log n) when it happens.
-func (e *Engine) trimLocked() {
-	type ent struct {
-		id task.ID
-		at int64
-	}
-	all := make([]ent, 0, e.mu.wheel.Len())
-	e.mu.wheel.All(func(id task.ID, at int64) { all = append(all, ent{id, at}) })
-	slices.SortFunc(all, func(a, b ent) int {
-		if c := cmp.Compare(a.at, b.at); c != 0 {
-			return c
-		}
-		return slices.Compare(a.id[:], b.id[:])
-	})
-	keep := e.cfg.MaxLoaded * 3 / 4
-	if keep >= len(all) || keep == 0 {
-		return
-	}
-	for _, x := range all[keep:] {
-		e.mu.wheel.Remove(x.id)
-		delete(e.mu.appOf, x.id)
-		delete(e.mu.seqOf, x.id)
-	}
-	last := all[keep-1]
-	e.mu.cursor = store.Cursor{At: time.UnixMilli(last.at), ID: last.id}
-	e.mu.capped = true
 }
 
 // runLoop fires what is due and sleeps until the wheel's next bucket.
@@ -571,24 +467,14 @@ func (e *Engine) runLoop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		now := time.Now()
-		var due []task.ID
 		e.mu.Lock()
-		e.mu.wheel.Advance(now.UnixMilli(), func(id task.ID, _ int64) { due = append(due, id) })
-		if len(due) > 0 {
-			e.mu.ready = append(e.mu.ready, due...)
-		}
-		next, ok := e.mu.wheel.Next()
-		var wait time.Duration
-		if ok {
-			e.mu.armed = time.UnixMilli(next)
-			wait = time.Until(e.mu.armed)
-		} else {
-			e.mu.armed = time.Time{}
-			wait = time.Hour
-		}
+		moved, next := e.mu.core.Advance(time.Now())
 		e.mu.Unlock()
-		if len(due) > 0 {
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = time.Until(next)
+		}
+		if moved > 0 {
 			e.signalReady()
 		}
 		timer.Reset(max(wait, 0))
@@ -627,15 +513,9 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 		}
 		free := max(1, e.cfg.MaxInFlight-int(e.busy.Load()))
 		e.mu.Lock()
-		n := min(len(e.mu.ready), fireBatchMax, free)
-		var ids []task.ID
-		if n > 0 {
-			ids = slices.Clone(e.mu.ready[:n])
-			clear(e.mu.ready[:n])
-			e.mu.ready = e.mu.ready[n:]
-		}
+		taken := e.mu.core.Take(min(fireBatchMax, free))
 		e.mu.Unlock()
-		if n == 0 {
+		if len(taken) == 0 {
 			<-e.writing
 			select {
 			case <-ctx.Done():
@@ -644,7 +524,7 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 				continue
 			}
 		}
-		if !e.handOff(ctx, job{fire: ids}) {
+		if !e.handOff(ctx, job{fire: taken}) {
 			<-e.writing
 			return
 		}
@@ -660,7 +540,7 @@ const fireWriters = 2
 // job is a worker's piece of work: tasks to fire, or a push attempt to
 // deliver.
 type job struct {
-	fire    []task.ID
+	fire    []sched.Taken
 	deliver *task.Task
 }
 
@@ -750,7 +630,7 @@ func (e *Engine) deliverAll(ctx context.Context, ts []*task.Task) {
 // there is room again.
 func (e *Engine) maybeKickLoader() {
 	e.mu.Lock()
-	room := e.mu.capped && e.mu.wheel.Len()+len(e.mu.ready) < e.cfg.MaxLoaded/2
+	room := e.mu.core.NeedsLoad()
 	e.mu.Unlock()
 	if room {
 		signal(e.loadKick)
@@ -784,90 +664,39 @@ func (e *Engine) loadLoop(ctx context.Context) {
 
 const loadPage = 1000
 
-// load moves tasks due up to now+Window from the store into the wheel, in
-// wake order, while there is room.
+// load moves tasks due up to now+Window from the store (or, in a cluster,
+// the node's slots of the index) into the wheel, in wake order, while there
+// is room.
 func (e *Engine) load(ctx context.Context) error {
 	until := time.Now().Add(e.cfg.Window)
 	for {
 		e.mu.Lock()
-		room := e.cfg.MaxLoaded - e.mu.wheel.Len() - len(e.mu.ready)
-		if room <= 0 {
-			e.mu.capped = true
-			e.mu.Unlock()
+		scan, ok := e.mu.core.BeginScan(until, loadPage)
+		e.mu.Unlock()
+		if !ok {
 			return nil
 		}
-		if !e.mu.cursor.Less(store.Cursor{At: until, ID: maxID}) {
-			e.mu.Unlock()
-			return nil // loaded up to until already
-		}
-		from := e.mu.cursor
-		e.mu.scanning = true
-		e.mu.recent = e.mu.recent[:0]
-		e.mu.Unlock()
-
-		limit := min(room, loadPage)
 		var ws []store.Wakeup
 		var err error
 		if e.cfg.Index != nil {
-			ws, err = e.cfg.Index.Wakeups(ctx, from, until, limit)
+			ws, err = e.cfg.Index.Wakeups(ctx, scan.From, scan.Until, scan.Limit)
 		} else {
-			ws, err = e.store.Wakeups(ctx, from, until, limit)
+			ws, err = e.store.Wakeups(ctx, scan.From, scan.Until, scan.Limit)
 		}
-
 		e.mu.Lock()
-		e.mu.scanning = false
-		if err != nil {
-			e.mu.recent = e.mu.recent[:0]
-			e.mu.Unlock()
-			return fmt.Errorf("scan wakeups after %s: %w", from.At.Format(time.RFC3339Nano), err)
-		}
-		if e.mu.cursor != from {
-			// A trim moved the cursor back while we scanned; start over from it.
-			e.mu.recent = e.mu.recent[:0]
-			e.mu.Unlock()
-			continue
-		}
-		var earliest int64 = -1
-		for _, w := range ws {
-			at := w.At.UnixMilli()
-			e.mu.wheel.Add(w.ID, at)
-			if w.App != "" && e.isRated(w.App) {
-				e.mu.appOf[w.ID] = w.App
-			}
-			if earliest < 0 || at < earliest {
-				earliest = at
-			}
-		}
-		full := len(ws) == limit
-		if full {
-			last := ws[len(ws)-1]
-			e.mu.cursor = store.Cursor{At: last.At, ID: last.ID}
-		} else {
-			e.mu.cursor = store.Cursor{At: until, ID: maxID}
-		}
-		for _, r := range e.mu.recent {
-			if !e.mu.cursor.Less(store.Cursor{At: r.At, ID: r.ID}) {
-				at := r.At.UnixMilli()
-				e.mu.wheel.Add(r.ID, at)
-				if earliest < 0 || at < earliest {
-					earliest = at
-				}
-			}
-		}
-		e.mu.recent = e.mu.recent[:0]
-		e.mu.capped = full && room == limit
-		kick := earliest >= 0 && (e.mu.armed.IsZero() || earliest < e.mu.armed.UnixMilli())
+		earlier, again := e.mu.core.EndScan(scan, ws, err != nil)
 		e.mu.Unlock()
-		if kick {
+		if err != nil {
+			return fmt.Errorf("scan wakeups after %s: %w", scan.From.At.Format(time.RFC3339Nano), err)
+		}
+		if earlier {
 			signal(e.kick)
 		}
-		if !full {
+		if !again {
 			return nil
 		}
 	}
 }
-
-var maxID = task.ID{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 
 // sweepLoop deletes finished tasks past the retention period, a page at a
 // time, so that it never holds up the hot path for long.

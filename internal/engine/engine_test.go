@@ -613,8 +613,7 @@ func TestTrackIgnoresStaleCopies(t *testing.T) {
 		at := func() (time.Time, bool) {
 			b.eng.mu.Lock()
 			defer b.eng.mu.Unlock()
-			ms, ok := b.eng.mu.wheel.Contains(tk.ID)
-			return time.UnixMilli(ms), ok
+			return b.eng.mu.core.Contains(tk.ID)
 		}
 		b.eng.track(newer)
 		if got, ok := at(); !ok || !got.Equal(newer.WakeAt) {

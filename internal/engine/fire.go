@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
@@ -53,26 +54,18 @@ const fireBatchMax = 128
 //
 // The pump took a write slot (e.writing) for the job; fireMany gives it
 // back once its store write returned.
-func (e *Engine) fireMany(ctx context.Context, ids []task.ID) {
+func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	wrote := sync.OnceFunc(func() { <-e.writing })
 	defer wrote()
-	fs := make([]firing, 0, len(ids))
-	seen := make(map[task.ID]bool, len(ids))
-	e.mu.Lock()
-	for _, id := range ids {
-		if seen[id] {
+	fs := make([]firing, 0, len(taken))
+	seen := make(map[task.ID]bool, len(taken))
+	for _, tk := range taken {
+		if seen[tk.ID] {
 			continue // fired twice at once: the first look decides for both
 		}
-		seen[id] = true
-		app, known := e.mu.appOf[id]
-		delete(e.mu.appOf, id)
-		if known {
-			fs = append(fs, firing{id: id, knownApp: app})
-		} else {
-			fs = append(fs, firing{id: id})
-		}
+		seen[tk.ID] = true
+		fs = append(fs, firing{id: tk.ID, knownApp: tk.App})
 	}
-	e.mu.Unlock()
 	// Paced apps go through their gate or their local pacing first, before
 	// the store read.
 	kept := fs[:0]
@@ -83,10 +76,7 @@ func (e *Engine) fireMany(ctx context.Context, ids []task.ID) {
 			}
 		} else if f.knownApp != "" {
 			if at := e.preAdmit(f.knownApp, f.id, msNow()); !at.IsZero() {
-				e.mu.Lock()
-				e.mu.appOf[f.id] = f.knownApp
-				e.mu.Unlock()
-				e.deferTo(f.id, at)
+				e.deferTo(f.id, at, f.knownApp)
 				continue
 			}
 		}
@@ -96,9 +86,9 @@ func (e *Engine) fireMany(ctx context.Context, ids []task.ID) {
 	if len(fs) == 0 {
 		return
 	}
-	ids = ids[:0]
-	for _, f := range fs {
-		ids = append(ids, f.id)
+	ids := make([]task.ID, len(fs))
+	for i, f := range fs {
+		ids[i] = f.id
 	}
 
 	ts, errs := e.updateMany(context.WithoutCancel(ctx), ids, noSync, func(ts []*task.Task) []error {
@@ -254,12 +244,7 @@ func (e *Engine) fired(ctx context.Context, f *firing, t *task.Task, err error) 
 		e.untrack(id)
 		return nil, false
 	case errors.Is(err, errSkip) && !f.later.IsZero():
-		if e.isRated(app) {
-			e.mu.Lock()
-			e.mu.appOf[id] = app
-			e.mu.Unlock()
-		}
-		e.deferTo(id, f.later)
+		e.deferTo(id, f.later, app)
 		return nil, false
 	case errors.Is(err, errSkip) && f.parked:
 		return nil, false // release will enqueue it when a slot frees
@@ -356,21 +341,16 @@ func (e *Engine) live(boot string) bool {
 // second from now, so a store hiccup delays it instead of losing it from
 // memory until the next restart.
 func (e *Engine) retryLater(id task.ID) {
-	e.mu.Lock()
-	if e.mu.wheel != nil {
-		e.mu.wheel.Add(id, time.Now().Add(time.Second).UnixMilli())
-	}
-	e.mu.Unlock()
-	signal(e.kick)
+	e.deferTo(id, time.Now().Add(time.Second), "")
 }
 
+// untrack drops id from the wheel (the task is gone, or another node has
+// it).
 func (e *Engine) untrack(id task.ID) {
 	e.mu.Lock()
-	if e.mu.wheel != nil {
-		e.mu.wheel.Remove(id)
+	if e.mu.core != nil {
+		e.mu.core.Untrack(id)
 	}
-	delete(e.mu.appOf, id)
-	delete(e.mu.seqOf, id)
 	e.mu.Unlock()
 }
 

@@ -155,12 +155,7 @@ func (e *Engine) letThrough(app string, ids []task.ID) {
 	if len(ids) == 0 {
 		return
 	}
-	e.mu.Lock()
-	for _, id := range ids {
-		e.mu.appOf[id] = app
-	}
-	e.mu.Unlock()
-	e.enqueue(ids...)
+	e.enqueue(app, ids...)
 }
 
 // askLimiter asks for delivery tokens, then in-flight slots, for ids in

@@ -332,6 +332,15 @@ func (c *Core) Rescan(forget bool) {
 	}
 }
 
+// Contains reports whether id has a wheel entry, and when.
+func (c *Core) Contains(id task.ID) (time.Time, bool) {
+	at, ok := c.wheel.Contains(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(at), true
+}
+
 // Stats is a snapshot of the core.
 type Stats struct {
 	Wheel  int       // entries in the wheel
