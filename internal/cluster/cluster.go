@@ -36,7 +36,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/redisindex"
 	"github.com/toc-dev/toc/task"
@@ -77,13 +76,33 @@ type Config struct {
 	Near time.Duration
 }
 
+// Engine is what a node tells its engine: other nodes' notices, and the
+// changes of slot ownership. The engine (package engine) implements it; the
+// node implements the engine's Index and the RateLimiter its Limiter, so
+// that neither package imports the other.
+type Engine interface {
+	// Boot names the engine's process: the node's member name.
+	Boot() string
+	// Notify: a task another node wrote wakes at `at`.
+	Notify(id task.ID, at time.Time, app string)
+	// NotifyPull: app has pull tasks due (another node's PullDue).
+	NotifyPull(app string)
+	// SlotFreed: one of app's cluster-wide in-flight slots was released.
+	SlotFreed(app string)
+	// Rescan: read the node's slots again (the index has tasks the
+	// engine has not seen).
+	Rescan()
+	// Reown: the node's slots changed; forget what it timed and rescan.
+	Reown()
+}
+
 // Node is one cluster member. It implements engine.Index.
 type Node struct {
 	cfg Config
 	x   *redisindex.Index
 	rdb redis.UniversalClient
 	log *slog.Logger
-	eng *engine.Engine
+	eng Engine
 	me  string
 
 	mu struct {
@@ -98,8 +117,6 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
-
-var _ engine.Index = (*Node)(nil)
 
 // New returns a node; Attach an engine, then Start.
 func New(cfg Config) (*Node, error) {
@@ -123,7 +140,7 @@ func New(cfg Config) (*Node, error) {
 
 // Attach gives the node its engine (which was built with the node as its
 // Index). Call before Start.
-func (n *Node) Attach(e *engine.Engine) {
+func (n *Node) Attach(e Engine) {
 	n.eng = e
 	n.me = e.Boot()
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/toc-dev/toc/internal/engine"
 )
 
 // RateLimiter holds each app's delivery limits across every node:
@@ -23,8 +21,6 @@ type RateLimiter struct {
 	prefix string
 	wake   string // the nodes' wake channel: "slot <app>" when a slot frees
 }
-
-var _ engine.Limiter = (*RateLimiter)(nil)
 
 // NewRateLimiter returns a limiter whose keys start with prefix; it
 // announces freed slots on wakeChannel, which Node listens to.
