@@ -91,13 +91,6 @@ type Task struct {
 	// the deadline, or the end of a lease. Zero when nothing is pending. It is
 	// the key of the store's time index and is not part of the API.
 	WakeAt time.Time `json:"-"`
-
-	// Seq orders the writes of one engine: it numbers each write as it is
-	// made, under the task's store lock, so that the engine can tell a
-	// stale copy of the task from a newer one when two writers finish in
-	// the other order. It lives in memory only: neither stored nor part of
-	// the API, and zero on a task read back from storage.
-	Seq uint64 `json:"-"`
 }
 
 // Event is one entry of a task's history.

@@ -65,6 +65,11 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 	if err := p.Target.Validate(); err != nil {
 		return nil, err
 	}
+	if check := e.cfg.CheckTarget; check != nil {
+		if err := check(p.App, p.Target); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.Retry.Validate(); err != nil {
 		return nil, err
 	}
@@ -177,11 +182,11 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}
 	created := map[string]int{}
-	var fresh []*task.Task
+	var fresh []written
 	for j, r := range rs {
 		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
 		if r.Created {
-			fresh = append(fresh, r.Task)
+			fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
 			created[r.Task.App]++
 		}
 	}
@@ -221,7 +226,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Scheduled {
 			return conflict("change", t, "")
 		}
@@ -259,8 +264,8 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err != nil {
 		return nil, err
 	}
-	e.wrote(ctx, t)
-	return t, nil
+	e.wrote(ctx, w)
+	return w.t, nil
 }
 
 // Cancel cancels a scheduled task. Cancelling a cancelled task succeeds;
@@ -269,7 +274,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		switch t.State {
 		case task.Cancelled:
 			return errSkip
@@ -280,13 +285,13 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 		return conflict("cancel", t, "")
 	})
 	if errors.Is(err, errSkip) {
-		return t, nil
+		return w.t, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	e.wrote(ctx, t)
-	return t, nil
+	e.wrote(ctx, w)
+	return w.t, nil
 }
 
 // CancelByKey cancels app's task with key.
@@ -330,7 +335,7 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Dead && t.State != task.Expired {
 			return conflict("retry", t, "only dead or expired tasks can be retried")
 		}
@@ -344,8 +349,8 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.wrote(ctx, t)
-	return t, nil
+	e.wrote(ctx, w)
+	return w.t, nil
 }
 
 // ClaimParams bounds a claim.
@@ -432,7 +437,8 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 		}
 		return errs
 	})
-	var got, stored []*task.Task
+	var got []*task.Task
+	var stored []written
 	var failed error
 	for i, err := range errs {
 		switch {
@@ -442,8 +448,8 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 			failed = cmp.Or(failed, fmt.Errorf("claim task %s: %w", ids[i], err))
 			continue
 		}
-		t := ts[i]
-		stored = append(stored, t)
+		t := ts[i].t
+		stored = append(stored, ts[i])
 		if claimed[i] {
 			got = append(got, t)
 			if h := e.cfg.Hooks.AttemptStarted; h != nil {
@@ -493,7 +499,7 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 	if lease == "" {
 		return &task.FieldError{Field: "lease", Message: "is required: send the lease token the claim returned"}
 	}
-	t, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Delivering || t.Lease != lease {
 			return conflict(op, t, "the lease is no longer current (it ran out, or the task was claimed again)")
 		}
@@ -503,6 +509,6 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 	if err != nil {
 		return err
 	}
-	e.wrote(ctx, t)
+	e.wrote(ctx, w)
 	return nil
 }

@@ -200,7 +200,7 @@ type Engine struct {
 	writing  chan struct{} // fireWriters tokens: fire jobs before their store write returns
 	work     chan job      // to an idle worker
 	busy     atomic.Int64  // workers doing a job
-	seq      atomic.Uint64 // numbers the writes (task.Task.Seq)
+	seq      atomic.Uint64 // numbers the writes (see written)
 
 	mu struct {
 		sync.Mutex
@@ -428,21 +428,29 @@ func (e *Engine) rescan(forget bool) {
 
 // wrote mirrors tasks just written to the store into the cluster index,
 // then tracks them. A failed mirror is logged: the repair scan restores it.
-func (e *Engine) wrote(ctx context.Context, ts ...*task.Task) {
+func (e *Engine) wrote(ctx context.Context, ws ...written) {
+	if len(ws) == 0 {
+		return
+	}
 	if e.cfg.Index != nil {
+		ts := make([]*task.Task, len(ws))
+		for i, w := range ws {
+			ts[i] = w.t
+		}
 		if err := e.cfg.Index.Sync(context.WithoutCancel(ctx), ts...); err != nil {
 			e.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
 		}
 	}
-	for _, t := range ts {
-		e.track(t)
+	for _, w := range ws {
+		e.track(w)
 	}
 }
 
 // track brings the wheel in line with a task just written to (or read from)
 // the store: the only way tasks enter the wheel besides the loader. A copy
 // older than one tracked already is ignored (see package sched).
-func (e *Engine) track(t *task.Task) {
+func (e *Engine) track(w written) {
+	t := w.t
 	wake := t.WakeAt
 	if e.cfg.Index != nil && !e.cfg.Index.Watches(t) {
 		wake = time.Time{} // another node times it
@@ -452,7 +460,7 @@ func (e *Engine) track(t *task.Task) {
 		e.mu.Unlock()
 		return
 	}
-	earlier := e.mu.core.Track(sched.Entry{ID: t.ID, WakeAt: wake, Seq: t.Seq, App: t.App})
+	earlier := e.mu.core.Track(sched.Entry{ID: t.ID, WakeAt: wake, Seq: w.seq, App: t.App})
 	e.mu.Unlock()
 	if earlier {
 		signal(e.kick)

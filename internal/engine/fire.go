@@ -15,74 +15,66 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// firing is what fireMany learns of one task while it decides what to do
-// with it, and what it does after the write.
+// A fire job is a pipeline over the tasks the wheel says are due:
+//
+//	pace     rated apps' tasks wait for their app's limits before the store is read
+//	lease    one store write for the batch decides each task, under its row lock:
+//	         start a push attempt, expire it, roll back a lease that ran out, or
+//	         mark a pull task due; the cluster index must give an attempt or a
+//	         rollback to this node first
+//	settle   the wheel, the limits and the index follow what was stored (settleFiring)
+//	deliver  the push attempts go to their sinks (deliverAll)
+//
+// Each task's part in it is a firing, whose verdict says what lease decided.
+
+// verdict is what lease decided for one task.
+type verdict uint8
+
+const (
+	vLeave verdict = iota // nothing to store: a stale entry, a lease still running
+	vWrite                // store the change: an expiry, a rollback, a wake for the deadline, a pull task due
+	vPush                 // a push attempt starts: store its lease, then deliver
+	vLater                // the app's rate holds it back until firing.at
+	vPark                 // it waits for one of the app's in-flight slots
+	vGate                 // it waits behind the app's cluster gate
+	vLost                 // another node has it
+)
+
+// firing is one task of a fire job.
 type firing struct {
 	id       task.ID
-	knownApp string // the app the wheel entry named (rate-limited apps)
+	knownApp string // the app the wheel entry named (rated apps)
 	app      string // the app of the task as read
-
-	push, pullDue, parked, gated, lost, leasedInIndex bool
-	later                                             time.Time // admitted only then
+	v        verdict
+	pullDue  bool      // a pull task became due: wake the claims waiting
+	at       time.Time // vLater: admitted only then
 
 	claim   claimFor      // what the cluster index must give this node first
 	until   time.Time     // the claim's hold
 	timeout time.Duration // of the push attempt
+	inIndex bool          // the claim put the lease in the index already
 }
 
 // claimFor says why a task needs the cluster index's claim.
 type claimFor uint8
 
 const (
-	noClaim      claimFor = iota // decide settled it without the index
+	noClaim      claimFor = iota // decided without the index
 	claimAttempt                 // a push attempt
 	claimExpired                 // rolling back a lease that ran out
 )
 
-// errClaim is decide's answer for a task that goes on only once the
-// cluster index has given it to this node.
-var errClaim = errors.New("engine: needs the index's claim")
-
 // fireBatchMax bounds the tasks fireMany writes in one store call.
 const fireBatchMax = 128
 
-// fireMany handles tasks the wheel says need a look, with one store write
-// for them all: it starts push attempts, expires tasks, rolls back leases
-// that ran out, or wakes pull consumers. Whatever it writes, it ends by
-// tracking the stored tasks so the wheel holds their next wakes. The push
-// attempts it starts are delivered by deliverAll.
-//
-// The pump took a write slot (e.writing) for the job; fireMany gives it
-// back once its store write returned.
+// fireMany runs the fire pipeline over taken. The pump took a write slot
+// (e.writing) for the job; fireMany gives it back once its store write
+// returned, so that the tasks falling due meanwhile gather into the next
+// batch.
 func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	wrote := sync.OnceFunc(func() { <-e.writing })
 	defer wrote()
-	fs := make([]firing, 0, len(taken))
-	seen := make(map[task.ID]bool, len(taken))
-	for _, tk := range taken {
-		if seen[tk.ID] {
-			continue // fired twice at once: the first look decides for both
-		}
-		seen[tk.ID] = true
-		fs = append(fs, firing{id: tk.ID, knownApp: tk.App})
-	}
-	// Paced apps go through their gate or their local pacing first, before
-	// the store read.
-	kept := fs[:0]
-	for _, f := range fs {
-		if f.knownApp != "" && e.cfg.Limiter != nil {
-			if e.enterGate(f.knownApp, f.id) {
-				continue // the gate sends it back when the cluster's limits allow
-			}
-		} else if f.knownApp != "" {
-			if at := e.preAdmit(f.knownApp, f.id, msNow()); !at.IsZero() {
-				e.deferTo(f.id, at, f.knownApp)
-				continue
-			}
-		}
-		kept = append(kept, f)
-	}
-	fs = kept
+	fs := e.pace(taken)
 	if len(fs) == 0 {
 		return
 	}
@@ -90,70 +82,103 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-
-	ts, errs := e.updateMany(context.WithoutCancel(ctx), ids, noSync, func(ts []*task.Task) []error {
-		now := msNow()
-		errs := make([]error, len(ts))
-		var claims []int
-		for i, t := range ts {
-			f := &fs[i]
-			*f = firing{id: f.id, knownApp: f.knownApp}
-			if t == nil {
-				errs[i] = errSkip
-				continue
-			}
-			f.app = t.App
-			errs[i] = e.decide(f, t, now)
-			if errs[i] == errClaim {
-				claims = append(claims, i)
-			}
-		}
-		if len(claims) > 0 {
-			held := e.claim(ctx, ts, claims, fs, now)
-			for k, i := range claims {
-				errs[i] = e.claimed(&fs[i], ts[i], now, held[k])
-			}
-		}
-		return errs
+	ws, errs := e.updateMany(context.WithoutCancel(ctx), ids, noSync, func(ts []*task.Task) []error {
+		return e.lease(ctx, fs, ts)
 	})
 	wrote()
-
-	var mirror []*task.Task
+	var mirror []written
 	var push []*task.Task
 	for i := range fs {
-		t, m := e.fired(ctx, &fs[i], ts[i], errs[i])
+		w, m := e.settleFiring(ctx, &fs[i], ws[i], errs[i])
 		if m {
-			mirror = append(mirror, t)
+			mirror = append(mirror, w)
 		}
-		if t != nil && fs[i].push {
-			push = append(push, t)
+		if w.t != nil && fs[i].v == vPush {
+			push = append(push, w.t)
 		}
 	}
-	if len(mirror) > 0 {
-		e.wrote(ctx, mirror...)
-	}
+	e.wrote(ctx, mirror...)
 	e.deliverAll(ctx, push)
 }
 
-// decide is fireMany's look at one task t, due at now, with t's row held:
-// nil to store what it changed, errSkip to leave it, or errClaim when the
-// cluster index must give the task to this node first (then claimed goes
-// on).
-func (e *Engine) decide(f *firing, t *task.Task, now time.Time) error {
+// pace turns taken into firings, once each, leaving out the rated apps'
+// tasks that must wait: in a cluster they queue at their app's gate, which
+// sends them back when the cluster's limits allow; on one node they go back
+// into the wheel at the time their app's rate allows.
+func (e *Engine) pace(taken []sched.Taken) []firing {
+	fs := make([]firing, 0, len(taken))
+	seen := make(map[task.ID]bool, len(taken))
+	for _, tk := range taken {
+		if seen[tk.ID] {
+			continue // fired twice at once: the first look decides for both
+		}
+		seen[tk.ID] = true
+		switch {
+		case tk.App != "" && e.cfg.Limiter != nil:
+			if e.enterGate(tk.App, tk.ID) {
+				continue
+			}
+		case tk.App != "":
+			if at := e.preAdmit(tk.App, tk.ID, msNow()); !at.IsZero() {
+				e.deferTo(tk.ID, at, tk.App)
+				continue
+			}
+		}
+		fs = append(fs, firing{id: tk.ID, knownApp: tk.App})
+	}
+	return fs
+}
+
+// lease is the store write of a fire job: it decides each task of ts (the
+// rows of fs, held) and asks the cluster index for those that need its
+// claim, in one round trip. It returns, per task, nil to store the change
+// or errSkip to leave the row as it is.
+func (e *Engine) lease(ctx context.Context, fs []firing, ts []*task.Task) []error {
+	now := msNow()
+	var claims []int
+	for i, t := range ts {
+		f := &fs[i]
+		*f = firing{id: f.id, knownApp: f.knownApp} // the store may run this again
+		if t == nil {
+			continue
+		}
+		f.app = t.App
+		e.decide(f, t, now)
+		if f.claim != noClaim {
+			claims = append(claims, i)
+		}
+	}
+	if len(claims) > 0 {
+		held := e.claim(ctx, ts, claims, fs, now)
+		for k, i := range claims {
+			claimed(&fs[i], ts[i], now, held[k], e.cfg.LeaseGrace, e.boot)
+		}
+	}
+	errs := make([]error, len(ts))
+	for i := range ts {
+		if v := fs[i].v; ts[i] == nil || v != vWrite && v != vPush {
+			errs[i] = errSkip
+		}
+	}
+	return errs
+}
+
+// decide is lease's look at one task t, due at now, with its row held: it
+// sets f.v, and f.claim when the cluster index must give the task to this
+// node before the change is made (claimed makes it).
+func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 	switch t.State {
 	case task.Scheduled:
-		if t.WakeAt.IsZero() || t.WakeAt.After(now) {
-			return errSkip // a stale wheel entry: the task moved
-		}
-		if pastDeadline(t, now) {
+		switch {
+		case t.WakeAt.IsZero() || t.WakeAt.After(now):
+			return // a stale wheel entry: the task moved
+		case pastDeadline(t, now):
 			expire(t, now)
-			return nil
-		}
-		if t.NextAttemptAt.After(now) {
+			f.v = vWrite
+		case t.NextAttemptAt.After(now):
 			t.WakeAt = wakeFor(t) // woke for a deadline that has not passed
-			return nil
-		}
-		if t.Target.Pull != nil {
+			f.v = vWrite
+		case t.Target.Pull != nil:
 			f.pullDue = true
 			// Due and waiting to be claimed: only the deadline is left to
 			// wake for.
@@ -161,129 +186,126 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) error {
 			if t.Deadline != nil {
 				w = t.Deadline.Add(time.Millisecond)
 			}
-			if w.Equal(t.WakeAt) {
-				return errSkip
+			if !w.Equal(t.WakeAt) {
+				t.WakeAt = w
+				f.v = vWrite
 			}
-			t.WakeAt = w
-			return nil
+		default:
+			e.decidePush(f, t, now)
 		}
-		f.timeout = task.DefaultHTTPTimeout
-		if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
-			f.timeout = h.Timeout.Std()
-		}
-		// Admit before claiming: a task held back by its app's limits
-		// must stay claimable by whichever node gets to it.
-		switch adm, at := e.admit(t.App, t.ID, now); adm {
-		case admitLater:
-			f.later = at
-			return errSkip
-		case admitPark:
-			f.parked = true
-			return errSkip
-		case admitGate:
-			f.gated = true
-			return errSkip
-		}
-		f.claim, f.until = claimAttempt, now.Add(f.timeout+e.cfg.LeaseGrace)
-		return errClaim
 	case task.Delivering:
-		if t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot && !e.live(leaseBoot(t.Lease)) {
+		switch {
+		case t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot && !e.live(leaseBoot(t.Lease)):
 			// A push attempt of a process that is gone: deliver again now.
 			t.LastError = "interrupted: toc stopped during the delivery"
 			t.Record(now, "interrupted", t.Attempts, t.LastError)
 			schedule(t, now, now)
-			return nil
+			f.v = vWrite
+		case t.LeaseExpiresAt != nil && !t.LeaseExpiresAt.After(now):
+			f.v, f.claim, f.until = vWrite, claimExpired, now.Add(time.Minute)
 		}
-		if t.LeaseExpiresAt == nil || t.LeaseExpiresAt.After(now) {
-			return errSkip
-		}
-		f.claim, f.until = claimExpired, now.Add(time.Minute)
-		return errClaim
 	}
-	return errSkip
 }
 
-// claimed goes on with a task decide sent to the index, now that the index
-// said whether this node holds it.
-func (e *Engine) claimed(f *firing, t *task.Task, now time.Time, held bool) error {
+// decidePush admits a due push task against its app's limits, before the
+// claim: a task held back must stay claimable by whichever node gets to it.
+func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
+	f.timeout = task.DefaultHTTPTimeout
+	if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
+		f.timeout = h.Timeout.Std()
+	}
+	switch adm, at := e.admit(t.App, t.ID, now); adm {
+	case admitLater:
+		f.v, f.at = vLater, at
+	case admitPark:
+		f.v = vPark
+	case admitGate:
+		f.v = vGate
+	default:
+		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+e.cfg.LeaseGrace)
+	}
+}
+
+// claimed makes the change decide planned for t, now that the index said
+// whether this node holds it: the attempt starts, or the lease that ran out
+// is rolled back; or the task is lost to another node.
+func claimed(f *firing, t *task.Task, now time.Time, held bool, grace time.Duration, boot string) {
 	switch {
-	case f.claim == claimAttempt && !held:
-		e.release(t.App, t.ID)
-		f.lost = true
-		return errSkip // another node has it
-	case f.claim == claimAttempt:
-		startAttempt(t, now, f.timeout+e.cfg.LeaseGrace, e.boot)
-		f.push = true
-		return nil
 	case !held:
-		f.lost = true
-		return errSkip // another node is rolling it back
+		f.v = vLost
+	case f.claim == claimAttempt:
+		startAttempt(t, now, f.timeout+grace, boot)
 	default:
 		failAttempt(t, now, "lease expired without an ack", nil)
-		return nil
 	}
 }
 
-// fired settles the wheel, the limits and the gate after the write of one
-// task of fireMany. It returns the task as stored (nil when there is none to
-// go on with), and whether to mirror it to the index.
-func (e *Engine) fired(ctx context.Context, f *firing, t *task.Task, err error) (_ *task.Task, mirror bool) {
+// settleFiring brings the wheel, the limits and the gate in line with what
+// the store write did for one firing (err: its result). It returns the task as
+// stored (none when there is nothing to go on with), and whether to mirror
+// it to the index.
+func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
 	id, app := f.id, f.app
-	if err != nil && f.push {
+	if f.v == vPush && err != nil {
 		e.release(app, id) // admitted, but the lease was not written
-		f.push = false
+		f.v = vLeave
 	}
-	if !f.push && e.cfg.Limiter != nil {
+	if f.v == vLost && f.claim == claimAttempt {
+		e.release(app, id) // admitted, but another node has the task
+	}
+	if f.v != vPush && e.cfg.Limiter != nil {
 		e.dropGrant(cmp.Or(app, f.knownApp), id)
 	}
-	if !f.push && !f.parked && !f.gated && app != "" {
+	if f.v != vPush && f.v != vPark && f.v != vGate && app != "" {
 		defer e.kickParked(app) // took no slot: let a parked task try
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		e.untrack(id)
-		return nil, false
-	case errors.Is(err, errSkip) && !f.later.IsZero():
-		e.deferTo(id, f.later, app)
-		return nil, false
-	case errors.Is(err, errSkip) && f.parked:
-		return nil, false // release will enqueue it when a slot frees
-	case errors.Is(err, errSkip) && f.gated:
-		e.enterGate(app, id)
-		return nil, false
-	case errors.Is(err, errSkip) && f.lost:
-		// Another node has it; what it writes comes back through the index.
-		e.untrack(id)
-		return nil, false
-	case errors.Is(err, errSkip):
-	case err != nil:
+		return written{}, false
+	case err != nil && !errors.Is(err, errSkip):
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
 		e.retryLater(id)
-		return nil, false
+		return written{}, false
 	}
+	switch f.v {
+	case vLater:
+		e.deferTo(id, f.at, app)
+		return written{}, false
+	case vPark:
+		return written{}, false // release enqueues it when a slot frees
+	case vGate:
+		e.enterGate(app, id)
+		return written{}, false
+	case vLost:
+		// Another node has it; what it writes comes back through the index.
+		e.untrack(id)
+		return written{}, false
+	}
+	t := w.t
 	if t == nil {
-		return nil, false
+		return written{}, false
 	}
 	if f.pullDue {
 		defer e.notifyPull(t.App)
 	}
 	switch {
-	case err == nil && f.push && f.leasedInIndex:
+	case f.v == vPush && f.inIndex:
 		// The claim already put the lease in the index, until the lease's
-		// end: mirroring the write again would cost a Redis round trip and
-		// a wake notice to every node per attempt, for nothing.
-		e.track(t)
-		return t, false
-	case err == nil:
-		return t, true
+		// end: mirroring the write again would cost a round trip and a
+		// wake notice to every node, for nothing.
+		e.track(w)
+		return w, false
+	case f.v == vWrite || f.v == vPush:
+		return w, true
 	case t.State.Final() && e.cfg.Index != nil:
 		// A cluster index entry of a finished task (it can outlive the
 		// task when a promotion scan read the row just before the task
 		// finished): correct the index, or the entry stays for good.
-		return t, true
+		return w, true
 	default:
-		e.track(t)
-		return nil, false
+		e.track(w)
+		return written{}, false
 	}
 }
 
@@ -323,7 +345,7 @@ func (e *Engine) claim(ctx context.Context, ts []*task.Task, which []int, fs []f
 		return held
 	}
 	for k, i := range which {
-		fs[i].leasedInIndex = got[k]
+		fs[i].inIndex = got[k]
 	}
 	return got
 }
@@ -443,7 +465,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		}
 		return errs
 	})
-	stored := make([]*task.Task, 0, len(ts))
+	stored := make([]written, 0, len(ts))
 	for i, err := range errs {
 		switch {
 		case err == nil:
@@ -458,9 +480,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	for _, o := range os {
 		e.release(o.app, o.id)
 	}
-	if len(stored) > 0 {
-		e.wrote(ctx, stored...)
-	}
+	e.wrote(ctx, stored...)
 }
 
 // notifyPull wakes the claims waiting on app, on every node.

@@ -27,16 +27,25 @@ type Hooks struct {
 	AttemptEnded func(app, kind string, took time.Duration, err error)
 }
 
-// update is Store.Update plus the Finished hook. It numbers the write
-// (task.Task.Seq) for track.
-func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
+// written is a task as one write stored it, with the write's number: the
+// writes of one engine are numbered under the task's store lock, so that
+// track can tell a stale copy from a newer one when two writers finish in
+// the other order (see package sched). 0 for a copy read back from storage.
+type written struct {
+	t   *task.Task
+	seq uint64
+}
+
+// update is Store.Update plus the Finished hook. It numbers the write.
+func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (written, error) {
 	var before task.State
+	var seq uint64
 	t, err := e.store.Update(ctx, id, opts, func(t *task.Task) error {
 		before = t.State
 		if err := fn(t); err != nil {
 			return err
 		}
-		t.Seq = e.seq.Add(1)
+		seq = e.seq.Add(1)
 		return nil
 	})
 	if err == nil && t != nil && t.State.Final() && !before.Final() {
@@ -44,12 +53,14 @@ func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts,
 			h(t.App, t.State)
 		}
 	}
-	return t, err
+	return written{t, seq}, err
 }
 
-// updateMany is store.UpdateMany with the Finished hook of update.
-func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+// updateMany is store.UpdateMany with the Finished hook and the numbering
+// of update.
+func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
 	before := make([]task.State, len(ids))
+	seqs := make([]uint64, len(ids))
 	ts, errs := e.store.UpdateMany(ctx, ids, opts, func(ts []*task.Task) []error {
 		for i, t := range ts {
 			if t != nil {
@@ -59,7 +70,7 @@ func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.Upda
 		errs := fn(ts)
 		for i, t := range ts {
 			if t != nil && errs[i] == nil {
-				t.Seq = e.seq.Add(1)
+				seqs[i] = e.seq.Add(1)
 			}
 		}
 		return errs
@@ -71,5 +82,9 @@ func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.Upda
 			}
 		}
 	}
-	return ts, errs
+	ws := make([]written, len(ts))
+	for i, t := range ts {
+		ws[i] = written{t, seqs[i]}
+	}
+	return ws, errs
 }

@@ -131,7 +131,6 @@ func fullTask(t testing.TB) *task.Task {
 	var tk task.Task
 	n := 0
 	fill(t, reflect.ValueOf(&tk).Elem(), "task", &n)
-	tk.Seq = 0 // the engine's in-memory write number: never stored
 	return &tk
 }
 
