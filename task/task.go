@@ -244,8 +244,10 @@ type HTTPTarget struct {
 // AMQPTarget publishes a task to a RabbitMQ (AMQP 0-9-1) exchange with
 // publisher confirms: the task is delivered when the broker confirms it.
 type AMQPTarget struct {
-	// URL of the broker, like amqp://user:pass@host:5672/vhost. Default: the
-	// server's --amqp setting.
+	// URL names the broker: empty for the server's --amqp setting, the name
+	// of a broker the server's configuration lets the app use, or exactly
+	// the URL of one (like amqp://user:pass@host:5672/vhost). Any other is
+	// refused at create.
 	URL string `json:"url,omitempty"`
 	// Exchange to publish to ("" is the default exchange).
 	Exchange string `json:"exchange,omitempty"`
@@ -256,8 +258,10 @@ type AMQPTarget struct {
 // NATSTarget publishes a task to a NATS JetStream subject, with Nats-Msg-Id
 // set to the task id so JetStream drops a redelivered duplicate.
 type NATSTarget struct {
-	// URL of the server, like nats://host:4222. Default: the server's --nats
-	// setting.
+	// URL names the server: empty for the server's --nats setting, the name
+	// of a broker the server's configuration lets the app use, or exactly
+	// the URL of one (like nats://host:4222). Any other is refused at
+	// create.
 	URL string `json:"url,omitempty"`
 	// Subject to publish to; a stream must capture it. Required.
 	Subject string `json:"subject"`

@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -85,11 +86,8 @@ func (t Target) Validate() error {
 		return fieldErr("target", `needs exactly one of "http", "pull", "amqp" or "nats"`)
 	}
 	if a := t.AMQP; a != nil {
-		if a.URL != "" {
-			u, err := url.Parse(a.URL)
-			if err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") || u.Host == "" {
-				return fieldErr("target.amqp.url", "must be an amqp:// or amqps:// URL")
-			}
+		if err := checkBrokerURL(a.URL, "target.amqp.url", "an amqp:// or amqps:// URL", "amqp", "amqps"); err != nil {
+			return err
 		}
 		if len(a.Exchange) > 255 {
 			return fieldErr("target.amqp.exchange", "is longer than 255 bytes")
@@ -99,11 +97,8 @@ func (t Target) Validate() error {
 		}
 	}
 	if n := t.NATS; n != nil {
-		if n.URL != "" {
-			u, err := url.Parse(n.URL)
-			if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-				return fieldErr("target.nats.url", "must be a nats:// or tls:// URL")
-			}
+		if err := checkBrokerURL(n.URL, "target.nats.url", "a nats:// or tls:// URL", "nats", "tls"); err != nil {
+			return err
 		}
 		if n.Subject == "" || strings.ContainsAny(n.Subject, " \t\r\n*>") || len(n.Subject) > 255 {
 			return fieldErr("target.nats.subject", "is required: a literal subject without spaces or wildcards")
@@ -144,6 +139,42 @@ func (t Target) Validate() error {
 		if size > MaxHeaderBytes {
 			return fieldErr("target.http.headers", "are %d bytes, more than %d", size, MaxHeaderBytes)
 		}
+	}
+	return nil
+}
+
+// MaxBrokerNameLen is the longest broker name.
+const MaxBrokerNameLen = 64
+
+// IsBrokerName reports whether s is a broker name: 1 to 64 letters, digits,
+// '.', '_' or '-'. An amqp or nats target's url is a broker name or a URL;
+// the server's configuration says which brokers a name stands for and which
+// an app may use.
+func IsBrokerName(s string) bool {
+	if s == "" || len(s) > MaxBrokerNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkBrokerURL checks the url of a broker target: empty (the server's
+// default broker), a broker name, or a URL with one of schemes.
+func checkBrokerURL(raw, field, want string, schemes ...string) error {
+	if raw == "" || IsBrokerName(raw) {
+		return nil
+	}
+	if len(raw) > MaxURLLen {
+		return fieldErr(field, "is longer than %d bytes", MaxURLLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
+		return fieldErr(field, "must be a broker name (letters, digits, '.', '_', '-') or %s", want)
 	}
 	return nil
 }

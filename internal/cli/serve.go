@@ -264,6 +264,9 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	if c.allowPrivate != "" {
 		lv.allowPrivate = c.allowPrivate == "true"
 	}
+	if err := checkBrokerTargets(file, c); err != nil {
+		return err
+	}
 	lv.file.Store(file)
 	acc, err := access(file)
 	if err != nil {
@@ -291,9 +294,11 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	m := metrics.New(reg, func() engine.Stats { return eng.Stats() }, counts)
 	m.SetWindow(c.window)
 
-	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.amqp, Logger: log})
+	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.amqp, Logger: log,
+		Resolve: lv.broker("amqp", c.amqp), Guard: lv.policy})
 	defer amqpSink.Close()
-	natsSink := natssink.New(natssink.Config{DefaultURL: c.nats, Logger: log})
+	natsSink := natssink.New(natssink.Config{DefaultURL: c.nats, Logger: log,
+		Resolve: lv.broker("nats", c.nats), Guard: lv.policy})
 	defer natsSink.Close()
 	httpSink := newHTTPSink(lv)
 
@@ -310,6 +315,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		Limiter:     be.limiter(),
 		Hooks:       m.Hooks(),
 		ShardFor:    be.shardFor,
+		CheckTarget: lv.checkTarget(c.amqp, c.nats),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -373,6 +379,9 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	go func() {
 		defer close(reloadDone)
 		watchConfig(reloadCtx, c.configPath, c.reloadEvery, log, func(f *config.File) error {
+			if err := checkBrokerTargets(f, c); err != nil {
+				return err
+			}
 			a, err := access(f)
 			if err != nil {
 				return err
@@ -495,15 +504,58 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 func newHTTPSink(lv *live) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
 		Secrets: func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
-		Guard: func(app string) netguard.Policy {
-			a := lv.file.Load().Effective(app)
-			allow := lv.allowPrivate // the server-wide default
-			if a.AllowPrivateTargets != nil {
-				allow = *a.AllowPrivateTargets
-			}
-			return netguard.Policy{AllowPrivate: allow, AllowedHosts: a.AllowedHosts}
-		},
+		Guard:   lv.policy,
 	})
+}
+
+// policy is the address policy of app's connections to what the operator
+// did not name: its callback URLs, and brokers it is not allowed.
+func (lv *live) policy(app string) netguard.Policy {
+	a := lv.file.Load().Effective(app)
+	allow := lv.allowPrivate // the server-wide default
+	if a.AllowPrivateTargets != nil {
+		allow = *a.AllowPrivateTargets
+	}
+	return netguard.Policy{AllowPrivate: allow, AllowedHosts: a.AllowedHosts}
+}
+
+// broker is the sinks' view of the broker rule (config.File.Broker) for
+// targets of kind ("amqp" or "nats"), whose server default is def (fixed
+// at start, like the sinks' DefaultURL). It reads the live configuration.
+func (lv *live) broker(kind, def string) func(app, ref string) (string, bool, error) {
+	return func(app, ref string) (string, bool, error) {
+		return lv.file.Load().Broker(app, kind, ref, def)
+	}
+}
+
+// checkTarget refuses at create an amqp or nats target that names a broker
+// the app may not use (400 naming target.amqp.url or target.nats.url).
+func (lv *live) checkTarget(amqpDefault, natsDefault string) func(app string, t task.Target) error {
+	return func(app string, t task.Target) error {
+		f := lv.file.Load()
+		switch {
+		case t.AMQP != nil:
+			if err := f.CheckBroker(app, "amqp", t.AMQP.URL, amqpDefault); err != nil {
+				return &task.FieldError{Field: "target.amqp.url", Message: err.Error()}
+			}
+		case t.NATS != nil:
+			if err := f.CheckBroker(app, "nats", t.NATS.URL, natsDefault); err != nil {
+				return &task.FieldError{Field: "target.nats.url", Message: err.Error()}
+			}
+		}
+		return nil
+	}
+}
+
+// checkBrokerTargets checks the apps' default targets against the broker
+// rule with the server's default brokers, which flags may have set.
+func checkBrokerTargets(f *config.File, c serveConfig) error {
+	err := f.ValidateTargets(c.amqp, c.nats)
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		ce.Path = c.configPath
+	}
+	return err
 }
 
 // watchConfig reloads the file at path when it changes (checked every

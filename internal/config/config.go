@@ -18,6 +18,15 @@
 //	    signing_secrets: [current-secret, previous-secret]
 //	    allow_private_targets: false
 //	    allowed_hosts: [receiver.internal]
+//	    allowed_brokers: [orders]
+//	brokers:
+//	  orders: amqp://toc:secret@rabbit.internal:5672/orders
+//
+// # Brokers
+//
+// The url of an amqp or nats target names operator infrastructure, so a
+// task may only name a broker the operator allowed for its app: see
+// [File.Broker].
 package config
 
 import (
@@ -27,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -47,11 +57,16 @@ type File struct {
 	MaxInFlight     int           `json:"max_in_flight,omitempty"`
 	AMQP            string        `json:"amqp,omitempty"`
 	NATS            string        `json:"nats,omitempty"`
-	LogFormat       string        `json:"log_format,omitempty"`
-	LogLevel        string        `json:"log_level,omitempty"`
-	TLSCert         string        `json:"tls_cert,omitempty"`
-	TLSKey          string        `json:"tls_key,omitempty"`
-	Insecure        bool          `json:"insecure,omitempty"`
+	// Brokers are the operator's RabbitMQ and NATS brokers, by name: an
+	// app's allowed_brokers and its targets' url refer to them by name. The
+	// URL's scheme says the kind: amqp:// or amqps:// for RabbitMQ, nats://
+	// or tls:// (a comma-separated list for a cluster) for NATS.
+	Brokers   map[string]string `json:"brokers,omitempty"`
+	LogFormat string            `json:"log_format,omitempty"`
+	LogLevel  string            `json:"log_level,omitempty"`
+	TLSCert   string            `json:"tls_cert,omitempty"`
+	TLSKey    string            `json:"tls_key,omitempty"`
+	Insecure  bool              `json:"insecure,omitempty"`
 	// AllowPrivateTargets lets every app call loopback, private and
 	// link-local addresses. Unset: on only in local development mode (no
 	// tokens configured and a loopback listener).
@@ -88,6 +103,10 @@ type App struct {
 	SigningSecrets      []string `json:"signing_secrets,omitempty"`
 	AllowPrivateTargets *bool    `json:"allow_private_targets,omitempty"`
 	AllowedHosts        []string `json:"allowed_hosts,omitempty"`
+	// AllowedBrokers are the brokers the app's amqp and nats targets may
+	// name besides the server's default ones (amqp, nats): names from
+	// Brokers, or exact broker URLs. See [File.Broker].
+	AllowedBrokers []string `json:"allowed_brokers,omitempty"`
 }
 
 // Rate limits an app. Zero means unlimited (MaxInFlight: the server's
@@ -213,6 +232,19 @@ func (f *File) Validate() error {
 			return bad(fmt.Sprintf("admin_tokens[%d]", i), "must be the SHA-256 hex digest of a token (64 hex digits), never the token itself; `printf %%s TOKEN | sha256sum` makes one")
 		}
 	}
+	bnames := make([]string, 0, len(f.Brokers))
+	for name := range f.Brokers {
+		bnames = append(bnames, name)
+	}
+	sort.Strings(bnames)
+	for _, name := range bnames {
+		if !task.IsBrokerName(name) {
+			return bad("brokers."+name, "is not a valid broker name: 1 to %d letters, digits, '.', '_' or '-'", task.MaxBrokerNameLen)
+		}
+		if brokerKind(f.Brokers[name]) == "" {
+			return bad("brokers."+name, "must be an amqp://, amqps://, nats:// or tls:// URL (NATS: a comma-separated list for a cluster)")
+		}
+	}
 	if err := f.Defaults.validate("defaults", false); err != nil {
 		return err
 	}
@@ -230,7 +262,171 @@ func (f *File) Validate() error {
 			return err
 		}
 	}
+	for i, b := range f.Defaults.AllowedBrokers {
+		if err := f.checkAllowedBroker(b); err != nil {
+			return bad(fmt.Sprintf("defaults.allowed_brokers[%d]", i), "%s", err)
+		}
+	}
+	for _, name := range names {
+		for i, b := range f.Apps[name].AllowedBrokers {
+			if err := f.checkAllowedBroker(b); err != nil {
+				return bad(fmt.Sprintf("apps.%s.allowed_brokers[%d]", name, i), "%s", err)
+			}
+		}
+	}
+	return f.ValidateTargets(f.AMQP, f.NATS)
+}
+
+// ValidateTargets checks that the amqp and nats targets of defaults and of
+// the apps name only brokers the apps may use (see [File.Broker]), with
+// amqp and nats the server's default brokers. [File.Validate] checks them
+// against the file's own amqp and nats; a server whose flags set other
+// defaults checks again with those.
+func (f *File) ValidateTargets(amqp, nats string) error {
+	check := func(prefix, app string, a App) *Error {
+		t := a.Target
+		if t == nil {
+			return nil
+		}
+		var kind, ref, def string
+		switch {
+		case t.AMQP != nil:
+			kind, ref, def = "amqp", t.AMQP.URL, amqp
+		case t.NATS != nil:
+			kind, ref, def = "nats", t.NATS.URL, nats
+		default:
+			return nil
+		}
+		if err := f.CheckBroker(app, kind, ref, def); err != nil {
+			return &Error{Field: prefix + ".target." + kind + ".url", Msg: err.Error()}
+		}
+		return nil
+	}
+	// An undeclared app has the defaults' settings ("" is never declared).
+	if err := check("defaults", "", f.Defaults); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(f.Apps))
+	for name := range f.Apps {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		prefix := "apps." + name
+		if f.Apps[name].Target == nil {
+			prefix = "defaults" // the app's target is the defaults' one
+		}
+		if err := check(prefix, name, f.Effective(name)); err != nil {
+			err.Msg += " (app " + name + ")"
+			return err
+		}
+	}
 	return nil
+}
+
+// checkAllowedBroker checks one entry of allowed_brokers.
+func (f *File) checkAllowedBroker(b string) error {
+	if task.IsBrokerName(b) {
+		if _, ok := f.Brokers[b]; !ok {
+			return errors.New("names no broker under brokers")
+		}
+		return nil
+	}
+	if brokerKind(b) == "" {
+		return errors.New("must be a name from brokers or an amqp://, amqps://, nats:// or tls:// URL")
+	}
+	return nil
+}
+
+// brokerKind says what a broker URL is for: "amqp", "nats", or "" when it
+// is neither. A NATS URL may be a comma-separated list.
+func brokerKind(raw string) string {
+	kind := ""
+	for i, part := range strings.Split(raw, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || u.Host == "" {
+			return ""
+		}
+		k := ""
+		switch u.Scheme {
+		case "amqp", "amqps":
+			k = "amqp"
+		case "nats", "tls":
+			k = "nats"
+		}
+		if k == "" || (i > 0 && (k != kind || k == "amqp")) {
+			return ""
+		}
+		kind = k
+	}
+	return kind
+}
+
+// Broker resolves the url of an amqp or nats target (kind "amqp" or
+// "nats") of app's tasks, whose server default broker is def: it returns
+// the URL to connect to, and whether the operator allowed app to use that
+// broker. The rule:
+//
+//   - "" is the server's default broker def, allowed;
+//   - a name stands for brokers[name], allowed when the app's
+//     allowed_brokers lists the name or that URL, or it is def;
+//   - a URL is itself, allowed when it is exactly def, an entry of the
+//     app's allowed_brokers, or the URL of a name listed there.
+//
+// A name not under brokers, or a broker of the other kind, is an error. A
+// broker that is not allowed is refused when a task is created; a task
+// stored before the configuration changed connects to it only through the
+// address guard of app's allow_private_targets and allowed_hosts.
+func (f *File) Broker(app, kind, ref, def string) (rawURL string, allowed bool, err error) {
+	if ref == "" {
+		return def, true, nil
+	}
+	rawURL = ref
+	if task.IsBrokerName(ref) {
+		u, ok := f.Brokers[ref]
+		if !ok {
+			return "", false, fmt.Errorf("%q is not the name of a broker of this server", ref)
+		}
+		if k := brokerKind(u); k != kind {
+			return "", false, fmt.Errorf("%q names a %s broker, not a %s one", ref, kindName(k), kindName(kind))
+		}
+		rawURL = u
+	}
+	if rawURL == def {
+		return rawURL, true, nil
+	}
+	for _, b := range f.Effective(app).AllowedBrokers {
+		if b == ref || b == rawURL {
+			return rawURL, true, nil
+		}
+		if u, ok := f.Brokers[b]; ok && u == rawURL {
+			return rawURL, true, nil
+		}
+	}
+	return rawURL, false, nil
+}
+
+// CheckBroker is [File.Broker] as a create sees it: nil when app may use
+// the broker ref names, an error saying why not otherwise.
+func (f *File) CheckBroker(app, kind, ref, def string) error {
+	_, allowed, err := f.Broker(app, kind, ref, def)
+	switch {
+	case err != nil:
+		return err
+	case !allowed:
+		return fmt.Errorf("is not a broker this app may use: give a broker name or URL listed in the app's allowed_brokers, or leave url out for the server's default %s broker", kindName(kind))
+	}
+	return nil
+}
+
+func kindName(kind string) string {
+	switch kind {
+	case "amqp":
+		return "AMQP"
+	case "nats":
+		return "NATS"
+	}
+	return "unknown"
 }
 
 func (a *App) validate(prefix string, declared bool) error {
@@ -346,6 +542,9 @@ func (f *File) Effective(app string) App {
 	}
 	if a.AllowedHosts == nil {
 		a.AllowedHosts = d.AllowedHosts
+	}
+	if a.AllowedBrokers == nil {
+		a.AllowedBrokers = d.AllowedBrokers
 	}
 	return a
 }

@@ -14,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/task"
 )
@@ -49,8 +50,23 @@ var ErrClosed = errors.New("amqpsink: closed")
 // Config configures a Sink. Zero fields take the documented defaults.
 type Config struct {
 	// DefaultURL is the broker of tasks whose target has no URL, like
-	// amqp://user:pass@host:5672/vhost. Default none: such tasks fail.
+	// amqp://user:pass@host:5672/vhost. Default none: such tasks fail. It
+	// is the operator's: connections to it are never guarded.
 	DefaultURL string
+	// Resolve turns the url of an app's target (a broker name or a URL; an
+	// empty url is DefaultURL and never reaches it) into the broker URL to
+	// dial, and says whether the operator allowed the app that broker. A
+	// broker that is not allowed is dialled only through Guard. Nil: a
+	// target's url is the URL to dial, and allowed.
+	Resolve func(app, url string) (rawURL string, allowed bool, err error)
+	// Guard returns the address policy of app's connections to brokers
+	// Resolve did not allow; the resolved address is checked at connect
+	// time, as httpsink does. Default: the zero policy, public addresses
+	// only. Used only with Resolve.
+	Guard func(app string) netguard.Policy
+	// Resolver looks up broker hosts for guarded connections. Default
+	// net.DefaultResolver.
+	Resolver netguard.Resolver
 	// Logger receives connection events (dialled, lost). Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -116,9 +132,46 @@ func New(cfg Config) *Sink {
 
 // dial is the connection to one broker URL, being dialled or dialled.
 type dial struct {
+	url  string        // the broker URL
 	done chan struct{} // closed once c or err is set
 	c    *conn
 	err  error
+}
+
+// broker is where a task's target sends it: the broker URL, and the address
+// policy its connections go through (nil for a broker the operator
+// allowed). Connections are shared by the Delivers with the same key.
+type broker struct {
+	url   string
+	guard *netguard.Policy
+}
+
+// key identifies the connection of b: a guarded connection is never shared
+// with an unguarded one or one under another policy.
+func (b broker) key() string {
+	if b.guard == nil {
+		return b.url
+	}
+	return "guarded " + b.guard.Key() + " " + b.url
+}
+
+// broker resolves app's target url ref.
+func (s *Sink) broker(app, ref string) (broker, error) {
+	if ref == "" {
+		return broker{url: s.cfg.DefaultURL}, nil
+	}
+	if s.cfg.Resolve == nil {
+		return broker{url: ref}, nil
+	}
+	rawURL, allowed, err := s.cfg.Resolve(app, ref)
+	if err != nil || allowed {
+		return broker{url: rawURL}, err
+	}
+	var p netguard.Policy
+	if s.cfg.Guard != nil {
+		p = s.cfg.Guard(app)
+	}
+	return broker{url: rawURL, guard: &p}, nil
 }
 
 // conn is an open connection and its channels.
@@ -153,7 +206,11 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	if a == nil {
 		return fmt.Errorf("amqpsink: task %s has no amqp target", t.ID)
 	}
-	rawURL := cmp.Or(a.URL, s.cfg.DefaultURL)
+	b, err := s.broker(t.App, a.URL)
+	if err != nil {
+		return fmt.Errorf("amqpsink: task %s: target url: %w", t.ID, err)
+	}
+	rawURL := b.url
 	if rawURL == "" {
 		return fmt.Errorf("amqpsink: task %s has no broker URL and the server has no default: set the target's url or start toc with an AMQP URL", t.ID)
 	}
@@ -161,8 +218,12 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	c, err := s.conn(ctx, rawURL)
+	c, err := s.conn(ctx, b)
 	if err != nil {
+		if b.guard != nil {
+			return fmt.Errorf("publish to exchange %q: connect to %s, a broker not allowed for app %s (list it in the app's allowed_brokers), through the address guard: %w",
+				a.Exchange, redact(rawURL), t.App, err)
+		}
 		return fmt.Errorf("publish to exchange %q: connect to %s: %w", a.Exchange, redact(rawURL), err)
 	}
 	ch, err := s.channel(ctx, c)
@@ -254,25 +315,26 @@ func publishing(t *task.Task) amqp.Publishing {
 	}
 }
 
-// conn returns the open connection to rawURL, dialling it if there is none
-// or the one there is was closed. One Deliver dials; the others wait for it.
-func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
+// conn returns the open connection to b, dialling it if there is none or
+// the one there is was closed. One Deliver dials; the others wait for it.
+func (s *Sink) conn(ctx context.Context, b broker) (*conn, error) {
+	rawURL, key := b.url, b.key()
 	for {
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
-		d := s.mu.conns[rawURL]
+		d := s.mu.conns[key]
 		if d == nil {
-			d = &dial{done: make(chan struct{})}
-			s.mu.conns[rawURL] = d
+			d = &dial{url: rawURL, done: make(chan struct{})}
+			s.mu.conns[key] = d
 			s.mu.Unlock()
 
-			d.c, d.err = s.dial(ctx, rawURL)
+			d.c, d.err = s.dial(ctx, b)
 			s.mu.Lock()
-			if d.err != nil && s.mu.conns[rawURL] == d {
-				delete(s.mu.conns, rawURL) // the next Deliver dials again
+			if d.err != nil && s.mu.conns[key] == d {
+				delete(s.mu.conns, key) // the next Deliver dials again
 			}
 			close(d.done) // Close waits for this and closes d.c
 			s.mu.Unlock()
@@ -295,8 +357,8 @@ func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
 			return d.c, nil
 		}
 		s.mu.Lock()
-		if s.mu.conns[rawURL] == d {
-			delete(s.mu.conns, rawURL)
+		if s.mu.conns[key] == d {
+			delete(s.mu.conns, key)
 			var reason string
 			select {
 			case e, ok := <-d.c.closes:
@@ -312,19 +374,23 @@ func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
 	}
 }
 
-// dial opens a connection to rawURL.
-func (s *Sink) dial(ctx context.Context, rawURL string) (*conn, error) {
+// dial opens a connection to b: under its guard, when it has one, which
+// checks the address the socket connects to.
+func (s *Sink) dial(ctx context.Context, b broker) (*conn, error) {
 	var (
 		nc   net.Conn
 		stop func() bool
 	)
+	dialContext := (&net.Dialer{}).DialContext
+	if b.guard != nil {
+		dialContext = b.guard.DialContext(s.cfg.Resolver, nil)
+	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(s.cfg.ConnectionName)
-	ac, err := amqp.DialConfig(rawURL, amqp.Config{
+	ac, err := amqp.DialConfig(b.url, amqp.Config{
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
+			c, err := dialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -351,7 +417,7 @@ func (s *Sink) dial(ctx context.Context, rawURL string) (*conn, error) {
 		closes: ac.NotifyClose(make(chan *amqp.Error, 1)),
 		slots:  make(chan struct{}, s.cfg.MaxChannels),
 	}
-	s.log.InfoContext(ctx, "amqp connected", slog.String("url", redact(rawURL)))
+	s.log.InfoContext(ctx, "amqp connected", slog.String("url", redact(b.url)), slog.Bool("guarded", b.guard != nil))
 	return c, nil
 }
 
@@ -468,13 +534,13 @@ func (s *Sink) Close() error {
 	// Shutdown order: connections first, which ends the channel closes
 	// still waiting for the broker, then those.
 	var errs []error
-	for rawURL, d := range dials {
+	for _, d := range dials {
 		<-d.done // a dial in flight ends with its Deliver's ctx
 		if d.c == nil {
 			continue
 		}
 		if err := d.c.amqp.CloseDeadline(time.Now().Add(closeTimeout)); err != nil && !errors.Is(err, amqp.ErrClosed) {
-			errs = append(errs, fmt.Errorf("close connection to %s: %w", redact(rawURL), err))
+			errs = append(errs, fmt.Errorf("close connection to %s: %w", redact(d.url), err))
 		}
 	}
 	s.bg.Wait()

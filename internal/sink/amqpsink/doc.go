@@ -35,6 +35,17 @@
 // on the connection too, which is what a broker that stopped reading (a
 // resource alarm) leaves them with anyway.
 //
+// # Brokers the operator did not allow
+//
+// A target's url may be a broker name or a URL. With [Config.Resolve] set,
+// the Sink asks it for the broker URL a url stands for and whether the
+// operator allowed the task's app that broker; [Config.DefaultURL] is always
+// allowed. A connection to a broker that is not allowed goes through the
+// app's [netguard.Policy] from [Config.Guard]: the address the socket
+// connects to is checked at connect time, so a loopback or private address
+// is refused with a [*netguard.BlockedError] before anything is sent. Such
+// connections are kept apart from allowed ones and from other policies'.
+//
 // # Limits
 //
 // The broker's URL, with credentials, is kept in the task's target or in

@@ -24,6 +24,17 @@
 // at once instead of buffering the message, so no publish is sent after its
 // Deliver gave up. Close closes the connections.
 //
+// # Brokers the operator did not allow
+//
+// A target's url may be a broker name or a URL. With [Config.Resolve] set,
+// the Sink asks it for the server URL a url stands for and whether the
+// operator allowed the task's app that server; [Config.DefaultURL] is always
+// allowed. A connection to a server that is not allowed goes through the
+// app's [netguard.Policy] from [Config.Guard]: the address the socket
+// connects to is checked at connect time, so a loopback or private address
+// is refused with a [*netguard.BlockedError] before anything is sent. Such
+// connections are kept apart from allowed ones and from other policies'.
+//
 // # Limits
 //
 // The Sink creates no stream: the operator creates the streams that capture

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/task"
 )
@@ -48,8 +50,24 @@ var ErrClosed = errors.New("natssink: closed")
 type Config struct {
 	// DefaultURL is the server of tasks whose target has no URL, like
 	// nats://host:4222 (a comma-separated list for a cluster). Default none:
-	// such tasks fail.
+	// such tasks fail. It is the operator's: connections to it are never
+	// guarded.
 	DefaultURL string
+	// Resolve turns the url of an app's target (a broker name or a URL; an
+	// empty url is DefaultURL and never reaches it) into the server URL to
+	// connect to, and says whether the operator allowed the app that
+	// server. A server that is not allowed is connected to only through
+	// Guard, reconnections included. Nil: a target's url is the URL to
+	// connect to, and allowed.
+	Resolve func(app, url string) (rawURL string, allowed bool, err error)
+	// Guard returns the address policy of app's connections to servers
+	// Resolve did not allow; the resolved address is checked at connect
+	// time, as httpsink does. Default: the zero policy, public addresses
+	// only. Used only with Resolve.
+	Guard func(app string) netguard.Policy
+	// Resolver looks up server hosts for guarded connections. Default
+	// net.DefaultResolver.
+	Resolver netguard.Resolver
 	// Logger receives connection events (connected, disconnected,
 	// reconnected). Default: slog.Default().
 	Logger *slog.Logger
@@ -108,6 +126,55 @@ type dial struct {
 	err  error
 }
 
+// server is where a task's target sends it: the server URL, and the
+// address policy its connections go through (nil for a server the operator
+// allowed). Connections are shared by the Delivers with the same key.
+type server struct {
+	url   string
+	guard *netguard.Policy
+}
+
+// key identifies the connection of v: a guarded connection is never shared
+// with an unguarded one or one under another policy.
+func (v server) key() string {
+	if v.guard == nil {
+		return v.url
+	}
+	return "guarded " + v.guard.Key() + " " + v.url
+}
+
+// server resolves app's target url ref.
+func (s *Sink) server(app, ref string) (server, error) {
+	if ref == "" {
+		return server{url: s.cfg.DefaultURL}, nil
+	}
+	if s.cfg.Resolve == nil {
+		return server{url: ref}, nil
+	}
+	rawURL, allowed, err := s.cfg.Resolve(app, ref)
+	if err != nil || allowed {
+		return server{url: rawURL}, err
+	}
+	var p netguard.Policy
+	if s.cfg.Guard != nil {
+		p = s.cfg.Guard(app)
+	}
+	return server{url: rawURL, guard: &p}, nil
+}
+
+// guardDialer connects only where its policy permits; nats.go calls it for
+// the first connection and every reconnection.
+type guardDialer struct {
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout time.Duration
+}
+
+func (d guardDialer) Dial(network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	defer cancel()
+	return d.dial(ctx, network, addr)
+}
+
 type conn struct {
 	nc *nats.Conn
 	js jetstream.JetStream
@@ -146,15 +213,23 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	if n.Subject == "" {
 		return fmt.Errorf("natssink: task %s has no subject: set the target's subject", t.ID)
 	}
-	rawURL := cmp.Or(n.URL, s.cfg.DefaultURL)
+	v, err := s.server(t.App, n.URL)
+	if err != nil {
+		return fmt.Errorf("natssink: task %s: target url: %w", t.ID, err)
+	}
+	rawURL := v.url
 	if rawURL == "" {
 		return fmt.Errorf("natssink: task %s has no server URL and the server has no default: set the target's url or start toc with a NATS URL", t.ID)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
-	c, err := s.conn(ctx, rawURL)
+	c, err := s.conn(ctx, v)
 	if err != nil {
+		if v.guard != nil {
+			return fmt.Errorf("publish to subject %q: connect to %s, a server not allowed for app %s (list it in the app's allowed_brokers), through the address guard: %w",
+				n.Subject, redact(rawURL), t.App, err)
+		}
 		return fmt.Errorf("publish to subject %q: connect to %s: %w", n.Subject, redact(rawURL), err)
 	}
 
@@ -198,27 +273,28 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	}
 }
 
-// conn returns the connection to rawURL, connecting if there is none. The
+// conn returns the connection to v, connecting if there is none. The
 // connection is made by a goroutine of the Sink, which nats.Connect (which
 // takes no ctx) may hold past ctx; the Delivers wait for it up to their ctx.
-func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
+func (s *Sink) conn(ctx context.Context, v server) (*conn, error) {
+	key := v.key()
 	for {
 		s.mu.Lock()
 		if s.mu.closed {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
-		d := s.mu.conns[rawURL]
+		d := s.mu.conns[key]
 		if d == nil {
 			d = &dial{done: make(chan struct{})}
-			s.mu.conns[rawURL] = d
+			s.mu.conns[key] = d
 			s.connecting.Add(1)
 			go func() {
 				defer s.connecting.Done()
-				d.c, d.err = s.connect(rawURL)
+				d.c, d.err = s.connect(v)
 				s.mu.Lock()
-				if d.err != nil && s.mu.conns[rawURL] == d {
-					delete(s.mu.conns, rawURL) // the next Deliver connects again
+				if d.err != nil && s.mu.conns[key] == d {
+					delete(s.mu.conns, key) // the next Deliver connects again
 				}
 				s.mu.Unlock()
 				close(d.done) // Close waits for this and closes d.c
@@ -240,17 +316,28 @@ func (s *Sink) conn(ctx context.Context, rawURL string) (*conn, error) {
 		// Closed by the client (it gave up, as after an authorization
 		// error): connect again.
 		s.mu.Lock()
-		if s.mu.conns[rawURL] == d {
-			delete(s.mu.conns, rawURL)
+		if s.mu.conns[key] == d {
+			delete(s.mu.conns, key)
 		}
 		s.mu.Unlock()
 	}
 }
 
-func (s *Sink) connect(rawURL string) (*conn, error) {
-	log := s.log.With(slog.String("url", redact(rawURL)))
+// connect connects to v: under its guard, when it has one, which checks
+// the address of every connection and reconnection.
+func (s *Sink) connect(v server) (*conn, error) {
+	log := s.log.With(slog.String("url", redact(v.url)), slog.Bool("guarded", v.guard != nil))
 	c := &conn{gone: make(chan struct{})}
-	nc, err := nats.Connect(rawURL,
+	var guarded []nats.Option
+	if v.guard != nil {
+		guarded = []nats.Option{
+			nats.SetCustomDialer(guardDialer{dial: v.guard.DialContext(s.cfg.Resolver, nil), timeout: nats.DefaultTimeout}),
+			// The guard resolves the name itself, so that allowed_hosts
+			// matches it.
+			nats.SkipHostLookup(),
+		}
+	}
+	nc, err := nats.Connect(v.url, append([]nats.Option{
 		nats.Name(s.cfg.ConnectionName),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(ReconnectWait),
@@ -267,7 +354,7 @@ func (s *Sink) connect(rawURL string) (*conn, error) {
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			log.Error("nats error", slog.String("error", err.Error()))
 		}),
-	)
+	}, guarded...)...)
 	if err != nil {
 		return nil, err
 	}

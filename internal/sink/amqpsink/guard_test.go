@@ -1,0 +1,130 @@
+package amqpsink
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toc-dev/toc/internal/netguard"
+	"github.com/toc-dev/toc/task"
+)
+
+// listenRaw listens on a loopback port that nothing should connect to.
+func listenRaw(t *testing.T) *net.TCPListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.(*net.TCPListener)
+}
+
+// noConnection fails the test if ln has a connection waiting, or gets one
+// within a short deadline.
+func noConnection(t *testing.T, ln *net.TCPListener) {
+	t.Helper()
+	if err := ln.SetDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ln.Accept()
+	if err == nil {
+		_ = c.Close()
+		t.Fatalf("the sink connected to %s", ln.Addr())
+	}
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("accept: %v, want a timeout", err)
+	}
+}
+
+// notAllowed is a Resolve under which no url is a broker the operator
+// allowed (as for a task stored before its broker was removed from the
+// configuration).
+func notAllowed(app, u string) (string, bool, error) { return u, false, nil }
+
+// TestGuardRefusesBrokerNotAllowed: a target url the operator did not allow
+// goes through the address guard, which refuses a loopback address before
+// any connection is made; the error hides the password.
+func TestGuardRefusesBrokerNotAllowed(t *testing.T) {
+	t.Parallel()
+	ln := listenRaw(t)
+	var guarded []string
+	s := newSink(t, Config{
+		Resolve: notAllowed,
+		Guard:   func(app string) netguard.Policy { guarded = append(guarded, app); return netguard.Policy{} },
+	})
+	err := s.Deliver(t.Context(), newTask("shop", task.AMQPTarget{URL: "amqp://toc:s3cret@" + ln.Addr().String() + "/", Exchange: "x"}))
+	var be *netguard.BlockedError
+	if !errors.As(err, &be) {
+		t.Fatalf("got %v, want a *netguard.BlockedError", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "allowed_brokers") {
+		t.Errorf("error %q: want no password and a pointer to allowed_brokers", err)
+	}
+	if len(guarded) != 1 || guarded[0] != "shop" {
+		t.Errorf("Guard called for %q, want once for shop", guarded)
+	}
+	noConnection(t, ln)
+}
+
+// TestGuardedAndAllowedConnections: a broker allowed to one app and not to
+// another is reached by the first and refused to the second, which does not
+// get the first one's connection; the guard's policy decides for a broker
+// that is not allowed; a broker name resolves to its URL.
+func TestGuardedAndAllowedConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	u, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err != nil || !ip.IsLoopback() {
+		t.Skipf("the test broker %s is not on a loopback address", redact(b.url))
+	}
+	s := newSink(t, Config{
+		Resolve: func(app, ref string) (string, bool, error) {
+			switch {
+			case ref == "main":
+				return b.url, app == "ops", nil
+			case ref == "nope":
+				return "", false, errors.New(`"nope" is not the name of a broker of this server`)
+			}
+			return ref, app == "ops", nil
+		},
+		Guard: func(app string) netguard.Policy { return netguard.Policy{AllowPrivate: app == "internal"} },
+	})
+	target := task.AMQPTarget{URL: b.url, Exchange: b.exchange, RoutingKey: b.key}
+	if err := s.Deliver(t.Context(), newTask("ops", target)); err != nil {
+		t.Fatalf("allowed broker: %v", err)
+	}
+	var be *netguard.BlockedError
+	if err := s.Deliver(t.Context(), newTask("shop", target)); !errors.As(err, &be) {
+		t.Fatalf("the same broker, not allowed to shop: got %v, want a *netguard.BlockedError", err)
+	}
+	if err := s.Deliver(t.Context(), newTask("internal", target)); err != nil {
+		t.Fatalf("not allowed, but the app's policy allows private addresses: %v", err)
+	}
+	named := task.AMQPTarget{URL: "main", Exchange: b.exchange, RoutingKey: b.key}
+	if err := s.Deliver(t.Context(), newTask("ops", named)); err != nil {
+		t.Fatalf("allowed broker by name: %v", err)
+	}
+	if err := s.Deliver(t.Context(), newTask("shop", named)); !errors.As(err, &be) {
+		t.Fatalf("broker by name, not allowed to shop: got %v, want a *netguard.BlockedError", err)
+	}
+	if err := s.Deliver(t.Context(), newTask("ops", task.AMQPTarget{URL: "nope", Exchange: b.exchange})); err == nil || !strings.Contains(err.Error(), "not the name of a broker") {
+		t.Fatalf("unknown name: got %v", err)
+	}
+	if got := len(b.getAll(t, b.queue)); got != 3 {
+		t.Errorf("%d messages in the queue, want 3", got)
+	}
+	s.mu.Lock()
+	n := len(s.mu.conns)
+	s.mu.Unlock()
+	if n != 2 {
+		t.Errorf("%d connections, want 2: the allowed one, and one under the internal app's policy", n)
+	}
+}
