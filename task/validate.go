@@ -113,7 +113,12 @@ func (t Target) Validate() error {
 		}
 		u, err := url.Parse(h.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fieldErr("target.http.url", "must be an absolute http:// or https:// URL, got %q", h.URL)
+			if err != nil {
+				// Not echoed: a URL that does not parse may hold a password
+				// where Redacted cannot find it.
+				return fieldErr("target.http.url", "must be an absolute http:// or https:// URL")
+			}
+			return fieldErr("target.http.url", "must be an absolute http:// or https:// URL, got %q", u.Redacted())
 		}
 		if h.Timeout < 0 || h.Timeout.Std() > MaxHTTPTimeout {
 			return fieldErr("target.http.timeout", "must be between 0 (default %s) and %s", DefaultHTTPTimeout, MaxHTTPTimeout)
