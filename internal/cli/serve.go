@@ -476,7 +476,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 	b.store, b.shardFor = st, st.ShardFor
 	b.closers = append(b.closers, st.Close)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(c.redis, ",")})
-	rdb.AddHook(bm.RedisHook())
+	rdb.AddHook(redisindex.MetricsHook(bm))
 	b.closers = append(b.closers, rdb.Close)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = b.close()

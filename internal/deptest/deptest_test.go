@@ -73,9 +73,6 @@ var rules = []rule{{
 	name:   "the Redis client only in internal/store/redisindex and internal/cluster",
 	forbid: redisClient,
 	allow:  concat(driverOwner, []string{"internal/store/redisindex", "internal/cluster", storesize}),
-	knownViolations: map[string]string{
-		"internal/metrics": "Backend.RedisHook returns a redis.Hook; the hook belongs with the Redis code or the wiring",
-	},
 }, {
 	name:   "the SQL drivers (pgx, mysql) only in internal/store/sqlstore",
 	forbid: sqlDrivers,

@@ -3,11 +3,9 @@ package metrics
 import (
 	"context"
 	"errors"
-	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
@@ -155,42 +153,15 @@ func (m *measuredCounter) Counts(ctx context.Context) (c map[string]map[task.Sta
 	return m.c.Counts(ctx)
 }
 
-// RedisHook returns a go-redis hook measuring every command and pipeline.
-func (b *Backend) RedisHook() redis.Hook { return redisHook{b} }
-
-type redisHook struct{ b *Backend }
-
-func (h redisHook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := next(ctx, network, addr)
-		if err != nil {
-			h.b.redisErrs.WithLabelValues("dial").Inc()
-		}
-		return c, err
+// RedisCall records one Redis command or pipeline (cmd "pipeline") that
+// took took, and failed or not. A go-redis hook in package redisindex
+// calls it for every command (redisindex.MetricsHook).
+func (b *Backend) RedisCall(cmd string, took time.Duration, failed bool) {
+	b.redisDur.WithLabelValues(cmd).Observe(took.Seconds())
+	if failed {
+		b.redisErrs.WithLabelValues(cmd).Inc()
 	}
 }
 
-func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		start := time.Now()
-		err := next(ctx, cmd)
-		h.done(cmd.Name(), start, err)
-		return err
-	}
-}
-
-func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		start := time.Now()
-		err := next(ctx, cmds)
-		h.done("pipeline", start, err)
-		return err
-	}
-}
-
-func (h redisHook) done(name string, start time.Time, err error) {
-	h.b.redisDur.WithLabelValues(name).Observe(time.Since(start).Seconds())
-	if err != nil && !errors.Is(err, redis.Nil) {
-		h.b.redisErrs.WithLabelValues(name).Inc()
-	}
-}
+// RedisDialFailed records a connection to Redis that could not be made.
+func (b *Backend) RedisDialFailed() { b.redisErrs.WithLabelValues("dial").Inc() }
