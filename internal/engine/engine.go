@@ -25,9 +25,21 @@
 //
 // # Locks
 //
-// e.mu guards the scheduling core (package sched: the wheel, the cursor and
-// the ready queue) and the pull waiters. It is never held across a store
-// call or a delivery.
+// Three mutexes, none ever held while another is taken, so there is no lock
+// order to keep:
+//   - e.mu guards the scheduling core (package sched: the wheel, the cursor
+//     and the ready queue) and the pull waiters;
+//   - e.apps.mu guards the apps' policies, rate reservations, in-flight
+//     counts, parked tasks and gates (apps.go, gate.go);
+//   - e.out guards the outcomes of push attempts waiting to be stored.
+//
+// No store, index (Redis), limiter or sink call is made while one is held.
+// Store callbacks (Update, UpdateMany) run under the store's own row locks
+// and make no network call, with one exception left for the cluster's
+// Redis-led fire path: the index claim of a fire batch (Index.Claim), one
+// pipelined round trip, runs inside the lease write. Every call carries a
+// deadline: its caller's, or callTimeout for the writes that must finish
+// after their caller has gone (detached).
 package engine
 
 import (
@@ -379,6 +391,18 @@ func (e *Engine) Stats() Stats {
 	return Stats{Wheel: s.Wheel, Ready: s.Ready, Cursor: s.Cursor}
 }
 
+// callTimeout bounds a store or index call that must run to its end even
+// when its caller's context ends: the write that records an attempt, the
+// mirror of a write already stored. Past it the call fails like any other
+// (the lease runs out, the repair scan restores the index).
+const callTimeout = 30 * time.Second
+
+// detached returns a context for such a call: ctx's values without its
+// cancellation, and a deadline of callTimeout.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+}
+
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -437,7 +461,9 @@ func (e *Engine) wrote(ctx context.Context, ws ...written) {
 		for i, w := range ws {
 			ts[i] = w.t
 		}
-		if err := e.cfg.Index.Sync(context.WithoutCancel(ctx), ts...); err != nil {
+		sctx, cancel := detached(ctx)
+		defer cancel()
+		if err := e.cfg.Index.Sync(sctx, ts...); err != nil {
 			e.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
 		}
 	}
@@ -672,6 +698,17 @@ func (e *Engine) loadLoop(ctx context.Context) {
 
 const loadPage = 1000
 
+// scan reads one page of the wake order: the node's slots of the cluster
+// index, or the store's.
+func (e *Engine) scan(ctx context.Context, s sched.Scan) ([]store.Wakeup, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if e.cfg.Index != nil {
+		return e.cfg.Index.Wakeups(ctx, s.From, s.Until, s.Limit)
+	}
+	return e.store.Wakeups(ctx, s.From, s.Until, s.Limit)
+}
+
 // load moves tasks due up to now+Window from the store (or, in a cluster,
 // the node's slots of the index) into the wheel, in wake order, while there
 // is room.
@@ -684,13 +721,7 @@ func (e *Engine) load(ctx context.Context) error {
 		if !ok {
 			return nil
 		}
-		var ws []store.Wakeup
-		var err error
-		if e.cfg.Index != nil {
-			ws, err = e.cfg.Index.Wakeups(ctx, scan.From, scan.Until, scan.Limit)
-		} else {
-			ws, err = e.store.Wakeups(ctx, scan.From, scan.Until, scan.Limit)
-		}
+		ws, err := e.scan(ctx, scan)
 		e.mu.Lock()
 		earlier, again := e.mu.core.EndScan(scan, ws, err != nil)
 		e.mu.Unlock()
@@ -720,7 +751,9 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		}
 		cutoff := time.Now().Add(-e.cfg.Retention)
 		for {
-			n, err := e.store.Sweep(ctx, cutoff, 1000)
+			sctx, cancel := context.WithTimeout(ctx, callTimeout)
+			n, err := e.store.Sweep(sctx, cutoff, 1000)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					e.log.ErrorContext(ctx, "sweep finished tasks", slog.String("error", err.Error()))

@@ -82,8 +82,10 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	ws, errs := e.updateMany(context.WithoutCancel(ctx), ids, noSync, func(ts []*task.Task) []error {
-		return e.lease(ctx, fs, ts)
+	wctx, cancel := detached(ctx)
+	defer cancel()
+	ws, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
+		return e.lease(wctx, fs, ts)
 	})
 	wrote()
 	var mirror []written
@@ -336,7 +338,7 @@ func (e *Engine) claim(ctx context.Context, ts []*task.Task, which []int, fs []f
 	for k, i := range which {
 		claim[k], until[k] = ts[i], fs[i].until
 	}
-	got, err := e.cfg.Index.Claim(context.WithoutCancel(ctx), claim, until, now)
+	got, err := e.cfg.Index.Claim(ctx, claim, until, now)
 	if err != nil {
 		e.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(claim)), slog.String("error", err.Error()))
 		for k := range held {
@@ -442,7 +444,9 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	for i, o := range os {
 		ids[i] = o.id
 	}
-	ts, errs := e.updateMany(context.WithoutCancel(ctx), ids, noSync, func(ts []*task.Task) []error {
+	wctx, cancel := detached(ctx)
+	defer cancel()
+	ts, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
 		now := msNow()
 		errs := make([]error, len(ts))
 		for i, t := range ts {
@@ -487,7 +491,9 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 func (e *Engine) notifyPull(app string) {
 	e.notifyLocal(app)
 	if e.cfg.Index != nil {
-		e.cfg.Index.PullDue(context.Background(), app)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		e.cfg.Index.PullDue(ctx, app)
 	}
 }
 

@@ -172,7 +172,9 @@ func (e *Engine) askLimiter(ctx context.Context, app string, p AppPolicy, ids []
 		if burst <= 0 {
 			burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
 		}
-		got, w, err := e.cfg.Limiter.Take(ctx, app, p.DeliveriesPerSecond, burst, n)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		got, w, err := e.cfg.Limiter.Take(cctx, app, p.DeliveriesPerSecond, burst, n)
+		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, false, 0
@@ -190,7 +192,9 @@ func (e *Engine) askLimiter(ctx context.Context, app string, p AppPolicy, ids []
 			holders[i] = e.holder(id)
 		}
 		now := time.Now()
-		got, next, err := e.cfg.Limiter.Acquire(ctx, app, holders, p.MaxInFlight, now.Add(task.DefaultHTTPTimeout+e.cfg.LeaseGrace))
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		got, next, err := e.cfg.Limiter.Acquire(cctx, app, holders, p.MaxInFlight, now.Add(task.DefaultHTTPTimeout+e.cfg.LeaseGrace))
+		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, false, 0
@@ -237,7 +241,7 @@ func (e *Engine) dropGrant(app string, id task.ID) {
 
 // releaseSlot gives back a cluster in-flight slot.
 func (e *Engine) releaseSlot(app string, id task.ID, max int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	if err := e.cfg.Limiter.Release(ctx, app, e.holder(id), max); err != nil {
 		// The slot runs out on its own at the end of its hold.
