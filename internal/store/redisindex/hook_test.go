@@ -35,7 +35,7 @@ func TestMetricsHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Get(ctx, prefix+":missing").Err() // redis.Nil: an answer, not a failure
-	_ = c.Do(ctx, "nosuchcommand").Err()   // a failure
+	_ = c.Do(ctx, "nosuchcommand").Err()    // a failure
 	p := c.Pipeline()
 	p.Get(ctx, prefix+":k")
 	if _, err := p.Exec(ctx); err != nil {
