@@ -526,20 +526,18 @@ func (e *Engine) runLoop(ctx context.Context) {
 // due order.
 //
 // A batch is what came due together, up to fireBatchMax and to the workers
-// free: one store write fires it (fireMany), where a write per task cost a
-// transaction per task on SQL (most of a cluster's CPU, in PostgreSQL).
+// free: one store write fires it (fireMany), one transaction on SQL instead
+// of one per task.
 //
 // Workers outlive their job: an idle one takes the next, and only after
-// workerIdle without work does it end. A goroutine per task grew a fresh
-// stack in every Pebble read (runtime.newstack was 5% of the CPU at 10 000
-// fires/s).
+// workerIdle without work does it end, so that the fire path does not grow
+// a fresh goroutine stack for every task.
 func (e *Engine) pumpLoop(ctx context.Context) {
 	for {
 		// A fire job takes its ready tasks only once a write slot is free:
 		// while the writes in flight run, the tasks falling due meanwhile
-		// gather into the next batch (a group commit). Handing every few
-		// tasks to a worker of its own instead made dozens of small
-		// batches queue on the store's locks, each waiting for the others.
+		// gather into the next batch (a group commit), rather than many
+		// small batches queueing on the store's locks.
 		select {
 		case e.writing <- struct{}{}:
 		case <-ctx.Done():
@@ -566,9 +564,9 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 	}
 }
 
-// fireWriters bounds the fire jobs writing to the store at once. Measured
-// in toc bench (60 000 tasks over 6 s, embedded, five runs each): p99
-// lateness 181-549 ms with 2, 266-1362 ms with no bound.
+// fireWriters bounds the fire jobs writing to the store at once: two keep
+// one write in flight while the next batch gathers (toc bench's fire
+// workload chose it over one, four and no bound).
 const fireWriters = 2
 
 // job is a worker's piece of work: tasks to fire, or a push attempt to

@@ -100,8 +100,8 @@ type Options struct {
 // memTableSize is Pebble's memtable size. A task is written about three
 // times within seconds (created, leased, delivered), each write replacing
 // index entries: in a memtable large enough to hold those seconds, the
-// replaced versions never reach an sstable. With Pebble's default of 4 MiB,
-// compactions rewriting them took 12% of the CPU at 10 000 fires/s.
+// replaced versions never reach an sstable; with Pebble's default of 4 MiB,
+// compactions spend much of the fire path's CPU rewriting them.
 const memTableSize = 32 << 20
 
 // CacheSizeDefault is the default [Options.CacheSize]: 64 MiB.
@@ -165,8 +165,7 @@ func Open(opts Options) (*Store, error) {
 		MemTableSize:       memTableSize,
 	}
 	// Bloom filters on every level: each attempt reads its task by id, and
-	// without filters a point read opens every overlapping sstable (the fire
-	// path's profile had Pebble Get at 16% of the CPU).
+	// without filters a point read opens every overlapping sstable.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}

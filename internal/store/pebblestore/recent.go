@@ -8,9 +8,9 @@ import (
 
 // The fire path reads each task back soon after it was written: created a
 // few seconds before it is due, leased when it fires, and read again to
-// record the attempt's outcome. A Pebble point read cost about 25 µs there
-// (iterator setup, memtables and L0 files; 14% of the CPU at 10 000
-// fires/s), more than decoding the record. So each id stripe keeps the
+// record the attempt's outcome. A Pebble point read (iterator setup,
+// memtables and L0 files) costs more than decoding the record. So each id
+// stripe keeps the
 // tasks last written under it that wake soon, decoded, and Update reads
 // them from there.
 //

@@ -36,8 +36,8 @@ type Options struct {
 	//
 	// More tables spread promotion work over more nodes (each shard has one
 	// owner), but cost the fire path: an UpdateMany costs about two
-	// statements per table its batch touches. On one node at 2 000 fires/s,
-	// 16 tables gave p99 4.7 s and 4 tables 0.18 s.
+	// statements per table its batch touches, so a batch spread over many
+	// tables costs many statements.
 	Tables int
 
 	// MaxConns bounds the connections to each database. Default
@@ -46,11 +46,11 @@ type Options struct {
 
 	// MinConns is how many connections to each database Open sets up
 	// front (at most MaxConns; default none). The pool then need not
-	// grow in the middle of the first burst of due tasks: a PostgreSQL
-	// connection took 20 ms to set up on a 2-core machine, and a dozen
-	// set up at once in a burst held fires up for 1–2 s. Open does not
-	// fail when the database refuses some of them (max_connections);
-	// it logs that and goes on with what it has.
+	// grow in the middle of the first burst of due tasks, where setting up
+	// connections (tens of milliseconds each, more when many start at
+	// once) holds fires up. Open does not fail when the database refuses
+	// some of them (max_connections); it logs that and goes on with what
+	// it has.
 	MinConns int
 
 	// Logger receives the schema migrations, at Info. Default
