@@ -36,9 +36,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -232,12 +233,7 @@ func (f *File) Validate() error {
 			return bad(fmt.Sprintf("admin_tokens[%d]", i), "must be the SHA-256 hex digest of a token (64 hex digits), never the token itself; `printf %%s TOKEN | sha256sum` makes one")
 		}
 	}
-	bnames := make([]string, 0, len(f.Brokers))
-	for name := range f.Brokers {
-		bnames = append(bnames, name)
-	}
-	sort.Strings(bnames)
-	for _, name := range bnames {
+	for _, name := range slices.Sorted(maps.Keys(f.Brokers)) {
 		if !task.IsBrokerName(name) {
 			return bad("brokers."+name, "is not a valid broker name: 1 to %d letters, digits, '.', '_' or '-'", task.MaxBrokerNameLen)
 		}
@@ -248,11 +244,7 @@ func (f *File) Validate() error {
 	if err := f.Defaults.validate("defaults", false); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(f.Apps))
-	for name := range f.Apps {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(f.Apps))
 	for _, name := range names {
 		if err := task.ValidateApp(name); err != nil {
 			return bad("apps."+name, "is not a valid app name: [a-z0-9][a-z0-9._-]{0,63}")
@@ -306,12 +298,7 @@ func (f *File) ValidateTargets(amqp, nats string) error {
 	if err := check("defaults", "", f.Defaults); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(f.Apps))
-	for name := range f.Apps {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.Apps)) {
 		prefix := "apps." + name
 		if f.Apps[name].Target == nil {
 			prefix = "defaults" // the app's target is the defaults' one

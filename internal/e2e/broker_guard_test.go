@@ -43,13 +43,7 @@ type brokerTrap struct {
 }
 
 func newBrokerTrap(t *testing.T) *brokerTrap {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	return &brokerTrap{ln: ln.(*net.TCPListener)}
+	return &brokerTrap{ln: testsvc.QuietListener(t)}
 }
 
 func (b *brokerTrap) addr() string { return b.ln.Addr().String() }
@@ -58,18 +52,7 @@ func (b *brokerTrap) addr() string { return b.ln.Addr().String() }
 // made earlier waits in the backlog, so a short deadline is enough.
 func (b *brokerTrap) untouched(t *testing.T) {
 	t.Helper()
-	if err := b.ln.SetDeadline(time.Now().Add(300 * time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	c, err := b.ln.Accept()
-	if err == nil {
-		_ = c.Close()
-		t.Fatalf("toc connected to %s", b.addr())
-	}
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("accept on %s: %v, want a timeout", b.addr(), err)
-	}
+	testsvc.NoConnection(t, b.ln, 300*time.Millisecond)
 }
 
 func writeConfig(t *testing.T, path, yaml string) {

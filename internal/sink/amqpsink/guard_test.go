@@ -2,7 +2,6 @@ package amqpsink
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -10,36 +9,9 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/netguard"
+	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
-
-// listenRaw listens on a loopback port that nothing should connect to.
-func listenRaw(t *testing.T) *net.TCPListener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	return ln.(*net.TCPListener)
-}
-
-// noConnection fails the test if ln has a connection waiting, or gets one
-// within a short deadline.
-func noConnection(t *testing.T, ln *net.TCPListener) {
-	t.Helper()
-	if err := ln.SetDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	c, err := ln.Accept()
-	if err == nil {
-		_ = c.Close()
-		t.Fatalf("the sink connected to %s", ln.Addr())
-	}
-	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-		t.Fatalf("accept: %v, want a timeout", err)
-	}
-}
 
 // notAllowed is a Resolve under which no url is a broker the operator
 // allowed (as for a task stored before its broker was removed from the
@@ -51,7 +23,7 @@ func notAllowed(app, u string) (string, bool, error) { return u, false, nil }
 // any connection is made; the error hides the password.
 func TestGuardRefusesBrokerNotAllowed(t *testing.T) {
 	t.Parallel()
-	ln := listenRaw(t)
+	ln := testsvc.QuietListener(t)
 	var guarded []string
 	s := newSink(t, Config{
 		Resolve: notAllowed,
@@ -68,7 +40,7 @@ func TestGuardRefusesBrokerNotAllowed(t *testing.T) {
 	if len(guarded) != 1 || guarded[0] != "shop" {
 		t.Errorf("Guard called for %q, want once for shop", guarded)
 	}
-	noConnection(t, ln)
+	testsvc.NoConnection(t, ln, 200*time.Millisecond)
 }
 
 // TestGuardedAndAllowedConnections: a broker allowed to one app and not to

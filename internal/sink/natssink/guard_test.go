@@ -2,7 +2,6 @@ package natssink
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -10,43 +9,16 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/netguard"
+	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
-
-// listenRaw listens on a loopback port that nothing should connect to.
-func listenRaw(t *testing.T) *net.TCPListener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	return ln.(*net.TCPListener)
-}
-
-// noConnection fails the test if ln has a connection waiting, or gets one
-// within a short deadline.
-func noConnection(t *testing.T, ln *net.TCPListener) {
-	t.Helper()
-	if err := ln.SetDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	c, err := ln.Accept()
-	if err == nil {
-		_ = c.Close()
-		t.Fatalf("the sink connected to %s", ln.Addr())
-	}
-	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-		t.Fatalf("accept: %v, want a timeout", err)
-	}
-}
 
 // TestGuardRefusesServerNotAllowed: a target url the operator did not
 // allow goes through the address guard, which refuses a loopback address
 // before any connection is made; the error hides the password.
 func TestGuardRefusesServerNotAllowed(t *testing.T) {
 	t.Parallel()
-	ln := listenRaw(t)
+	ln := testsvc.QuietListener(t)
 	s := newSink(t, Config{
 		Resolve: func(app, u string) (string, bool, error) { return u, false, nil },
 		Guard:   func(string) netguard.Policy { return netguard.Policy{} },
@@ -59,7 +31,7 @@ func TestGuardRefusesServerNotAllowed(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "allowed_brokers") {
 		t.Errorf("error %q: want no password and a pointer to allowed_brokers", err)
 	}
-	noConnection(t, ln)
+	testsvc.NoConnection(t, ln, 200*time.Millisecond)
 }
 
 // TestGuardedAndAllowedConnections: a server allowed to one app and not to
