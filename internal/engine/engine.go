@@ -224,6 +224,10 @@ type Engine struct {
 		waiters map[string]chan struct{}
 	}
 
+	// creates holds the create requests waiting for a store write
+	// (creates.go).
+	creates createQueue
+
 	// out holds the outcomes of push attempts waiting to be stored
 	// (settleOutcome).
 	out struct {

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// heldCreates is a store whose Create calls wait until released, so that a
+// test can make requests gather behind the writes in flight.
+type heldCreates struct {
+	store.Store
+	calls   atomic.Int32
+	entered chan int // the size of each Create call, as it starts
+	release chan struct{}
+}
+
+func (h *heldCreates) Create(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+	h.calls.Add(1)
+	h.entered <- len(ts)
+	<-h.release
+	return h.Store.Create(ctx, ts)
+}
+
+// TestCreatesGather: while the create writes in flight run, the requests
+// that come meanwhile wait and go to the store together, in one write; every
+// request gets its own results, and a key created twice among them is one
+// task.
+func TestCreatesGather(t *testing.T) {
+	var held *heldCreates
+	b := setup(t, func(c *Config) {
+		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
+		c.Store = held
+	})
+	type answer struct {
+		rs  []ScheduleResult
+		err error
+	}
+	answers := make([]answer, 12)
+	var wg sync.WaitGroup
+	req := func(i int, ps ...ScheduleParams) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs, err := b.eng.Schedule(context.Background(), ps)
+			answers[i] = answer{rs, err}
+		}()
+	}
+	p := func(key string) ScheduleParams {
+		return ScheduleParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	}
+	// Two requests take the two write slots and block in the store.
+	req(0, p("a0"))
+	req(1, p("a1"))
+	for range createWriters {
+		if n := <-held.entered; n != 1 {
+			t.Fatalf("a first write carries %d tasks, want its request's 1", n)
+		}
+	}
+	// Ten more queue while those run: three tasks each, one key shared.
+	for i := 2; i < 12; i++ {
+		req(i, p(fmt.Sprintf("k%d-1", i)), p(fmt.Sprintf("k%d-2", i)), p("shared"))
+	}
+	waitFor(t, func() bool {
+		b.eng.creates.Lock()
+		defer b.eng.creates.Unlock()
+		return len(b.eng.creates.pending) == 10
+	})
+	close(held.release) // everything from here on passes straight through
+	if n := <-held.entered; n != 30 {
+		t.Errorf("the gathered write carries %d tasks, want all 30 queued", n)
+	}
+	wg.Wait()
+	if n := held.calls.Load(); n != 3 {
+		t.Errorf("%d store writes for 12 requests, want 3 (two, then one gathered)", n)
+	}
+	var sharedID task.ID
+	created := 0
+	for i, a := range answers {
+		if a.err != nil {
+			t.Fatalf("request %d: %v", i, a.err)
+		}
+		for j, r := range a.rs {
+			if r.Err != nil || r.Task == nil {
+				t.Fatalf("request %d, task %d: %+v", i, j, r)
+			}
+			want := []string{fmt.Sprintf("a%d", i)}
+			if i >= 2 {
+				want = []string{fmt.Sprintf("k%d-1", i), fmt.Sprintf("k%d-2", i), "shared"}
+			}
+			if r.Task.Key != want[j] {
+				t.Fatalf("request %d, task %d: key %q, want %q", i, j, r.Task.Key, want[j])
+			}
+			if r.Task.Key == "shared" {
+				if r.Created {
+					created++
+				}
+				if !sharedID.IsZero() && r.Task.ID != sharedID {
+					t.Errorf("key shared: tasks %s and %s", sharedID, r.Task.ID)
+				}
+				sharedID = r.Task.ID
+			} else if !r.Created {
+				t.Errorf("request %d: task %s not created", i, r.Task.Key)
+			}
+		}
+	}
+	if created != 1 {
+		t.Errorf("key shared created %d times, want once", created)
+	}
+}
+
+// TestCreatesUnderLoad: many concurrent requests, each of its own key, all
+// get their own task, with fewer store writes than requests, and no slot
+// is left taken.
+func TestCreatesUnderLoad(t *testing.T) {
+	b := setup(t, nil)
+	const n = 200
+	var wg sync.WaitGroup
+	ids := make([]task.ID, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("load-", i)
+			rs, err := b.eng.Schedule(context.Background(), []ScheduleParams{{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
+			if err != nil || rs[0].Err != nil || rs[0].Task.Key != key || !rs[0].Created {
+				t.Errorf("request %d: %+v %v", i, rs, err)
+				return
+			}
+			ids[i] = rs[0].Task.ID
+		}()
+	}
+	wg.Wait()
+	seen := map[task.ID]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("task %s answered twice", id)
+		}
+		seen[id] = true
+	}
+	b.eng.creates.Lock()
+	defer b.eng.creates.Unlock()
+	if b.eng.creates.writers != 0 || len(b.eng.creates.pending) != 0 {
+		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.writers, len(b.eng.creates.pending))
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
