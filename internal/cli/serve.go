@@ -99,7 +99,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&c.insecure, "insecure", false, "allow serving without any token on a non-loopback address")
 	fs.StringVar(&c.allowPrivate, "allow-private-targets", "", "let tasks call loopback/private/link-local addresses: true or false (default: true only in local development mode)")
 	fs.DurationVar(&c.reloadEvery, "config-check", 2*time.Second, "how often the configuration file is checked for changes (SIGHUP reloads at once)")
-	fs.StringVar(&c.sql, "sql", "", "cluster mode: SQL task library, DSN[,DSN...] (postgres://... or mysql://user:pass@tcp(host:3306)/db)")
+	fs.StringVar(&c.sql, "sql", "", "cluster mode: SQL task library, DSN[,DSN...]: postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db (also mariadb://, or the MySQL driver's form user:pass@tcp(host:3306)/db)")
 	fs.StringVar(&c.redis, "redis", "", "cluster mode: Redis address[,address...] (several: Redis Cluster)")
 	fs.IntVar(&c.sqlTables, "sql-tables", sqlstore.TablesDefault, "cluster mode: task tables per database (fixed at first start)")
 	fs.IntVar(&c.sqlMinConns, "sql-min-conns", 16, "cluster mode: connections to each database set up at start, so a burst of due tasks does not wait for new ones (at most 32)")
@@ -469,7 +469,13 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 		return nil, fmt.Errorf("%w: cluster mode needs both --sql and --redis", ErrUsage)
 	}
 	b := &backend{describe: "cluster"}
-	st, err := sqlstore.Open(ctx, sqlstore.Options{DSNs: strings.Split(c.sql, ","), Tables: c.sqlTables, MinConns: c.sqlMinConns, Logger: log})
+	dsns := strings.Split(c.sql, ",")
+	for _, dsn := range dsns {
+		if err := sqlstore.CheckDSN(dsn); err != nil {
+			return nil, fmt.Errorf("%w: --sql %w", ErrUsage, err) // the password masked
+		}
+	}
+	st, err := sqlstore.Open(ctx, sqlstore.Options{DSNs: dsns, Tables: c.sqlTables, MinConns: c.sqlMinConns, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open the SQL task library: %w (Options.DSNs is --sql, Options.Tables is --sql-tables; a database an earlier toc set up without --sql-tables has 16)", err)
 	}

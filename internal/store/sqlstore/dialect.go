@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strings"
 	"text/template"
 
 	"github.com/go-sql-driver/mysql"
@@ -23,7 +22,8 @@ type dialect struct {
 	queries    map[string]*template.Template
 	migrations []migration
 
-	// connector returns the driver connector for a DSN (scheme included).
+	// connector returns the driver connector for a DSN of the dialect
+	// (see dsn.go). Its error may quote the password: see parseDSN.
 	connector func(dsn string) (driver.Connector, error)
 
 	// transactionalDDL: migrations run in one transaction (PostgreSQL).
@@ -35,13 +35,6 @@ type dialect struct {
 	// again.
 	retryable func(error) bool
 }
-
-// DSN schemes.
-const (
-	schemePostgres   = "postgres://"
-	schemePostgreSQL = "postgresql://"
-	schemeMySQL      = "mysql://"
-)
 
 var (
 	postgresDialect = mustDialect(&dialect{
@@ -93,17 +86,6 @@ func mustDialect(d *dialect) *dialect {
 	return d
 }
 
-// dialectOf returns the dialect of dsn, by its scheme.
-func dialectOf(dsn string) (*dialect, error) {
-	switch {
-	case strings.HasPrefix(dsn, schemePostgres), strings.HasPrefix(dsn, schemePostgreSQL):
-		return postgresDialect, nil
-	case strings.HasPrefix(dsn, schemeMySQL):
-		return mysqlDialect, nil
-	}
-	return nil, errors.New("must start with postgres://, postgresql:// or mysql://")
-}
-
 // render renders the query name of d.
 func (d *dialect) render(name string, data tmplData) (query, error) {
 	t := d.queries[name]
@@ -114,15 +96,16 @@ func (d *dialect) render(name string, data tmplData) (query, error) {
 }
 
 func postgresConnector(dsn string) (driver.Connector, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	scheme, rest, _ := cutScheme(dsn)
+	cfg, err := pgx.ParseConfig(scheme + "://" + rest)
 	if err != nil {
 		return nil, err
 	}
 	return stdlib.GetConnector(*cfg), nil
 }
 
-// mysqlConnector strips the mysql:// scheme, which go-sql-driver/mysql does
-// not know, and sets what the store relies on:
+// mysqlConnector reads a MySQL DSN in any of its forms (see mysqlConfig)
+// and sets what the store relies on:
 //
 //   - clientFoundRows off: an insert whose key is taken counts 0 rows;
 //   - interpolateParams on: a query with arguments is one round trip, not a
@@ -131,12 +114,9 @@ func postgresConnector(dsn string) (driver.Connector, error) {
 //   - strict mode, unless the DSN sets sql_mode: a value too long for its
 //     column is an error, never silently cut.
 func mysqlConnector(dsn string) (driver.Connector, error) {
-	cfg, err := mysql.ParseDSN(strings.TrimPrefix(dsn, schemeMySQL))
+	cfg, err := mysqlConfig(dsn)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.DBName == "" {
-		return nil, errors.New("names no database (mysql://user:pass@tcp(host:port)/database)")
 	}
 	cfg.ClientFoundRows = false
 	cfg.InterpolateParams = true

@@ -51,3 +51,7 @@ func OpenConns(s *Store) []int {
 	}
 	return n
 }
+
+// MySQLConfig is mysqlConfig: the driver's configuration of a MySQL DSN,
+// before the store's own settings.
+var MySQLConfig = mysqlConfig

@@ -165,8 +165,9 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{sqlstore.Options{}, "Options.DSNs is required"},
-		{sqlstore.Options{DSNs: []string{"host=x dbname=y"}}, "Options.DSNs[0] must start with"},
+		{sqlstore.Options{DSNs: []string{"host=x dbname=y"}}, `Options.DSNs[0] "host=x dbname=y": not a PostgreSQL or MySQL DSN; use postgres://`},
 		{sqlstore.Options{DSNs: []string{"postgres://x/y", "mysql://u@tcp(x)/y"}}, "mixes postgres (DSNs[0]) and mysql (DSNs[1])"},
+		{sqlstore.Options{DSNs: []string{"mariadb://u@x/y", "postgresql://x/y"}}, "mixes mysql (DSNs[0]) and postgres (DSNs[1])"},
 		{sqlstore.Options{DSNs: []string{"postgres://x/y"}, Tables: -1}, "Options.Tables is negative"},
 		{sqlstore.Options{DSNs: []string{"postgres://x/y", "postgres://x/z"}, Tables: 1<<15 + 1}, "more than the 65536"},
 		{sqlstore.Options{DSNs: []string{"postgres://x/y"}, MaxConns: -1}, "Options.MaxConns is negative"},

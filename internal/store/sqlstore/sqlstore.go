@@ -22,9 +22,15 @@ type Options struct {
 	// DSNs are the databases, all PostgreSQL or all MySQL/MariaDB:
 	//
 	//	postgres://user:pass@host:5432/database?sslmode=disable   (or postgresql://)
+	//	mysql://user:pass@host:3306/database?tls=true             (or mariadb://)
 	//	mysql://user:pass@tcp(host:3306)/database?tls=true
 	//
-	// A MySQL DSN is go-sql-driver/mysql's format behind a mysql:// scheme.
+	// A MySQL URL's user and password are percent-decoded, its port
+	// defaults to 3306, an IPv6 host is in brackets, and its parameters are
+	// go-sql-driver/mysql's. The last form is that driver's own, with or
+	// without the scheme; a unix socket needs it
+	// (mysql://user@unix(/path/to/mysqld.sock)/database). [CheckDSN]
+	// checks a DSN; [RedactDSN] masks its password.
 	// Required. Their order is part of the sharding: keep it, and keep their
 	// number (each database records its place and refuses another).
 	DSNs []string
@@ -72,12 +78,12 @@ func (o Options) Validate() error {
 	if len(o.DSNs) == 0 {
 		return errors.New("sqlstore: Options.DSNs is required")
 	}
-	first, err := dialectOf(o.DSNs[0])
+	first, _, err := parseDSN(o.DSNs[0])
 	if err != nil {
 		return fmt.Errorf("sqlstore: Options.DSNs[0] %w", err)
 	}
 	for i, dsn := range o.DSNs[1:] {
-		d, err := dialectOf(dsn)
+		d, _, err := parseDSN(dsn)
 		if err != nil {
 			return fmt.Errorf("sqlstore: Options.DSNs[%d] %w", i+1, err)
 		}
@@ -157,11 +163,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	maxConns := cmp.Or(opts.MaxConns, MaxConnsDefault)
 	for i, dsn := range opts.DSNs {
-		conn, err := d.connector(dsn)
+		_, conn, err := parseDSN(dsn)
 		if err != nil {
 			s.closeDBs()
-			// Not the DSN: it may hold a password.
-			return nil, fmt.Errorf("sqlstore: Options.DSNs[%d]: %w", i, err)
+			return nil, fmt.Errorf("sqlstore: Options.DSNs[%d] %w", i, err) // the password masked
 		}
 		db := sql.OpenDB(conn)
 		db.SetMaxOpenConns(maxConns)
