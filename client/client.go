@@ -310,6 +310,56 @@ func (c *Client) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	return c.task(ctx, http.MethodPost, taskPath(id, "/retry"), nil)
 }
 
+// BulkFilter selects an app's tasks for [Client.RetryAll] and
+// [Client.CancelAll]. Fields left zero do not filter, except State.
+type BulkFilter struct {
+	// State is the state of the tasks to change; required: [task.Dead] or
+	// [task.Expired] for RetryAll, [task.Scheduled] for CancelAll.
+	State task.State `json:"state"`
+	// KeyPrefix keeps the tasks whose key starts with it.
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// DueAfter keeps the tasks due at or after it (their original due_at).
+	DueAfter *time.Time `json:"due_after,omitempty"`
+	// DueBefore keeps the tasks due before it.
+	DueBefore *time.Time `json:"due_before,omitempty"`
+	// Limit is the most tasks one call changes; 0 takes the server's
+	// maximum (100,000).
+	Limit int `json:"limit,omitempty"`
+}
+
+// BulkResult is what one bulk call did.
+type BulkResult struct {
+	// Count is the number of tasks changed.
+	Count int `json:"count"`
+	// More says the call stopped at its limit: call again to go on (the
+	// next call may find none left).
+	More bool `json:"more,omitempty"`
+}
+
+// RetryAll retries every dead or expired task of app that f matches, as
+// [Client.Retry] does one, in one request. Calling it again is safe:
+// retried tasks are no longer in f.State. When the result has More, call
+// again for the rest.
+func (c *Client) RetryAll(ctx context.Context, app string, f BulkFilter) (BulkResult, error) {
+	return c.bulk(ctx, app, "retry", f)
+}
+
+// CancelAll cancels every scheduled task of app that f matches, as
+// [Client.Cancel] does one; f.State must be [task.Scheduled]. It returns as
+// [Client.RetryAll] does.
+func (c *Client) CancelAll(ctx context.Context, app string, f BulkFilter) (BulkResult, error) {
+	return c.bulk(ctx, app, "cancel", f)
+}
+
+func (c *Client) bulk(ctx context.Context, app, op string, f BulkFilter) (BulkResult, error) {
+	var res BulkResult
+	if app == "" {
+		return res, fmt.Errorf("toc: %s all: app is required", op)
+	}
+	_, err := c.do(ctx, http.MethodPost, "/v1/apps/"+pathSegment(app)+"/tasks:"+op, nil, f, &res)
+	return res, err
+}
+
 // Claim takes due pull tasks of app. Each returned task carries its Lease
 // token and Attempts; ack or nack it before the lease runs out. It returns
 // an empty slice when nothing was due within req.Wait.

@@ -40,6 +40,8 @@ var routes = []string{
 	"GET /v1/apps/{app}/keys/{key}",
 	"DELETE /v1/apps/{app}/keys/{key}",
 	"GET /v1/apps/{app}/tasks",
+	"POST /v1/apps/{app}/tasks:retry",
+	"POST /v1/apps/{app}/tasks:cancel",
 	"POST /v1/apps/{app}/claim",
 	"GET /healthz",
 	"GET /readyz",

@@ -63,6 +63,7 @@ func commands() []command {
 		{"cancel", "(ID | --app A --key K) [flags]", "cancel a scheduled task", runCancel},
 		{"list", "--app A --state S [--limit N] [--cursor C] [--all] [--json] [flags]", "list an app's tasks in one state", runList},
 		{"retry", "ID [flags]", "schedule a dead or expired task again, now", runRetry},
+		{"bulk", "(retry | cancel) --app A [--state S] [--key-prefix P] [--due-after T] [--due-before T] [--limit N] [--all] [flags]", "retry or cancel every task of an app that a filter matches", runBulk},
 		{"bench", "(--embedded | --server URL) [--workload fire|schedule|pending] [flags]", "benchmark a server: lateness, throughput, memory", func(ctx context.Context, e *env, args []string) error { return runBench(ctx, args, e.stdout, e.stderr) }},
 	}
 }

@@ -34,6 +34,8 @@ var routes = []string{
 	"GET /v1/apps/{app}/keys/{key}",
 	"DELETE /v1/apps/{app}/keys/{key}",
 	"GET /v1/apps/{app}/tasks",
+	"POST /v1/apps/{app}/tasks:retry",
+	"POST /v1/apps/{app}/tasks:cancel",
 }
 
 // request is one request as the fake API received it.
@@ -204,7 +206,7 @@ func checkUsageError(t *testing.T, err error, want string) {
 	}
 }
 
-var commandNames = []string{"serve", "schedule", "get", "cancel", "list", "retry"}
+var commandNames = []string{"serve", "schedule", "get", "cancel", "list", "retry", "bulk"}
 
 func TestHelp(t *testing.T) {
 	t.Parallel()

@@ -339,11 +339,7 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 		if t.State != task.Dead && t.State != task.Expired {
 			return conflict("retry", t, "only dead or expired tasks can be retried")
 		}
-		now := msNow()
-		t.Attempts = 0
-		t.Deadline = nil
-		t.Record(now, "retried", 0, "")
-		schedule(t, now, now)
+		retry(t, msNow())
 		return nil
 	})
 	if err != nil {

@@ -140,4 +140,13 @@ func newBoot() string {
 // msNow is the current time truncated to the millisecond, the precision of
 // every stored time. Truncating (not rounding) keeps "due <= now" from ever
 // holding before the due instant.
+// retry makes a dead or expired task fire again now, with its attempts
+// reset and its deadline cleared.
+func retry(t *task.Task, now time.Time) {
+	t.Attempts = 0
+	t.Deadline = nil
+	t.Record(now, "retried", 0, "")
+	schedule(t, now, now)
+}
+
 func msNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }

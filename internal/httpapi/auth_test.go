@@ -27,7 +27,8 @@ func digest(token string) string {
 //
 // Every route that names another app's task (by id or by key) answers 404,
 // exactly as for a task that does not exist; routes that name another app
-// (create, list, claim, settings) answer 403; no or a bad token answers 401.
+// (create, list, claim, settings, bulk retry and cancel) answer 403; no or
+// a bad token answers 401.
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
@@ -68,6 +69,8 @@ func TestAuthMatrix(t *testing.T) {
 			{"get by key", "GET", "/v1/apps/shop/keys/" + tk.Key, ``, false, 200},
 			{"app settings", "GET", "/v1/apps/shop", ``, true, 200},
 			{"list", "GET", "/v1/apps/shop/tasks?state=scheduled", ``, true, 200},
+			{"retry all", "POST", "/v1/apps/shop/tasks:retry", `{"state":"dead"}`, true, 200},
+			{"cancel all", "POST", "/v1/apps/shop/tasks:cancel", `{"state":"scheduled","key_prefix":"no-such-key"}`, true, 200},
 			{"patch", "PATCH", "/v1/tasks/" + id, `{"delay":"2h"}`, false, 200},
 			{"claim", "POST", "/v1/apps/shop/claim", `{}`, true, 200},
 			{"ack", "POST", "/v1/tasks/" + id + "/ack", `{"lease":"x"}`, false, 409},

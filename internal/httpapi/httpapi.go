@@ -95,6 +95,8 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET /v1/apps/{app}/keys/{key}", h.limited(h.getByKey))
 	m.HandleFunc("DELETE /v1/apps/{app}/keys/{key}", h.limited(h.cancelByKey))
 	m.HandleFunc("GET /v1/apps/{app}/tasks", h.limited(h.list))
+	m.HandleFunc("POST /v1/apps/{app}/tasks:retry", h.limited(h.retryAll))   // bulk.go
+	m.HandleFunc("POST /v1/apps/{app}/tasks:cancel", h.limited(h.cancelAll)) // bulk.go
 	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
 	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

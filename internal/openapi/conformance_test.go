@@ -9,7 +9,9 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -22,7 +24,9 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/openapi"
+	"github.com/toc-dev/toc/internal/reqlog"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -226,6 +230,11 @@ func TestConformance(t *testing.T) {
 	billing := create("billing", "refund-2", later)
 	waitState(t, s.url, delivered.ID, task.Delivered)
 	waitState(t, s.url, dead.ID, task.Dead)
+	create("shop", "promo-1", later) // for the bulk cancel below
+	create("shop", "promo-2", later)
+	const bulkRetry, bulkCancel = "POST /v1/apps/{app}/tasks:retry", "POST /v1/apps/{app}/tasks:cancel"
+	shopApp, billingApp := map[string]string{"app": "shop"}, map[string]string{"app": "billing"}
+	padded := func(body string) string { return body[:len(body)-1] + strings.Repeat(" ", 70_000) + "}" } // over the 64 KiB body cap
 
 	cases := []call{
 		// POST /v1/tasks
@@ -305,6 +314,26 @@ func TestConformance(t *testing.T) {
 		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, body: `{"lease":"forever"}`, invalid: true, want: 400},
 		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "billing"}, token: shopToken, want: 403},
 		{op: "POST /v1/apps/{app}/claim", params: map[string]string{"app": "shop"}, token: "-", want: 401},
+
+		// POST /v1/apps/{app}/tasks:retry and tasks:cancel (the cancel that
+		// stops at its limit is below)
+		{op: bulkRetry, params: billingApp, body: `{"state":"dead","key_prefix":"refund-","due_after":"2000-01-01T00:00:00Z","due_before":"2099-01-01T00:00:00.5Z","limit":1000}`, want: 200},
+		{op: bulkRetry, params: shopApp, body: `{"state":"expired"}`, token: shopToken, want: 200},
+		{op: bulkRetry, params: shopApp, body: `{"state":"scheduled"}`, invalid: true, want: 400},
+		{op: bulkRetry, params: shopApp, body: `{}`, invalid: true, want: 400},
+		{op: bulkRetry, params: shopApp, body: `{"state":"dead","due_after":"yesterday"}`, invalid: true, want: 400},
+		{op: bulkRetry, params: shopApp, body: `{"state":"dead","colour":"red"}`, invalid: true, want: 400},
+		{op: bulkRetry, params: shopApp, body: `{"state":"dead","due_after":"2030-01-01T00:00:00Z","due_before":"2029-01-01T00:00:00Z"}`, want: 400},
+		{op: bulkRetry, params: billingApp, body: `{"state":"dead"}`, token: shopToken, want: 403},
+		{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, token: "-", want: 401},
+		{op: bulkRetry, params: shopApp, body: padded(`{"state":"dead"}`), want: 413},
+		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled","key_prefix":"no-such-"}`, token: shopToken, want: 200},
+		{op: bulkCancel, params: shopApp, body: `{"state":"dead"}`, invalid: true, want: 400},
+		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled","limit":0}`, invalid: true, want: 400},
+		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled","key_prefix":"` + strings.Repeat("k", 257) + `"}`, invalid: true, want: 400},
+		{op: bulkCancel, params: billingApp, body: `{"state":"scheduled","key_prefix":"refund-"}`, token: shopToken, want: 403},
+		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, token: "-", want: 401},
+		{op: bulkCancel, params: shopApp, body: padded(`{"state":"scheduled","key_prefix":"promo-"}`), want: 413},
 
 		// Operations
 		{op: "GET /v1/stats", want: 200},
@@ -389,6 +418,25 @@ func TestConformance(t *testing.T) {
 		t.Errorf("history after a nack = %+v", got.History)
 	}
 
+	// A bulk cancel that stops at its limit says there is more; the
+	// repeat does the rest.
+	for _, want := range []string{`{"count":1,"more":true}`, `{"count":1}`} {
+		got := c.do(call{op: bulkCancel, params: shopApp, body: `{"state":"scheduled","key_prefix":"promo-","limit":1}`, want: 200})
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("bulk cancel with limit 1: %s, want %s", got, want)
+		}
+	}
+	if got := string(c.do(call{op: bulkCancel, params: shopApp, body: `{"state":"scheduled","key_prefix":"promo-"}`, want: 200})); strings.TrimSpace(got) != `{"count":0}` {
+		t.Errorf("bulk cancel repeated: %s, want a count of 0", got)
+	}
+
+	// 429 from a server at its limit of concurrent requests: one, held by
+	// a create whose body has not finished arriving.
+	busyCheck(t, c, s, []call{
+		{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 429},
+		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 429},
+	})
+
 	// Rate limits: 429 with Retry-After.
 	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}}})
 	slow := `{"app":"slow","delay":"1h","target":` + target(ok) + `}`
@@ -400,6 +448,8 @@ func TestConformance(t *testing.T) {
 	c.do(call{op: "GET /readyz", token: "-", want: 503})
 	c.do(call{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","target":` + target(ok) + `}`, want: 503})
 	c.do(call{op: "GET /v1/tasks/{id}", params: id(billing), want: 200}) // reads still work
+	c.do(call{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 503})
+	c.do(call{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 503})
 
 	// Every operation of the spec was called, with a success and (where
 	// the spec has any) an error.
@@ -433,6 +483,56 @@ func TestConformance(t *testing.T) {
 			slices.Sort(untested)
 			t.Logf("%s: documented but not exercised: %v", o, untested)
 		}
+	}
+}
+
+// busyCheck sends calls to a second server over s's engine that serves one
+// request at a time, while a create whose body never finishes holds that
+// one: each call is answered 429. The statuses count for c.
+func busyCheck(t *testing.T, c *checker, s *stack, calls []call) {
+	t.Helper()
+	acc, err := httpapi.NewAccess([]string{digest(adminToken)}, map[string][]string{"shop": {digest(shopToken)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	busy := httptest.NewServer(reqlog.RequestID(httpapi.New(httpapi.Config{Engine: s.eng, Logger: log, Access: acc, MaxConcurrent: 1}), log))
+	defer busy.Close()
+	body, hold := io.Pipe()
+	req, err := http.NewRequest("POST", busy.URL+"/v1/tasks", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	defer func() { hold.Close(); <-held }()
+	// The create holds the slot once another request is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, _ := http.NewRequest("GET", busy.URL+"/v1/apps/shop", nil)
+		r.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the held create never took the only slot (last answer %d)", resp.StatusCode)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	bc := &checker{t: t, doc: c.doc, base: busy.URL, seen: c.seen}
+	for _, cl := range calls {
+		bc.do(cl)
 	}
 }
 

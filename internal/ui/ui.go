@@ -11,8 +11,8 @@
 //
 // What the page shows: tasks by state and app (every 2 s), delivery
 // lateness over the last minutes, one app's settings and its tasks in a
-// state (dead letters first) with Retry and Cancel, and any task by id or
-// by app and key with its history.
+// state (dead letters first) with Retry, Retry all and Cancel, and any
+// task by id or by app and key with its history.
 package ui
 
 import (

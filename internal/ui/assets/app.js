@@ -6,6 +6,7 @@
 (() => {
   const STATES = ['scheduled', 'delivering', 'delivered', 'dead', 'expired', 'cancelled'];
   const FINAL = new Set(['delivered', 'dead', 'expired', 'cancelled']);
+  const RETRYABLE = new Set(['dead', 'expired']);
   const POLL_MS = 2000;
   const TOKEN_KEY = 'toc.token';
   // The API lives where /ui/ does: /ui/ → /, /toc/ui/ → /toc/.
@@ -267,13 +268,13 @@
   // ---- actions ------------------------------------------------------------
 
   // confirmClick runs action on a second click within 4 s: the first one
-  // asks "Sure?".
-  function confirmClick(button, action) {
+  // asks "Sure?", or what ask() returns.
+  function confirmClick(button, action, ask) {
     let armed = 0;
     const label = button.textContent;
     button.addEventListener('click', async () => {
       if (!armed) {
-        button.textContent = 'Sure?';
+        button.textContent = ask ? ask() : 'Sure?';
         armed = setTimeout(() => { armed = 0; button.textContent = label; }, 4000);
         return;
       }
@@ -293,6 +294,18 @@
     await api('DELETE', `/v1/tasks/${seg(id)}`);
     banner(`Task ${id} cancelled.`, 'info');
     return api('GET', `/v1/tasks/${seg(id)}`);
+  }
+  // retryAll retries every task of app in state (dead or expired), one
+  // request after another while the server says there is more, and
+  // returns how many it retried.
+  async function retryAll(app, state) {
+    let total = 0;
+    for (let i = 0; i < 100; i++) {
+      const r = await api('POST', `/v1/apps/${seg(app)}/tasks:retry`, {state});
+      total += r.count;
+      if (!r.more || !r.count) break;
+    }
+    return total;
   }
   function failed(e) {
     banner(e.status === 409 && e.task ? `${e.message} (the task is ${e.task.state})` : e.message);
@@ -360,7 +373,7 @@
     const gen = more ? current.listGen : ++current.listGen;
     const app = current.app, state = $('list-state').value;
     const body = $('list-table').tBodies[0];
-    if (!more) { body.replaceChildren(); listCursor = ''; }
+    if (!more) { body.replaceChildren(); listCursor = ''; $('list-retry-all').hidden = true; }
     let q = `state=${seg(state)}&limit=50`;
     if (more && listCursor) q += `&cursor=${seg(listCursor)}`;
     try {
@@ -369,6 +382,7 @@
       for (const t of page.tasks) body.append(taskRow(t));
       listCursor = page.next_cursor || '';
       $('list-more').hidden = !listCursor;
+      $('list-retry-all').hidden = !RETRYABLE.has(state) || body.rows.length === 0;
       $('list-empty').hidden = body.rows.length > 0;
       $('list-empty').textContent = `No ${state} tasks.`;
     } catch (e) {
@@ -377,6 +391,23 @@
       $('list-empty').textContent = e.message;
     }
   }
+  // Retry all: the dead letters (or expired tasks) of the app, after a
+  // second click that says how many.
+  confirmClick($('list-retry-all'), async () => {
+    const b = $('list-retry-all');
+    const app = current.app, state = $('list-state').value;
+    b.disabled = true;
+    try {
+      const n = await retryAll(app, state);
+      banner(`Retried ${fmtN(n)} ${state} task${n === 1 ? '' : 's'} of app ${app}: they fire again now.`, 'info');
+    } catch (e) { failed(e); }
+    b.disabled = false;
+    loadList(false);
+  }, () => {
+    const state = $('list-state').value;
+    const n = (((lastStats && lastStats.apps) || {})[current.app] || {})[state];
+    return n ? `Retry ${fmtN(n)} ${state} task${n === 1 ? '' : 's'}?` : `Retry every ${state} task?`;
+  });
   $('list-state').addEventListener('change', () => loadList(false));
   $('list-refresh').addEventListener('click', () => loadList(false));
   $('list-more').addEventListener('click', () => loadList(true));
