@@ -159,7 +159,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	// Creates beyond an app's creates_per_second fail as a whole per app.
 	limited := map[string]error{}
 	for app, n := range perApp {
-		if err := e.allowCreate(app, n, now); err != nil {
+		if err := e.apps.allowCreate(app, n, now); err != nil {
 			limited[app] = err
 		}
 	}

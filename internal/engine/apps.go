@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -71,30 +74,53 @@ type appState struct {
 	slots   map[task.ID]struct{} // attempts under way that hold a cluster slot
 }
 
-// apps holds the policies and each app's limiters. It has its own lock,
-// never held together with Engine.mu.
+// apps is admission: the apps' policies and the limits on their
+// deliveries, on their own. The fire pipeline consults it before the store
+// is read (pace: a rated app's task waits for its rate, or for its gate in
+// a cluster), with the row held (admit: an in-flight slot), and tells it
+// what became of each admitted task (release, dropGrant, kickParked). It
+// hands the tasks it held back to the workers through enqueue. It has its
+// own lock, never held together with Engine.mu nor across a limiter call.
 type apps struct {
 	mu       sync.Mutex
 	pol      Policies
 	state    map[string]*appState
 	defShare int  // default MaxInFlight per app
 	closed   bool // the engine is stopping: no gate starts
+
+	rated      atomic.Pointer[ratedApps]
+	limiter    Limiter // the cluster's; nil on one node
+	log        *slog.Logger
+	leaseGrace time.Duration
+	boot       string                           // the engine's: names slot holds
+	enqueue    func(app string, ids ...task.ID) // hands due tasks to the workers
+	ctx        context.Context                  // the engine's loops': gates run until it ends (set by Start)
+	gates      sync.WaitGroup                   // the gates running
 }
 
-func newApps(maxInFlight int) *apps {
-	return &apps{state: map[string]*appState{}, defShare: max(1, maxInFlight/2)}
+func newApps(cfg Config, boot string, enqueue func(app string, ids ...task.ID)) *apps {
+	return &apps{
+		state:      map[string]*appState{},
+		defShare:   max(1, cfg.MaxInFlight/2),
+		limiter:    cfg.Limiter,
+		log:        cfg.Logger,
+		leaseGrace: cfg.LeaseGrace,
+		boot:       boot,
+		enqueue:    enqueue,
+	}
 }
 
 // SetPolicies replaces the per-app settings. Limits change in place: tasks
 // waiting for a slot or a rate reservation keep waiting under the new limits,
 // and none is dropped. Safe to call at any time (a config reload).
-func (e *Engine) SetPolicies(p Policies) {
+func (e *Engine) SetPolicies(p Policies) { e.apps.setPolicies(p) }
+
+func (a *apps) setPolicies(p Policies) {
 	rated := map[string]bool{}
 	for app, ap := range p.Apps {
-		rated[app] = ap.DeliveriesPerSecond > 0 || e.gatedBy(ap)
+		rated[app] = ap.DeliveriesPerSecond > 0 || a.gatedBy(ap)
 	}
-	e.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0 || e.gatedBy(p.Default)})
-	a := e.apps
+	a.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0 || a.gatedBy(p.Default)})
 	a.mu.Lock()
 	a.pol = p
 	var unpark []task.ID
@@ -109,14 +135,16 @@ func (e *Engine) SetPolicies(p Policies) {
 		}
 	}
 	a.mu.Unlock()
-	e.enqueue("", unpark...)
+	a.enqueue("", unpark...)
 }
 
 // Policy returns the settings in force for app.
-func (e *Engine) Policy(app string) AppPolicy {
-	e.apps.mu.Lock()
-	defer e.apps.mu.Unlock()
-	return e.apps.pol.of(app)
+func (e *Engine) Policy(app string) AppPolicy { return e.apps.policy(app) }
+
+func (a *apps) policy(app string) AppPolicy {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pol.of(app)
 }
 
 // EffectivePolicy is Policy with every default filled in: the retry
@@ -188,8 +216,8 @@ type ratedApps struct {
 	all  bool // the default policy has a rate: every undeclared app too
 }
 
-func (e *Engine) isRated(app string) bool {
-	r := e.rated.Load()
+func (a *apps) isRated(app string) bool {
+	r := a.rated.Load()
 	if r == nil || app == "" {
 		return false
 	}
@@ -204,8 +232,7 @@ func (e *Engine) isRated(app string) bool {
 // costs N reservations, not N store transactions. It returns the time to
 // come back, or zero to go on to the store (where admit decides). In
 // cluster mode the gate does this (enterGate).
-func (e *Engine) preAdmit(app string, id task.ID, now time.Time) time.Time {
-	a := e.apps
+func (a *apps) preAdmit(app string, id task.ID, now time.Time) time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.getLocked(app)
@@ -236,13 +263,12 @@ func (e *Engine) preAdmit(app string, id task.ID, now time.Time) time.Time {
 
 // admit decides whether a due push task of app may start an attempt now. On
 // admitNow it has taken an in-flight slot, which release gives back.
-func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.Time) {
-	a := e.apps
+func (a *apps) admit(app string, id task.ID, now time.Time) (admission, time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.getLocked(app)
-	if e.cfg.Limiter != nil {
-		return e.admitClusterLocked(app, st, id), time.Time{}
+	if a.limiter != nil {
+		return a.admitClusterLocked(app, st, id), time.Time{}
 	}
 	at, held := st.reserved[id]
 	if held && at.After(now) {
@@ -275,7 +301,7 @@ func (e *Engine) admit(app string, id task.ID, now time.Time) (admission, time.T
 // goes (it holds its token, and its cluster slot unless the limiter was
 // down); a task of an app with cluster limits that did not pass the gate
 // is sent to it; any other task is held to the node's own in-flight cap.
-func (e *Engine) admitClusterLocked(app string, st *appState, id task.ID) admission {
+func (a *apps) admitClusterLocked(app string, st *appState, id task.ID) admission {
 	g, granted := st.granted[id]
 	if granted {
 		delete(st.granted, id)
@@ -284,7 +310,7 @@ func (e *Engine) admitClusterLocked(app string, st *appState, id task.ID) admiss
 			st.inFlight++
 			return admitNow
 		}
-	} else if e.gatedBy(e.apps.pol.of(app)) {
+	} else if a.gatedBy(a.pol.of(app)) {
 		return admitGate
 	}
 	if st.inFlight >= st.maxInFlight {
@@ -299,8 +325,7 @@ func (e *Engine) admitClusterLocked(app string, st *appState, id task.ID) admiss
 // try for it. No slot is held on the parked task's behalf: it is admitted
 // (or parked again) like any other when it fires, so a task that turns out
 // to need no attempt (done by another node, cancelled) cannot leak a slot.
-func (e *Engine) release(app string, id task.ID) {
-	a := e.apps
+func (a *apps) release(app string, id task.ID) {
 	a.mu.Lock()
 	st := a.getLocked(app)
 	st.inFlight--
@@ -315,16 +340,15 @@ func (e *Engine) release(app string, id task.ID) {
 	}
 	a.mu.Unlock()
 	if slot {
-		e.releaseSlot(app, id, max)
+		a.releaseSlot(app, id, max)
 	}
-	e.enqueue("", next...)
+	a.enqueue("", next...)
 }
 
 // kickParked sends parked tasks of app to try for the free slots: called
 // when a task that fired took no slot, so a free slot is never left idle
 // while tasks wait for one.
-func (e *Engine) kickParked(app string) {
-	a := e.apps
+func (a *apps) kickParked(app string) {
 	a.mu.Lock()
 	st, ok := a.state[app]
 	var next []task.ID
@@ -336,21 +360,21 @@ func (e *Engine) kickParked(app string) {
 		}
 	}
 	a.mu.Unlock()
-	e.enqueue("", next...)
+	a.enqueue("", next...)
 }
 
 // InFlight returns app's push attempts under way and tasks parked for a
 // slot (tests, metrics).
 func (e *Engine) InFlight(app string) (inFlight, parked int) {
-	e.apps.mu.Lock()
-	defer e.apps.mu.Unlock()
-	st := e.apps.getLocked(app)
+	a := e.apps
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
 	return st.inFlight, len(st.parked)
 }
 
 // allowCreate takes n create tokens of app, or says when to retry.
-func (e *Engine) allowCreate(app string, n int, now time.Time) error {
-	a := e.apps
+func (a *apps) allowCreate(app string, n int, now time.Time) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.getLocked(app)

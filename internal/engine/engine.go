@@ -238,7 +238,6 @@ type Engine struct {
 
 	cancel   context.CancelFunc // stops the loops
 	loops    sync.WaitGroup     // run, load, pump and sweep loops
-	gates    sync.WaitGroup     // the apps' gates (gate.go)
 	loopCtx  context.Context    // the loops' context: gates and workers started off a loop run until it ends
 	workers  sync.WaitGroup     // firing and delivering goroutines
 	workCtx  context.Context    // cancelled when Stop's grace runs out
@@ -262,8 +261,8 @@ func New(cfg Config) (*Engine, error) {
 		sem:      make(chan struct{}, cfg.MaxInFlight),
 		writing:  make(chan struct{}, fireWriters),
 		work:     make(chan job),
-		apps:     newApps(cfg.MaxInFlight),
 	}
+	e.apps = newApps(cfg, e.boot, e.enqueue)
 	e.mu.waiters = make(map[string]chan struct{})
 	return e, nil
 }
@@ -277,7 +276,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 		return errors.New("engine: already started")
 	}
-	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Rated: e.isRated})
+	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Rated: e.apps.isRated})
 	e.mu.Unlock()
 
 	if e.cfg.Index == nil { // in a cluster, Live tells whose leases are orphaned
@@ -293,6 +292,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.started = true
 	e.mu.Unlock()
 	e.loopCtx = loopCtx
+	e.apps.mu.Lock()
+	e.apps.ctx = loopCtx // the gates' (gate.go)
+	e.apps.mu.Unlock()
 
 	e.loops.Add(4)
 	go func() { defer e.loops.Done(); e.runLoop(loopCtx) }()
@@ -356,7 +358,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.apps.mu.Lock()
 	e.apps.closed = true // no gate starts from here on
 	e.apps.mu.Unlock()
-	e.gates.Wait()
+	e.apps.gates.Wait()
 
 	done := make(chan struct{})
 	go func() { e.workers.Wait(); close(done) }()

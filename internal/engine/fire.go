@@ -117,11 +117,11 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 		seen[tk.ID] = true
 		switch {
 		case tk.App != "" && e.cfg.Limiter != nil:
-			if e.enterGate(tk.App, tk.ID) {
+			if e.apps.enterGate(tk.App, tk.ID) {
 				continue
 			}
 		case tk.App != "":
-			if at := e.preAdmit(tk.App, tk.ID, msNow()); !at.IsZero() {
+			if at := e.apps.preAdmit(tk.App, tk.ID, msNow()); !at.IsZero() {
 				e.deferTo(tk.ID, at, tk.App)
 				continue
 			}
@@ -216,7 +216,7 @@ func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
 	if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 		f.timeout = h.Timeout.Std()
 	}
-	switch adm, at := e.admit(t.App, t.ID, now); adm {
+	switch adm, at := e.apps.admit(t.App, t.ID, now); adm {
 	case admitLater:
 		f.v, f.at = vLater, at
 	case admitPark:
@@ -249,17 +249,17 @@ func claimed(f *firing, t *task.Task, now time.Time, held bool, grace time.Durat
 func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
 	id, app := f.id, f.app
 	if f.v == vPush && err != nil {
-		e.release(app, id) // admitted, but the lease was not written
+		e.apps.release(app, id) // admitted, but the lease was not written
 		f.v = vLeave
 	}
 	if f.v == vLost && f.claim == claimAttempt {
-		e.release(app, id) // admitted, but another node has the task
+		e.apps.release(app, id) // admitted, but another node has the task
 	}
 	if f.v != vPush && e.cfg.Limiter != nil {
-		e.dropGrant(cmp.Or(app, f.knownApp), id)
+		e.apps.dropGrant(cmp.Or(app, f.knownApp), id)
 	}
 	if f.v != vPush && f.v != vPark && f.v != vGate && app != "" {
-		defer e.kickParked(app) // took no slot: let a parked task try
+		defer e.apps.kickParked(app) // took no slot: let a parked task try
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -277,7 +277,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 	case vPark:
 		return written{}, false // release enqueues it when a slot frees
 	case vGate:
-		e.enterGate(app, id)
+		e.apps.enterGate(app, id)
 		return written{}, false
 	case vLost:
 		// Another node has it; what it writes comes back through the index.
@@ -482,7 +482,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		}
 	}
 	for _, o := range os {
-		e.release(o.app, o.id)
+		e.apps.release(o.app, o.id)
 	}
 	e.wrote(ctx, stored...)
 }

@@ -38,8 +38,8 @@ type gate struct {
 }
 
 // gatedBy reports whether p's limits go through the cluster's limiter.
-func (e *Engine) gatedBy(p AppPolicy) bool {
-	return e.cfg.Limiter != nil && (p.DeliveriesPerSecond > 0 || p.MaxInFlight > 0)
+func (a *apps) gatedBy(p AppPolicy) bool {
+	return a.limiter != nil && (p.DeliveriesPerSecond > 0 || p.MaxInFlight > 0)
 }
 
 // grant is the gate's pass for one task.
@@ -53,8 +53,7 @@ type grant struct {
 // through, or the app has no cluster limits. A second fire of a task that
 // is on its way with its pass (the wheel and the gate both sent it) is
 // dropped: the first one's store write decides what comes next.
-func (e *Engine) enterGate(app string, id task.ID) bool {
-	a := e.apps
+func (a *apps) enterGate(app string, id task.ID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.getLocked(app)
@@ -66,7 +65,7 @@ func (e *Engine) enterGate(app string, id task.ID) bool {
 		st.granted[id] = g
 		return false
 	}
-	if !e.gatedBy(a.pol.of(app)) {
+	if !a.gatedBy(a.pol.of(app)) {
 		return false
 	}
 	if a.closed {
@@ -83,10 +82,11 @@ func (e *Engine) enterGate(app string, id task.ID) bool {
 	}
 	if !g.running {
 		g.running = true
-		e.gates.Add(1)
+		a.gates.Add(1)
+		ctx := a.ctx
 		go func() {
-			defer e.gates.Done()
-			e.runGate(e.loopCtx, app, g)
+			defer a.gates.Done()
+			a.runGate(ctx, app, g)
 		}()
 	}
 	return true
@@ -94,8 +94,7 @@ func (e *Engine) enterGate(app string, id task.ID) bool {
 
 // runGate lets app's queued tasks through as the limiter grants them, until
 // the queue is empty or the engine stops.
-func (e *Engine) runGate(ctx context.Context, app string, g *gate) {
-	a := e.apps
+func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 	var wait time.Duration
 	for {
 		if wait > 0 {
@@ -109,7 +108,7 @@ func (e *Engine) runGate(ctx context.Context, app string, g *gate) {
 		}
 		a.mu.Lock()
 		p := a.pol.of(app)
-		if len(g.queue) == 0 || ctx.Err() != nil || !e.gatedBy(p) {
+		if len(g.queue) == 0 || ctx.Err() != nil || !a.gatedBy(p) {
 			// Done, stopping (the tasks stay due in the store), or a
 			// reload lifted the limits: whatever is left goes on.
 			rest := g.queue
@@ -123,14 +122,14 @@ func (e *Engine) runGate(ctx context.Context, app string, g *gate) {
 			}
 			a.mu.Unlock()
 			if ctx.Err() == nil {
-				e.letThrough(app, rest)
+				a.letThrough(app, rest)
 			}
 			return
 		}
 		ids := slices.Clone(g.queue[:min(len(g.queue), gateBatch)])
 		a.mu.Unlock()
 
-		n, slots, w := e.askLimiter(ctx, app, p, ids)
+		n, slots, w := a.askLimiter(ctx, app, p, ids)
 		wait = w
 		if n == 0 {
 			continue
@@ -145,17 +144,17 @@ func (e *Engine) runGate(ctx context.Context, app string, g *gate) {
 		clear(g.queue[:n])
 		g.queue = g.queue[n:]
 		a.mu.Unlock()
-		e.letThrough(app, ids[:n])
+		a.letThrough(app, ids[:n])
 	}
 }
 
 // letThrough hands granted tasks to the workers. Their app stays known, so
 // fire finds their grant before reading the store.
-func (e *Engine) letThrough(app string, ids []task.ID) {
+func (a *apps) letThrough(app string, ids []task.ID) {
 	if len(ids) == 0 {
 		return
 	}
-	e.enqueue(app, ids...)
+	a.enqueue(app, ids...)
 }
 
 // askLimiter asks for delivery tokens, then in-flight slots, for ids in
@@ -165,7 +164,7 @@ func (e *Engine) letThrough(app string, ids []task.ID) {
 // is spent, so when both limits bind the rate comes out lower, never higher.
 // When the limiter fails the tasks go anyway (a Redis outage must not stop
 // every limited app); the node's own in-flight cap still holds.
-func (e *Engine) askLimiter(ctx context.Context, app string, p AppPolicy, ids []task.ID) (n int, slots bool, wait time.Duration) {
+func (a *apps) askLimiter(ctx context.Context, app string, p AppPolicy, ids []task.ID) (n int, slots bool, wait time.Duration) {
 	n = len(ids)
 	if p.DeliveriesPerSecond > 0 {
 		burst := p.Burst
@@ -173,13 +172,13 @@ func (e *Engine) askLimiter(ctx context.Context, app string, p AppPolicy, ids []
 			burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		got, w, err := e.cfg.Limiter.Take(cctx, app, p.DeliveriesPerSecond, burst, n)
+		got, w, err := a.limiter.Take(cctx, app, p.DeliveriesPerSecond, burst, n)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, false, 0
 		case err != nil:
-			e.log.Warn("shared rate limiter failed; delivering without it", slog.String("app", app), slog.String("error", err.Error()))
+			a.log.Warn("shared rate limiter failed; delivering without it", slog.String("app", app), slog.String("error", err.Error()))
 		case got == 0:
 			return 0, false, max(w, time.Millisecond)
 		default:
@@ -189,17 +188,17 @@ func (e *Engine) askLimiter(ctx context.Context, app string, p AppPolicy, ids []
 	if p.MaxInFlight > 0 {
 		holders := make([]string, n)
 		for i, id := range ids[:n] {
-			holders[i] = e.holder(id)
+			holders[i] = a.holder(id)
 		}
 		now := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		got, next, err := e.cfg.Limiter.Acquire(cctx, app, holders, p.MaxInFlight, now.Add(task.DefaultHTTPTimeout+e.cfg.LeaseGrace))
+		got, next, err := a.limiter.Acquire(cctx, app, holders, p.MaxInFlight, now.Add(task.DefaultHTTPTimeout+a.leaseGrace))
 		cancel()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return 0, false, 0
 		case err != nil:
-			e.log.Warn("shared in-flight limit failed; holding the node's own", slog.String("app", app), slog.String("error", err.Error()))
+			a.log.Warn("shared in-flight limit failed; holding the node's own", slog.String("app", app), slog.String("error", err.Error()))
 			return n, false, 0
 		case got < n:
 			// Wait for a SlotFreed notice, or for the first held slot to
@@ -213,18 +212,19 @@ func (e *Engine) askLimiter(ctx context.Context, app string, p AppPolicy, ids []
 
 // SlotFreed tells the engine that one of app's in-flight slots was given
 // back somewhere in the cluster: its gate, if waiting, asks again.
-func (e *Engine) SlotFreed(app string) {
-	e.apps.mu.Lock()
-	defer e.apps.mu.Unlock()
-	if st, ok := e.apps.state[app]; ok && st.gate != nil {
+func (e *Engine) SlotFreed(app string) { e.apps.slotFreed(app) }
+
+func (a *apps) slotFreed(app string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.state[app]; ok && st.gate != nil {
 		signal(st.gate.freed)
 	}
 }
 
 // dropGrant forgets a grant that fire did not use (the task needed no
 // attempt after all) and gives back its slot.
-func (e *Engine) dropGrant(app string, id task.ID) {
-	a := e.apps
+func (a *apps) dropGrant(app string, id task.ID) {
 	a.mu.Lock()
 	st, ok := a.state[app]
 	var g grant
@@ -235,22 +235,22 @@ func (e *Engine) dropGrant(app string, id task.ID) {
 	max := a.pol.of(app).MaxInFlight
 	a.mu.Unlock()
 	if g.slot {
-		e.releaseSlot(app, id, max)
+		a.releaseSlot(app, id, max)
 	}
 }
 
 // releaseSlot gives back a cluster in-flight slot.
-func (e *Engine) releaseSlot(app string, id task.ID, max int) {
+func (a *apps) releaseSlot(app string, id task.ID, max int) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	if err := e.cfg.Limiter.Release(ctx, app, e.holder(id), max); err != nil {
+	if err := a.limiter.Release(ctx, app, a.holder(id), max); err != nil {
 		// The slot runs out on its own at the end of its hold.
-		e.log.Warn("give back an in-flight slot", slog.String("app", app), slog.String("task", id.String()), slog.String("error", err.Error()))
+		a.log.Warn("give back an in-flight slot", slog.String("app", app), slog.String("task", id.String()), slog.String("error", err.Error()))
 	}
-	e.SlotFreed(app) // this node's gate need not wait for the notice
+	a.slotFreed(app) // this node's gate need not wait for the notice
 }
 
 // holder names this process's hold of a slot for task id. Two nodes can
 // both let the same task through (a wheel entry left on a slot's previous
 // owner); each must hold, and give back, a slot of its own.
-func (e *Engine) holder(id task.ID) string { return e.boot + "/" + id.String() }
+func (a *apps) holder(id task.ID) string { return a.boot + "/" + id.String() }
