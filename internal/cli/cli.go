@@ -64,6 +64,9 @@ func commands() []command {
 		{"list", "--app A --state S [--limit N] [--cursor C] [--all] [--json] [flags]", "list an app's tasks in one state", runList},
 		{"retry", "ID [flags]", "schedule a dead or expired task again, now", runRetry},
 		{"bulk", "(retry | cancel) --app A [--state S] [--key-prefix P] [--due-after T] [--due-before T] [--limit N] [--all] [flags]", "retry or cancel every task of an app that a filter matches", runBulk},
+		{"backup", "--to DIR [flags]", "copy a running embedded server's store into DIR", runBackup},
+		{"export", "[--app A] [--state S] [--data DIR] [flags] > tasks.ndjson", "write tasks as NDJSON, from a server or an embedded store", runExport},
+		{"import", "[--from FILE] [flags] < tasks.ndjson", "re-create exported tasks on a server, keeping their ids", runImport},
 		{"bench", "(--embedded | --server URL) [--workload fire|schedule|pending] [flags]", "benchmark a server: lateness, throughput, memory", func(ctx context.Context, e *env, args []string) error { return runBench(ctx, args, e.stdout, e.stderr) }},
 	}
 }

@@ -201,7 +201,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 
 // Get returns a task by id.
 func (e *Engine) Get(ctx context.Context, id task.ID) (*task.Task, error) {
-	return e.store.Get(ctx, id)
+	return e.get(ctx, id) // transfer.go: also finds a task an import moved to another shard
 }
 
 // GetByKey returns app's task with key.

@@ -99,6 +99,9 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("POST /v1/apps/{app}/tasks:cancel", h.limited(h.cancelAll)) // bulk.go
 	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
 	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
+	m.HandleFunc("GET /v1/admin/backup", h.limited(h.backup))
+	m.HandleFunc("GET /v1/admin/export", h.limited(h.export))
+	m.HandleFunc("POST /v1/admin/import", h.limited(h.importTasks))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})

@@ -79,6 +79,10 @@ type measured struct {
 	b *Backend
 }
 
+// Unwrap implements [store.Wrapper]: what is not measured (a backup) goes
+// to the store underneath.
+func (m *measured) Unwrap() store.Store { return m.Store }
+
 func (m *measured) Create(ctx context.Context, ts []*task.Task) (r []store.CreateResult, err error) {
 	defer func(start time.Time) { m.b.observe("create", start, err) }(time.Now())
 	return m.Store.Create(ctx, ts)

@@ -61,6 +61,7 @@ type call struct {
 	query  string
 	token  string // default adminToken; "-" for none
 	body   string // JSON, "" for none
+	ctype  string // the body's content type; default application/json
 	// invalid marks a request that breaks the spec on purpose (an error
 	// case): the spec must refuse it too.
 	invalid bool
@@ -101,7 +102,7 @@ func (c *checker) do(cl call) []byte {
 			c.t.Fatal(err)
 		}
 		if cl.body != "" {
-			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Content-Type", cmpOr(cl.ctype, "application/json"))
 		}
 		switch tok := cmpOr(cl.token, adminToken); tok {
 		case "-":
@@ -335,6 +336,11 @@ func TestConformance(t *testing.T) {
 		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, token: "-", want: 401},
 		{op: bulkCancel, params: shopApp, body: padded(`{"state":"scheduled","key_prefix":"promo-"}`), want: 413},
 
+		// GET /v1/admin/backup (501 is below)
+		{op: "GET /v1/admin/backup", want: 200},
+		{op: "GET /v1/admin/backup", token: shopToken, want: 403},
+		{op: "GET /v1/admin/backup", token: "-", want: 401},
+
 		// Operations
 		{op: "GET /v1/stats", want: 200},
 		{op: "GET /v1/stats", token: shopToken, want: 200},
@@ -347,6 +353,38 @@ func TestConformance(t *testing.T) {
 		{op: "GET /openapi.json", token: "-", want: 200},
 	}
 	for _, cl := range cases {
+		c.do(cl)
+	}
+
+	// Export and import: the server's own tasks import as existing (or
+	// taken, under another id).
+	exp := string(c.do(call{op: "GET /v1/admin/export", want: 200}))
+	c.do(call{op: "GET /v1/admin/export", query: "app=shop&state=scheduled", want: 200})
+	for _, cl := range []call{
+		{op: "GET /v1/admin/export", query: "state=sleeping", invalid: true, want: 400},
+		{op: "GET /v1/admin/export", token: shopToken, want: 403},
+		{op: "GET /v1/admin/export", token: "-", want: 401},
+	} {
+		c.do(cl)
+	}
+	if n := strings.Count(exp, "\n"); n < 5 {
+		t.Errorf("export of %d tasks: %s", n, truncate([]byte(exp)))
+	}
+	deadLine := strings.TrimSpace(string(c.do(call{op: "GET /v1/tasks/{id}", params: id(dead), want: 200})))
+	otherID := strings.Replace(strings.TrimSpace(string(c.do(call{op: "GET /v1/tasks/{id}", params: id(delivered), want: 200}))),
+		delivered.ID.String(), "01M80F90RN0004F54V5R69H3J3", 1)
+	const ndjson = "application/x-ndjson"
+	imported := string(c.do(call{op: "POST /v1/admin/import", body: deadLine + "\n" + otherID + "\n", ctype: ndjson, want: 200}))
+	if !strings.Contains(imported, `"existing":1`) || !strings.Contains(imported, `"holder":"`+delivered.ID.String()+`"`) {
+		t.Errorf("import of the server's own tasks: %s", imported)
+	}
+	for _, cl := range []call{
+		{op: "POST /v1/admin/import", body: strings.Replace(deadLine, `"state":"dead"`, `"state":"asleep"`, 1), ctype: ndjson, want: 400},
+		{op: "POST /v1/admin/import", body: "\n", ctype: ndjson, want: 400},
+		{op: "POST /v1/admin/import", body: deadLine, ctype: ndjson, token: shopToken, want: 403},
+		{op: "POST /v1/admin/import", body: deadLine, ctype: ndjson, token: "-", want: 401},
+		{op: "POST /v1/admin/import", body: strings.Replace(deadLine, `"payload_base64":"`, `"payload_base64":"`+strings.Repeat("A", 100_000), 1), ctype: ndjson, want: 413},
+	} {
 		c.do(cl)
 	}
 
@@ -435,7 +473,13 @@ func TestConformance(t *testing.T) {
 	busyCheck(t, c, s, []call{
 		{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 429},
 		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 429},
+		{op: "GET /v1/admin/backup", want: 429},
+		{op: "GET /v1/admin/export", want: 429},
+		{op: "POST /v1/admin/import", body: "{}", ctype: "application/x-ndjson", want: 429},
 	})
+
+	// A store without a backup of its own (a cluster node's): 501.
+	storeOnlyCheck(t, c, []call{{op: "GET /v1/admin/backup", want: 501}})
 
 	// Rate limits: 429 with Retry-After.
 	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}}})
@@ -450,6 +494,7 @@ func TestConformance(t *testing.T) {
 	c.do(call{op: "GET /v1/tasks/{id}", params: id(billing), want: 200}) // reads still work
 	c.do(call{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 503})
 	c.do(call{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 503})
+	c.do(call{op: "POST /v1/admin/import", body: deadLine, ctype: ndjson, want: 503})
 
 	// Every operation of the spec was called, with a success and (where
 	// the spec has any) an error.

@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/toc-dev/toc/task"
@@ -90,6 +91,69 @@ type Store interface {
 // cache the answer rather than ask on every request.
 type Counter interface {
 	Counts(ctx context.Context) (map[string]map[task.State]int64, error)
+}
+
+// Checkpointer is an optional interface of a Store that keeps its tasks in
+// files of its own (pebblestore): a consistent copy of the whole store, for
+// a backup. Stores in a database server (sqlstore) leave backups to the
+// server's own tools.
+type Checkpointer interface {
+	// Checkpoint writes to w a tar stream of a store directory holding
+	// every write whose call returned before Checkpoint was called, synced
+	// or not, and nothing half written: opened as a store, it is the store
+	// as of one instant. Writes go on meanwhile. The stream's last entry
+	// is a [BackupManifest] that counts the files before it, so that a
+	// reader can tell a whole stream from one cut short. It returns the
+	// manifest. A store makes one checkpoint at a time; a second call
+	// waits for the first.
+	Checkpoint(ctx context.Context, w io.Writer) (BackupManifest, error)
+}
+
+// BackupManifestName is the name of the last entry of a checkpoint's tar
+// stream, a [BackupManifest] in JSON.
+const BackupManifestName = "toc-backup.json"
+
+// BackupManifest describes a checkpoint: the entries of its stream before
+// the manifest itself.
+type BackupManifest struct {
+	// Files is the number of regular files.
+	Files int `json:"files"`
+	// Bytes is their total size.
+	Bytes int64 `json:"bytes"`
+	// TakenAt is when the checkpoint was made.
+	TakenAt time.Time `json:"taken_at"`
+}
+
+// Sharded is an optional interface of a Store whose tasks live in numbered
+// shards, each task in the one its id names ([task.ID.Shard]): sqlstore. A
+// task must then get an id naming a shard below Shards(), and a keyed task
+// the shard of its key (see sqlstore's ShardFor). Other stores keep a task
+// under any id.
+type Sharded interface {
+	Shards() int
+}
+
+// Wrapper is implemented by a Store that wraps another (metrics do), so
+// that [As] finds the optional interfaces of the store underneath.
+type Wrapper interface {
+	Unwrap() Store
+}
+
+// As returns the first store in s's chain of [Wrapper]s, s included, that
+// implements T.
+func As[T any](s Store) (T, bool) {
+	for s != nil {
+		if t, ok := s.(T); ok {
+			return t, true
+		}
+		w, ok := s.(Wrapper)
+		if !ok {
+			break
+		}
+		s = w.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // UpdateOpts are per-call options of Update.

@@ -132,6 +132,10 @@ type Store struct {
 	db   *pebble.DB
 	wo   *pebble.WriteOptions
 	seed maphash.Seed
+	dir  string // Options.Dir
+	fs   vfs.FS // Options.FS, or vfs.Default
+
+	backup sync.Mutex // one Checkpoint at a time (checkpoint.go)
 
 	idLocks  [stripes]stripe    // by task id; see the package doc for the lock order
 	keyLocks [stripes]stripe    // by (app, key)
@@ -173,7 +177,10 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed()}
+	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: opts.FS}
+	if s.fs == nil {
+		s.fs = vfs.Default
+	}
 	if opts.NoSync {
 		s.wo = pebble.NoSync
 	}

@@ -1,0 +1,466 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// Moving tasks out of a server and into another: a backup of the whole
+// store (embedded mode), and the export and import of tasks in the API's
+// own form (any mode to any mode).
+
+// ErrNoBackup is Backup's answer when the store makes no backups of its
+// own: in cluster mode the SQL databases are the truth and are backed up
+// with their own tools, and Redis holds what the nodes rebuild from them.
+var ErrNoBackup = errors.New("toc: this server's store makes no backups of its own (cluster mode): back up the SQL databases with their own tools (pg_dump, pg_basebackup or mysqldump, say) and Redis with its own (RDB or AOF); the nodes rebuild Redis's queues from SQL")
+
+// Backup writes a consistent copy of the whole store to w: a tar stream of
+// a store directory, as of one instant, that `toc serve --data` opens (see
+// [store.Checkpointer]). Creates, updates and deliveries go on meanwhile;
+// every write acknowledged before the call is in the copy. It returns
+// ErrNoBackup when the store cannot (cluster mode).
+func (e *Engine) Backup(ctx context.Context, w io.Writer) (store.BackupManifest, error) {
+	cp, ok := store.As[store.Checkpointer](e.store)
+	if !ok || e.cfg.Index != nil {
+		return store.BackupManifest{}, ErrNoBackup
+	}
+	return cp.Checkpoint(ctx, w)
+}
+
+// # Export
+//
+// An export walks the store's listing: each app's tasks in each state, in
+// id order, a page at a time. The apps are those the store counts
+// (store.Counter); a task that changes state while the walk goes on may be
+// met in both states or in neither, so an export of a server that still
+// fires is a picture taken over time, not at one instant. For a move, export
+// a store no server runs on.
+
+// ExportPage is how many tasks an export reads from the store at a time.
+const ExportPage = 500
+
+// ExportFilter selects the tasks of an export. Zero fields select all.
+type ExportFilter struct {
+	App   string     // one app's tasks
+	State task.State // the tasks in one state
+}
+
+// Export calls emit with every task f selects, app by app (in name order),
+// state by state (in task.States order), in id order within each. It stops
+// at emit's first error, or ctx's, and returns it with the number of tasks
+// emitted before.
+func (e *Engine) Export(ctx context.Context, f ExportFilter, emit func(*task.Task) error) (int, error) {
+	if f.App != "" {
+		if err := task.ValidateApp(f.App); err != nil {
+			return 0, err
+		}
+	}
+	if f.State != "" && !f.State.Valid() {
+		return 0, &task.FieldError{Field: "state", Message: fmt.Sprintf("must be one of %v, got %q", task.States, f.State)}
+	}
+	apps := []string{f.App}
+	if f.App == "" {
+		c, ok := store.As[store.Counter](e.store)
+		if !ok {
+			return 0, errors.New("toc: this store cannot list its apps: export one app at a time")
+		}
+		counts, err := c.Counts(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("count the store's tasks: %w", err)
+		}
+		apps = slices.Sorted(maps.Keys(counts))
+	}
+	states := task.States
+	if f.State != "" {
+		states = []task.State{f.State}
+	}
+	n := 0
+	for _, app := range apps {
+		for _, st := range states {
+			var after task.ID
+			for {
+				if err := ctx.Err(); err != nil {
+					return n, err
+				}
+				page, err := e.store.List(ctx, app, st, after, ExportPage)
+				if err != nil {
+					return n, fmt.Errorf("list %s tasks of app %s: %w", st, app, err)
+				}
+				for _, t := range page {
+					if err := emit(t); err != nil {
+						return n, err
+					}
+					n++
+				}
+				if len(page) < ExportPage {
+					break
+				}
+				after = page[len(page)-1].ID
+			}
+		}
+	}
+	return n, nil
+}
+
+// # Import
+//
+// An import stores tasks another server exported, as they were: ids,
+// keys, times, states, attempts, payloads and history. It is idempotent:
+// a task already stored under its id (or the id the import gave it) is
+// left alone and counted as existing, so a re-run imports nothing twice,
+// keyless tasks included.
+//
+// Each task is checked as a create is (app, key, target with the broker
+// rule, retry policy, payload against the app's cap), plus what a create
+// does not carry: its state and its times must agree. Nothing of a call is
+// stored unless every task passes.
+//
+// Placement: a store with shards (store.Sharded: cluster mode) keeps a
+// task in the shard its id names, and a keyed task must be in its key's
+// shard (Config.ShardFor). A task whose id names another shard, or one the
+// store lacks, is stored under a new id: the same id with the shard field
+// changed (its time and random parts kept), reported in Moved. A GET by the
+// old id still finds it (see getMoved).
+//
+// A task that was being delivered when it was exported is stored
+// scheduled, due now, its attempt given back ("released"): the attempt
+// under way on the source may or may not have reached its target, so it
+// is made again (at least once).
+
+// ImportResult is what Import did.
+type ImportResult struct {
+	// Imported counts the tasks stored.
+	Imported int
+	// Existing counts the tasks left alone: already stored under their id
+	// (imported before), or repeated within the call.
+	Existing int
+	// Released counts the tasks stored scheduled that were being delivered
+	// when exported.
+	Released int
+	// Moved lists the tasks stored under a new id.
+	Moved []MovedID
+	// Taken lists the tasks not stored because another task holds their
+	// app and key here.
+	Taken []TakenKey
+}
+
+// MovedID is a task stored under a new id.
+type MovedID struct {
+	ID    task.ID `json:"id"`     // the id it came with
+	NewID task.ID `json:"new_id"` // the id it has here
+}
+
+// TakenKey is a task not imported because its key is taken.
+type TakenKey struct {
+	ID     task.ID `json:"id"`
+	App    string  `json:"app"`
+	Key    string  `json:"key"`
+	Holder task.ID `json:"holder"` // the task that holds the key here
+}
+
+// ImportError says which task of an Import call was refused, and why (a
+// *task.FieldError, or ErrTooLarge). Nothing of the call was stored.
+type ImportError struct {
+	Index int     // in the call's tasks
+	ID    task.ID // the task's id as given
+	Err   error
+}
+
+func (e *ImportError) Error() string {
+	return fmt.Sprintf("task %d (%s): %v", e.Index, e.ID, e.Err)
+}
+
+func (e *ImportError) Unwrap() error { return e.Err }
+
+// maxImportText bounds a task's last_error and each history event's error.
+const maxImportText = 64 << 10
+
+// importing makes one Import at a time per process: two that met on one
+// keyless task could both find it absent and both store it (in Pebble the
+// second write would overwrite what the first copy became since). It is
+// held across an import's store calls, unlike the engine's three mutexes
+// (see the package comment), and taken by nothing else; a call waiting
+// for it gives up when its context ends.
+var importing = make(chan struct{}, 1)
+
+// Import stores ts (at most MaxBatch) as exported by another server; see
+// the top of this section. The tasks are changed in place (placed and
+// checked). An error is an *ImportError for a task refused, or the call's
+// (not ready, store failure).
+func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, error) {
+	var res ImportResult
+	if err := e.checkReady(); err != nil {
+		return res, err
+	}
+	if len(ts) > MaxBatch {
+		return res, &task.FieldError{Field: "tasks", Message: fmt.Sprintf("has %d tasks, more than %d", len(ts), MaxBatch)}
+	}
+	now := msNow()
+	given := make([]task.ID, len(ts))
+	for i, t := range ts {
+		given[i] = t.ID
+		released, err := e.checkImport(t, now)
+		if err != nil {
+			return res, &ImportError{Index: i, ID: given[i], Err: err}
+		}
+		if released {
+			res.Released++
+		}
+	}
+
+	select {
+	case importing <- struct{}{}:
+		defer func() { <-importing }()
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	// Which are stored already (one read for all), and which repeat an
+	// earlier one of the call.
+	var ids []task.ID
+	first := map[task.ID]bool{}
+	for _, t := range ts {
+		if !first[t.ID] {
+			first[t.ID] = true
+			ids = append(ids, t.ID)
+		}
+	}
+	stored, err := e.storedIDs(ctx, ids)
+	if err != nil {
+		return res, err
+	}
+	var fresh []*task.Task
+	var freshIdx []int
+	seen := map[task.ID]bool{}
+	for i, t := range ts {
+		if stored[t.ID] || seen[t.ID] {
+			res.Existing++
+			continue
+		}
+		seen[t.ID] = true
+		fresh = append(fresh, t)
+		freshIdx = append(freshIdx, i)
+	}
+	if len(fresh) == 0 {
+		return res, nil
+	}
+	rs, err := e.create(ctx, fresh)
+	if err != nil {
+		return res, fmt.Errorf("store tasks: %w", err)
+	}
+	var ws []written
+	for j, r := range rs {
+		t, i := fresh[j], freshIdx[j]
+		if !r.Created {
+			res.Taken = append(res.Taken, TakenKey{ID: given[i], App: t.App, Key: t.Key, Holder: r.Task.ID})
+			continue
+		}
+		res.Imported++
+		if t.ID != given[i] {
+			res.Moved = append(res.Moved, MovedID{ID: given[i], NewID: t.ID})
+		}
+		ws = append(ws, written{t: r.Task})
+	}
+	e.wrote(ctx, ws...)
+	return res, nil
+}
+
+// storedIDs reports which of ids (distinct) the store has, in one read:
+// an UpdateMany whose fn writes nothing.
+func (e *Engine) storedIDs(ctx context.Context, ids []task.ID) (map[task.ID]bool, error) {
+	_, errs := e.store.UpdateMany(ctx, ids, nil, func(ts []*task.Task) []error {
+		skip := make([]error, len(ts))
+		for i, t := range ts {
+			if t != nil { // a task not stored is the store's ErrNotFound
+				skip[i] = errSkip
+			}
+		}
+		return skip
+	})
+	out := make(map[task.ID]bool, len(ids))
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, errSkip):
+			out[ids[i]] = true
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			return nil, fmt.Errorf("look up task %s: %w", ids[i], err)
+		}
+	}
+	return out, nil
+}
+
+// checkImport checks t as a create is checked, and that its state and
+// times agree; fills what the engine derives (retry defaults, WakeAt);
+// puts a delivering task back to scheduled (released); and places it (its
+// id, in cluster mode). released reports the latter.
+func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err error) {
+	if t.ID.IsZero() {
+		return false, &task.FieldError{Field: "id", Message: "is required"}
+	}
+	if err := task.ValidateApp(t.App); err != nil {
+		return false, err
+	}
+	if t.Key != "" {
+		if err := task.ValidateKey(t.Key); err != nil {
+			return false, err
+		}
+	}
+	if t.Target.Kind() == "" {
+		return false, &task.FieldError{Field: "target", Message: "is required"}
+	}
+	if err := t.Target.Validate(); err != nil {
+		return false, err
+	}
+	if check := e.cfg.CheckTarget; check != nil {
+		if err := check(t.App, t.Target); err != nil {
+			return false, err
+		}
+	}
+	if err := t.Retry.Validate(); err != nil {
+		return false, err
+	}
+	t.Retry = t.Retry.WithDefaults()
+	if limit := cmp.Or(e.Policy(t.App).MaxPayload, e.cfg.MaxPayload); len(t.Payload) > limit {
+		return false, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(t.Payload), limit)
+	}
+	if err := checkImportRecord(t); err != nil {
+		return false, err
+	}
+	ms := func(p *time.Time) {
+		if p != nil {
+			*p = task.Ms(*p)
+		}
+	}
+	for _, p := range []*time.Time{&t.DueAt, &t.NextAttemptAt, &t.CreatedAt, &t.UpdatedAt, t.Deadline, t.FinishedAt} {
+		ms(p)
+	}
+	for i := range t.History {
+		t.History[i].At = task.Ms(t.History[i].At)
+	}
+
+	switch {
+	case t.State == task.Delivering:
+		// The attempt under way on the source is made again here.
+		t.Record(now, "released", t.Attempts, "moved to another server by an import while being delivered")
+		t.Attempts = max(t.Attempts-1, 0)
+		schedule(t, now, now)
+		released = true
+	case t.State == task.Scheduled:
+		t.Lease, t.LeaseExpiresAt = "", nil
+		t.WakeAt = wakeFor(t)
+	default: // final
+		t.Lease, t.LeaseExpiresAt = "", nil
+		t.WakeAt = time.Time{}
+	}
+	t.ID = e.placeID(t)
+	return released, nil
+}
+
+// checkImportRecord checks the fields of an imported task that a create
+// does not have: its state, times, attempts and history.
+func checkImportRecord(t *task.Task) error {
+	bad := func(field, format string, args ...any) error {
+		return &task.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !t.State.Valid():
+		return bad("state", "must be one of %v, got %q", task.States, t.State)
+	case t.Attempts < 0 || t.Attempts > task.MaxMaxAttempts:
+		return bad("attempts", "must be between 0 and %d", task.MaxMaxAttempts)
+	case t.DueAt.IsZero():
+		return bad("due_at", "is required")
+	case t.NextAttemptAt.IsZero():
+		return bad("next_attempt_at", "is required")
+	case t.CreatedAt.IsZero():
+		return bad("created_at", "is required")
+	case t.UpdatedAt.IsZero():
+		return bad("updated_at", "is required")
+	case t.State.Final() && t.FinishedAt == nil:
+		return bad("finished_at", "is required for a %s task", t.State)
+	case !t.State.Final() && t.FinishedAt != nil:
+		return bad("finished_at", "must be absent for a %s task", t.State)
+	case t.Deadline != nil && t.Deadline.Before(t.DueAt):
+		return bad("deadline", "is before the due time")
+	case len(t.LastError) > maxImportText:
+		return bad("last_error", "is longer than %d bytes", maxImportText)
+	case len(t.History) > task.MaxHistory:
+		return bad("history", "has %d events, more than %d", len(t.History), task.MaxHistory)
+	}
+	for i, ev := range t.History {
+		switch {
+		case ev.At.IsZero():
+			return bad(fmt.Sprintf("history.%d.at", i), "is required")
+		case ev.What == "" || len(ev.What) > 32:
+			return bad(fmt.Sprintf("history.%d.what", i), "must be 1 to 32 bytes")
+		case ev.Attempt < 0 || ev.Attempt > task.MaxMaxAttempts:
+			return bad(fmt.Sprintf("history.%d.attempt", i), "must be between 0 and %d", task.MaxMaxAttempts)
+		case len(ev.Error) > maxImportText:
+			return bad(fmt.Sprintf("history.%d.error", i), "is longer than %d bytes", maxImportText)
+		}
+	}
+	return nil
+}
+
+// placeID returns the id t is stored under here: its own, unless the store
+// has shards (cluster mode) and t's id names one t cannot live in.
+func (e *Engine) placeID(t *task.Task) task.ID {
+	if e.cfg.ShardFor == nil {
+		return t.ID
+	}
+	shard := t.ID.Shard()
+	n := 0
+	if s, ok := store.As[store.Sharded](e.store); ok {
+		n = s.Shards()
+	}
+	switch {
+	case t.Key != "":
+		shard = e.cfg.ShardFor(t.App, t.Key, t.ID)
+	case n > 0 && int(shard) >= n:
+		shard = e.cfg.ShardFor(t.App, "", t.ID)
+	}
+	return t.ID.WithShard(shard)
+}
+
+// get is Get: the task with id, or one an import stored under id with
+// another shard (getMoved).
+func (e *Engine) get(ctx context.Context, id task.ID) (*task.Task, error) {
+	t, err := e.store.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		if m, merr := e.getMoved(ctx, id); merr == nil {
+			return m, nil
+		}
+	}
+	return t, err
+}
+
+// getMoved looks for a task an import stored under a new id (see
+// placeID): the same id with another shard. It is Get's answer to an id
+// the store does not have, in cluster mode; one point read per shard.
+func (e *Engine) getMoved(ctx context.Context, id task.ID) (*task.Task, error) {
+	s, ok := store.As[store.Sharded](e.store)
+	if !ok || e.cfg.ShardFor == nil {
+		return nil, store.ErrNotFound
+	}
+	for shard := range min(s.Shards(), 1<<16) {
+		if uint16(shard) == id.Shard() {
+			continue
+		}
+		t, err := e.store.Get(ctx, id.WithShard(uint16(shard)))
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return nil, store.ErrNotFound
+}
