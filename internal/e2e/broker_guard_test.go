@@ -24,7 +24,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/testsvc"
@@ -187,28 +186,7 @@ func TestAllowedBrokersDeliver(t *testing.T) {
 	const natsStart = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"
 	ctx := context.Background()
 
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		testsvc.Missing(t, "RabbitMQ", "127.0.0.1:5672", "rabbitmq-server -detached", err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	exchange, queue := "toc-e2e-"+testsvc.Token(), "toc-e2e-"+testsvc.Token()
-	if err := ch.ExchangeDeclare(exchange, "direct", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer ch.ExchangeDelete(exchange, false, false)
-	if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer ch.QueueDelete(queue, false, false, false)
-	if err := ch.QueueBind(queue, "k", exchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch, exchange, queue := rabbitQueue(t, amqpURL, "k")
 
 	nc, err := nats.Connect(natsURL, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
 	if err != nil {

@@ -25,28 +25,7 @@ import (
 // with the broker's reason.
 func TestAMQPThroughTheEngine(t *testing.T) {
 	url := cmp.Or(os.Getenv("TOC_AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/")
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		testsvc.Missing(t, "RabbitMQ", "127.0.0.1:5672", "rabbitmq-server -detached", err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	exchange, queue := "toc-e2e-"+testsvc.Token(), "toc-e2e-"+testsvc.Token()
-	if err := ch.ExchangeDeclare(exchange, "direct", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer ch.ExchangeDelete(exchange, false, false)
-	if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer ch.QueueDelete(queue, false, false, false)
-	if err := ch.QueueBind(queue, "orders", exchange, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch, exchange, queue := rabbitQueue(t, url, "orders")
 
 	c := startChild(t, t.TempDir(), "--amqp", url)
 	cl := c.client()
@@ -166,4 +145,34 @@ func TestNATSThroughTheEngine(t *testing.T) {
 		t.Errorf("dead after %d attempts, last_error %q", dead.Attempts, dead.LastError)
 	}
 	t.Logf("no stream: %d attempts, last_error %q", dead.Attempts, dead.LastError)
+}
+
+// rabbitQueue declares an exchange and a queue of the test's own on the
+// broker at url, the queue bound to the exchange by routingKey, and
+// returns them with a channel to read the queue; all are deleted when the
+// test ends. It skips (fails under CI) when RabbitMQ does not answer.
+func rabbitQueue(t *testing.T, url, routingKey string) (ch *amqp.Channel, exchange, queue string) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		testsvc.Missing(t, "RabbitMQ", "127.0.0.1:5672", "rabbitmq-server -detached", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err = conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchange, queue = "toc-e2e-"+testsvc.Token(), "toc-e2e-"+testsvc.Token()
+	if err := ch.ExchangeDeclare(exchange, "direct", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	if _, err := ch.QueueDeclare(queue, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(queue, false, false, false) })
+	if err := ch.QueueBind(queue, routingKey, exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	return ch, exchange, queue
 }
