@@ -24,6 +24,8 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -105,8 +107,14 @@ type Node struct {
 	eng Engine
 	me  string
 
+	// repair asks promoteLoop for a repair scan at once (capacity 1):
+	// Redis lost the cluster's keys, or a write to it failed.
+	repair chan struct{}
+
 	mu struct {
 		sync.Mutex
+		epoch  string               // the value of epochKey this node last saw
+		down   bool                 // the last heartbeat failed
 		live   []string             // sorted member names
 		slots  map[int]bool         // owned Redis slots (of every app)
 		shards []int                // owned SQL shards
@@ -132,7 +140,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.MemberTTL < 2*cfg.Heartbeat {
 		return nil, fmt.Errorf("cluster: MemberTTL (%s) must be at least twice Heartbeat (%s)", cfg.MemberTTL, cfg.Heartbeat)
 	}
-	n := &Node{cfg: cfg, x: cfg.Index, rdb: cfg.Redis, log: cfg.Logger}
+	n := &Node{cfg: cfg, x: cfg.Index, rdb: cfg.Redis, log: cfg.Logger, repair: make(chan struct{}, 1)}
 	n.mu.slots = map[int]bool{}
 	n.mu.prom = map[int]store.Cursor{}
 	return n, nil
@@ -146,6 +154,7 @@ func (n *Node) Attach(e Engine) {
 }
 
 func (n *Node) membersKey() string  { return n.cfg.Prefix + ":nodes" }
+func (n *Node) epochKey() string    { return n.cfg.Prefix + ":epoch" }
 func (n *Node) wakeChannel() string { return n.cfg.Prefix + ":wake" }
 
 // Start joins the cluster and starts the node's loops: heartbeat,
@@ -189,6 +198,13 @@ func (n *Node) Stop(ctx context.Context) error {
 
 // heartbeat renews membership, reads the live members and the apps, and
 // recomputes ownership when the members changed.
+//
+// It also watches for a Redis that lost the cluster's keys (restarted
+// without persistence, flushed, failed over to an empty replica): the
+// first node to see the epoch key missing sets a new one, and every node
+// that sees the epoch change, or Redis answer again after a failed
+// heartbeat, asks for a repair scan at once instead of at the next
+// periodic one.
 func (n *Node) heartbeat(ctx context.Context) error {
 	now := time.Now()
 	pipe := n.rdb.TxPipeline()
@@ -196,7 +212,13 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	pipe.ZRemRangeByScore(ctx, n.membersKey(), "-inf", strconv.FormatInt(now.UnixMilli(), 10))
 	members := pipe.ZRange(ctx, n.membersKey(), 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil {
+		n.mu.Lock()
+		n.mu.down = true
+		n.mu.Unlock()
 		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if err := n.checkEpoch(ctx); err != nil {
+		return err
 	}
 	apps, err := n.x.Apps(ctx)
 	if err != nil {
@@ -236,6 +258,48 @@ func (n *Node) heartbeat(ctx context.Context) error {
 		n.eng.Rescan()
 	}
 	return nil
+}
+
+// checkEpoch compares the cluster's epoch key with the one this node last
+// saw (setting a new one where it is missing) and asks for a repair scan
+// when it changed or when Redis is back after a failed heartbeat.
+func (n *Node) checkEpoch(ctx context.Context) error {
+	if err := n.rdb.SetNX(ctx, n.epochKey(), newEpoch(), 0).Err(); err != nil {
+		return fmt.Errorf("heartbeat: epoch: %w", err)
+	}
+	epoch, err := n.rdb.Get(ctx, n.epochKey()).Result()
+	if err != nil {
+		return fmt.Errorf("heartbeat: epoch: %w", err)
+	}
+	n.mu.Lock()
+	lost := n.mu.epoch != "" && epoch != n.mu.epoch
+	back := n.mu.down
+	n.mu.epoch, n.mu.down = epoch, false
+	n.mu.Unlock()
+	switch {
+	case lost:
+		n.log.WarnContext(ctx, "Redis lost the cluster's keys; promoting the hot window again at once")
+		n.x.ForgetRegistrations() // the apps set is gone too
+		n.wantRepair()
+	case back:
+		n.log.InfoContext(ctx, "Redis answers again; promoting the hot window again at once")
+		n.wantRepair()
+	}
+	return nil
+}
+
+// wantRepair asks promoteLoop for a repair scan now.
+func (n *Node) wantRepair() {
+	select {
+	case n.repair <- struct{}{}:
+	default:
+	}
+}
+
+func newEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // owner picks the member that owns item i of a kind, by rendezvous hashing:
@@ -367,10 +431,12 @@ func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
 		}
 	}
 	if err := n.x.SettleMany(ctx, ops); err != nil {
+		n.wantRepair() // the repair scan restores what this write left out
 		return err
 	}
 	if announce.Len() > 0 {
 		if err := n.rdb.Publish(ctx, n.wakeChannel(), announce.String()).Err(); err != nil {
+			n.wantRepair()
 			return fmt.Errorf("announce %d tasks: %w", len(ts), err)
 		}
 	}
@@ -449,21 +515,31 @@ func (n *Node) promoteLoop(ctx context.Context) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	lastRepair := time.Now()
+	wanted := false // a repair was asked for (wantRepair)
 	for {
-		repair := time.Since(lastRepair) >= n.cfg.RepairEvery
+		repair := wanted || time.Since(lastRepair) >= n.cfg.RepairEvery
 		if repair {
 			lastRepair = time.Now()
 			n.mu.Lock()
 			n.mu.prom = map[int]store.Cursor{}
 			n.mu.Unlock()
 		}
-		if err := n.promote(ctx); err != nil && ctx.Err() == nil {
+		err := n.promote(ctx)
+		if err != nil && ctx.Err() == nil {
 			n.log.WarnContext(ctx, "promote tasks to Redis", slog.String("error", err.Error()))
 		}
+		if wanted && err == nil {
+			// The index may have lost entries the engine's wheel had:
+			// read the node's slots again.
+			n.eng.Rescan()
+		}
+		wanted = wanted && err != nil // a failed repair is tried again at the next tick
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-n.repair:
+			wanted = true
 		}
 	}
 }

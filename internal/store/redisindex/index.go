@@ -159,6 +159,14 @@ func (x *Index) register(ctx context.Context, app string) error {
 	return nil
 }
 
+// ForgetRegistrations makes the next write of each app register it again:
+// for when Redis lost its keys, the apps set with them.
+func (x *Index) ForgetRegistrations() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	clear(x.apps)
+}
+
 // Apps returns every app that has had tasks in Redis.
 func (x *Index) Apps(ctx context.Context) ([]string, error) {
 	apps, err := x.rdb.SMembers(ctx, x.appsKey()).Result()
