@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"bytes"
 	"flag"
 	"slices"
 	"testing"
@@ -100,10 +101,9 @@ func (m *model) step(op, a, b byte) {
 			m.held[tk.ID] = true
 		}
 	case 5: // the owner fires a held task: writes and tracks it
-		for hid := range m.held {
+		if hid, ok := m.firstHeld(); ok {
 			delete(m.held, hid)
-			m.step(0, byte(hid[15]), b)
-			break
+			m.step(0, hid[15], b)
 		}
 	case 6: // a scan begins and reads the store
 		if m.scan != nil {
@@ -120,10 +120,10 @@ func (m *model) step(op, a, b byte) {
 		}
 		m.c.EndScan(*m.scan, m.read, b%8 == 0)
 		m.scan, m.read = nil, nil
-	case 8: // the owner defers a held task (a rate reservation)
-		for hid := range m.held {
+	case 8: // the owner defers a held task (a rate reservation); it stays
+		// held until it comes back through Take
+		if hid, ok := m.firstHeld(); ok {
 			m.c.Defer(hid, m.now.Add(time.Duration(b)*time.Millisecond), m.store[hid].app)
-			break // stays held until it comes back through Take
 		}
 	case 9: // the task is gone from the store (swept); the owner forgets it
 		if a%4 == 0 {
@@ -136,6 +136,19 @@ func (m *model) step(op, a, b byte) {
 		m.pending = slices.DeleteFunc(m.pending, func(e Entry) bool { return e.ID == tid })
 		m.c.Untrack(tid)
 	}
+}
+
+// firstHeld is the held task with the smallest id: a choice that does not
+// depend on map order, so that a failing input fails again.
+func (m *model) firstHeld() (task.ID, bool) {
+	var ids []task.ID
+	for hid := range m.held {
+		ids = append(ids, hid)
+	}
+	if len(ids) == 0 {
+		return task.ID{}, false
+	}
+	return slices.MinFunc(ids, func(a, b task.ID) int { return bytes.Compare(a[:], b[:]) }), true
 }
 
 func (m *model) trackPending(i int) {

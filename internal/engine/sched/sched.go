@@ -79,6 +79,7 @@ type Core struct {
 	armed  int64        // the wheel's next instant as last reported by Advance; -1: none
 
 	scanning bool
+	gen      uint64               // bumped when the cursor moves back (Rescan, trim): a scan begun before reads stale
 	noted    []store.Wakeup       // tracked during a scan, beyond the cursor
 	touched  map[task.ID]struct{} // tracked during a scan: maybe newer than what it read
 	capped   bool                 // the loader stopped for lack of room
@@ -234,6 +235,7 @@ type Scan struct {
 	Until time.Time    // up to this wake time
 	Limit int          // at most this many
 	room  int          // what the core had room for when the scan began
+	gen   uint64       // the core's gen when the scan began
 }
 
 // BeginScan starts a scan of what is due up to until, or reports false when
@@ -251,7 +253,7 @@ func (c *Core) BeginScan(until time.Time, page int) (Scan, bool) {
 	c.scanning = true
 	c.noted = c.noted[:0]
 	clear(c.touched)
-	return Scan{From: c.cursor, Until: until, Limit: min(room, page), room: room}, true
+	return Scan{From: c.cursor, Until: until, Limit: min(room, page), room: room, gen: c.gen}, true
 }
 
 // EndScan takes the result of the scan s: ws, the wakeups read (in wake
@@ -266,8 +268,11 @@ func (c *Core) EndScan(s Scan, ws []store.Wakeup, failed bool) (earlier, again b
 	if failed {
 		return false, false
 	}
-	if c.cursor != s.From {
-		return false, true // a trim moved the cursor back; read from there
+	if c.gen != s.gen || c.cursor != s.From {
+		// A rescan or a trim moved the cursor back while the scan read:
+		// what it read may be older than what was tracked meanwhile and
+		// then forgotten. Read again from the new cursor.
+		return false, true
 	}
 	earliest := int64(-1)
 	add := func(w store.Wakeup) {
@@ -324,6 +329,7 @@ func (c *Core) NeedsLoad() bool {
 // changed: the tasks of slots another node now owns must stop firing here).
 func (c *Core) Rescan(forget bool) {
 	c.cursor = store.Cursor{}
+	c.gen++
 	if forget {
 		c.wheel = timingwheel.New[task.ID](c.wheel.Now())
 		clear(c.app)
@@ -412,5 +418,6 @@ func (c *Core) trim() {
 	}
 	last := all[keep-1]
 	c.cursor = store.Cursor{At: time.UnixMilli(last.at), ID: last.id}
+	c.gen++
 	c.capped = true
 }
