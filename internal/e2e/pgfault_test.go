@@ -1,0 +1,105 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testsvc"
+	"github.com/toc-dev/toc/task"
+)
+
+// TestClusterPostgresRestarted: one node over a PostgreSQL of the test's
+// own, stopped 1 s before a wave of tasks falls due and started again 3 s
+// later. The node keeps timing from Redis; fires that cannot write their
+// lease are tried again every second, so the tasks due while PostgreSQL was
+// down go out once it answers: every task is delivered, none early, and the
+// worst is late by the downtime and a few seconds, not by a repair period.
+func TestClusterPostgresRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster fault test; skipped with -short")
+	}
+	_, prefix := testsvc.Redis(t)
+	pg := testsvc.StartPrivatePostgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE toc"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	dsn := strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
+	rcv := newHooks(t)
+	node := startChild(t, t.TempDir(), "--sql", dsn, "--sql-tables", "4", "--redis", testsvc.RedisAddr(), "--redis-prefix", prefix, "--slots", "16", "--hot-window", "2m")
+	target := task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}}
+
+	const n = 300
+	spread := 3 * time.Second
+	start := time.Now().Add(5 * time.Second)
+	var reqs []client.ScheduleRequest
+	for i := range n {
+		due := start.Add(time.Duration(i) * spread / n)
+		reqs = append(reqs, client.ScheduleRequest{App: "faults", Key: fmt.Sprint(i), DueAt: &due, Target: target})
+	}
+	rs, err := node.client().ScheduleBatch(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i, r := range rs {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		ids[i] = r.Task.ID.String()
+	}
+	time.Sleep(time.Until(start.Add(-time.Second)))
+	pg.Stop()
+	time.Sleep(3 * time.Second)
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	t.Logf("PostgreSQL down from 1 s before the first task was due until %s after", back.Sub(start).Round(time.Millisecond))
+
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	waitUntil(wctx, func() bool {
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		return len(rcv.first) >= n
+	})
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	missing, dups := 0, 0
+	var worstAfterBack time.Duration
+	for i, id := range ids {
+		at, ok := rcv.first[id]
+		if !ok {
+			missing++
+			continue
+		}
+		dups += rcv.count[id] - 1
+		due := task.Ms(start.Add(time.Duration(i) * spread / n))
+		if at.Before(due) {
+			t.Errorf("task %d delivered %s early", i, due.Sub(at))
+		}
+		from := due
+		if back.After(due) {
+			from = back
+		}
+		worstAfterBack = max(worstAfterBack, at.Sub(from))
+	}
+	t.Logf("%d tasks: %d missing, %d duplicate deliveries, worst delivery %s after PostgreSQL answered again (or after its due time)", n, missing, dups, worstAfterBack.Round(time.Millisecond))
+	if missing > 0 || worstAfterBack > 5*time.Second {
+		out := node.stderr.String()
+		t.Logf("node log (last 3000 bytes):\n%s", out[max(0, len(out)-3000):])
+		t.Errorf("%d of %d tasks never delivered; worst %s after PostgreSQL was back, want within 5 s", missing, n, worstAfterBack)
+	}
+}
