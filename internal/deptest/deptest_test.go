@@ -49,12 +49,6 @@ type rule struct {
 	stdAllow []string
 	// allow are packages exempt from the rule.
 	allow []string
-	// knownViolations are packages that break the rule today: logged, not
-	// failed, until they are fixed. Package → why it is still there.
-	knownViolations map[string]string
-	// pending, when set, logs every violation of the rule instead of
-	// failing: it says when the rule will be enforced.
-	pending string
 }
 
 var (
@@ -136,7 +130,6 @@ func TestImports(t *testing.T) {
 		byPath[p.ImportPath] = p
 	}
 	for _, r := range rules {
-		broken := map[string]bool{} // known violations seen
 		for _, p := range pkgs {
 			if p.Module == nil || !p.Module.Main {
 				continue
@@ -157,20 +150,7 @@ func TestImports(t *testing.T) {
 				if r.deps {
 					verb = "depends on"
 				}
-				switch why, known := r.knownViolations[name]; {
-				case r.pending != "":
-					t.Logf("pending (%s): %s %s %s: %s", r.pending, name, verb, rel(imp), r.name)
-				case known:
-					broken[name] = true
-					t.Logf("known violation: %s %s %s: %s (%s)", name, verb, rel(imp), r.name, why)
-				default:
-					t.Errorf("%s %s %s, breaking the rule: %s", name, verb, rel(imp), r.name)
-				}
-			}
-		}
-		for name := range r.knownViolations {
-			if !broken[name] {
-				t.Logf("%s no longer breaks the rule %q: remove it from knownViolations", name, r.name)
+				t.Errorf("%s %s %s, breaking the rule: %s", name, verb, rel(imp), r.name)
 			}
 		}
 	}

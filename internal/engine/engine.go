@@ -199,8 +199,7 @@ type Engine struct {
 	log   *slog.Logger
 	ids   task.IDGenerator
 	boot  string // this process's part of lease tokens
-	apps  *apps  // per-app policies and limits
-	rated atomic.Pointer[ratedApps]
+	apps  *apps  // per-app policies and limits (admission)
 
 	// kick wakes the run loop when an earlier entry enters the wheel;
 	// loadKick wakes the loader when room frees up. Capacity 1, sent
