@@ -2,16 +2,13 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/testsvc"
-	"github.com/toc-dev/toc/task"
 )
 
 // TestClusterPostgresRestarted: one node over a PostgreSQL of the test's
@@ -37,28 +34,9 @@ func TestClusterPostgresRestarted(t *testing.T) {
 	_ = conn.Close(ctx)
 	dsn := strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
 	rcv := newHooks(t)
-	node := startChild(t, t.TempDir(), "--sql", dsn, "--sql-tables", "4", "--redis", testsvc.RedisAddr(), "--redis-prefix", prefix, "--slots", "16", "--hot-window", "2m")
-	target := task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}}
-
-	const n = 300
-	spread := 3 * time.Second
-	start := time.Now().Add(5 * time.Second)
-	var reqs []client.ScheduleRequest
-	for i := range n {
-		due := start.Add(time.Duration(i) * spread / n)
-		reqs = append(reqs, client.ScheduleRequest{App: "faults", Key: fmt.Sprint(i), DueAt: &due, Target: target})
-	}
-	rs, err := node.client().ScheduleBatch(ctx, reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, n)
-	for i, r := range rs {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-		ids[i] = r.Task.ID.String()
-	}
+	node := startChild(t, t.TempDir(), clusterEnv{dsn: dsn, prefix: prefix}.flags()...)
+	w := scheduleWave(t, node, rcv, 300, time.Now().Add(5*time.Second), 3*time.Second)
+	start := w.start
 	time.Sleep(time.Until(start.Add(-time.Second)))
 	pg.Stop()
 	time.Sleep(3 * time.Second)
@@ -68,38 +46,11 @@ func TestClusterPostgresRestarted(t *testing.T) {
 	back := time.Now()
 	t.Logf("PostgreSQL down from 1 s before the first task was due until %s after", back.Sub(start).Round(time.Millisecond))
 
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	waitUntil(wctx, func() bool {
-		rcv.mu.Lock()
-		defer rcv.mu.Unlock()
-		return len(rcv.first) >= n
-	})
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	missing, dups := 0, 0
-	var worstAfterBack time.Duration
-	for i, id := range ids {
-		at, ok := rcv.first[id]
-		if !ok {
-			missing++
-			continue
-		}
-		dups += rcv.count[id] - 1
-		due := task.Ms(start.Add(time.Duration(i) * spread / n))
-		if at.Before(due) {
-			t.Errorf("task %d delivered %s early", i, due.Sub(at))
-		}
-		from := due
-		if back.After(due) {
-			from = back
-		}
-		worstAfterBack = max(worstAfterBack, at.Sub(from))
-	}
-	t.Logf("%d tasks: %d missing, %d duplicate deliveries, worst delivery %s after PostgreSQL answered again (or after its due time)", n, missing, dups, worstAfterBack.Round(time.Millisecond))
+	missing, dups, worstAfterBack := w.await(t, back)
+	t.Logf("%d tasks: %d missing, %d duplicate deliveries, worst delivery %s after PostgreSQL answered again (or after its due time)", w.n, missing, dups, worstAfterBack.Round(time.Millisecond))
 	if missing > 0 || worstAfterBack > 5*time.Second {
 		out := node.stderr.String()
 		t.Logf("node log (last 3000 bytes):\n%s", out[max(0, len(out)-3000):])
-		t.Errorf("%d of %d tasks never delivered; worst %s after PostgreSQL was back, want within 5 s", missing, n, worstAfterBack)
+		t.Errorf("%d of %d tasks never delivered; worst %s after PostgreSQL was back, want within 5 s", missing, w.n, worstAfterBack)
 	}
 }
