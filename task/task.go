@@ -55,6 +55,9 @@ type Task struct {
 	ID  ID     `json:"id"`
 	App string `json:"app"`
 	Key string `json:"key,omitempty"`
+	// ScheduleID names the schedule that made the task (an occurrence);
+	// zero for a task created on its own.
+	ScheduleID ID `json:"schedule_id,omitzero"`
 
 	// DueAt is the time the task was scheduled for. It does not move when an
 	// attempt fails; NextAttemptAt does.

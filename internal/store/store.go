@@ -205,3 +205,43 @@ type Wakeup struct {
 	// for the cluster's promotion to Redis); others may leave them empty.
 	App, Key string
 }
+
+// Schedules is an optional interface of a Store that also keeps schedules
+// (recurring timers, [task.Schedule]): every backend of toc implements it,
+// and storetest's RunSchedules is its conformance suite. A schedule is
+// small and written only when it is changed or makes an occurrence, so a
+// store may keep it in a simple form (record.EncodeSchedule).
+//
+// A store keeps schedules in two orders besides their ids: per app by id
+// (listing), and by WakeAt over every app for those with a non-zero WakeAt
+// (what the engine must act on next). A sharded store keeps a schedule in
+// the shard its id names, as for a task.
+type Schedules interface {
+	// CreateSchedule stores s durably, unless (s.App, s.Key) already names
+	// a schedule: then nothing is stored and it returns that schedule and
+	// false.
+	CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Schedule, bool, error)
+	// GetSchedule returns the schedule with this id, or ErrNotFound.
+	GetSchedule(ctx context.Context, id task.ID) (*task.Schedule, error)
+	// GetScheduleByKey returns app's schedule with this key, or ErrNotFound.
+	GetScheduleByKey(ctx context.Context, app, key string) (*task.Schedule, error)
+	// ListSchedules returns up to limit schedules of app with an id greater
+	// than after (all when after is zero), in id order.
+	ListSchedules(ctx context.Context, app string, after task.ID, limit int) ([]*task.Schedule, error)
+	// UpdateSchedule reads the schedule, calls fn with a copy and durably
+	// stores what fn left in it, atomically with respect to other updates
+	// and deletes of that schedule. If fn returns an error nothing is
+	// written and UpdateSchedule returns that error unchanged. fn must not
+	// change ID, App or Key and must not call the store. Returns the
+	// schedule as stored, or ErrNotFound.
+	UpdateSchedule(ctx context.Context, id task.ID, fn func(*task.Schedule) error) (*task.Schedule, error)
+	// DeleteSchedule removes the schedule durably, freeing its key, or
+	// returns ErrNotFound.
+	DeleteSchedule(ctx context.Context, id task.ID) error
+	// DueSchedules returns up to limit schedules with a non-zero WakeAt <=
+	// until, in (WakeAt, ID) order.
+	DueSchedules(ctx context.Context, until time.Time, limit int) ([]*task.Schedule, error)
+	// CountSchedules returns how many schedules each app has in each state
+	// (the states without schedules left out).
+	CountSchedules(ctx context.Context) (map[string]map[task.ScheduleState]int64, error)
+}
