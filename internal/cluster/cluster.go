@@ -405,6 +405,19 @@ func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time,
 // Sync implements engine.Index: mirror each task's state into its slot, in
 // one pipeline, and announce (in one message) those that wake soon.
 func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
+	return n.mirror(ctx, ts, n.x.SettleMany)
+}
+
+// Settled implements engine.Index: mirror the outcomes of attempts this node
+// claimed (each task's member is in its PrepareQueue), with a few variadic
+// commands per slot instead of a script per task.
+func (n *Node) Settled(ctx context.Context, ts ...*task.Task) error {
+	return n.mirror(ctx, ts, n.x.Settled)
+}
+
+// mirror turns each task's state into where its member goes, has write put
+// them there, and announces those that wake soon.
+func (n *Node) mirror(ctx context.Context, ts []*task.Task, write func(context.Context, []redisindex.Op) error) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -430,7 +443,7 @@ func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
 			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + " " + t.App + "\n")
 		}
 	}
-	if err := n.x.SettleMany(ctx, ops); err != nil {
+	if err := write(ctx, ops); err != nil {
 		n.wantRepair() // the repair scan restores what this write left out
 		return err
 	}
@@ -499,7 +512,8 @@ func (n *Node) Watches(t *task.Task) bool {
 	return n.mu.slots[slot]
 }
 
-// Claim implements engine.Index with the claim_one script.
+// Claim implements engine.Index: one claim_many script per slot, in one
+// pipeline.
 func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error) {
 	cs := make([]redisindex.Claim, len(ts))
 	for i, t := range ts {

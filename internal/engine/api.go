@@ -200,8 +200,25 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 }
 
 // Get returns a task by id.
+//
+// A task whose push attempt is under way in this process is shown as the
+// attempt sees it: delivering, the attempt counted, with its lease. The
+// store keeps it scheduled until the outcome (fire.go), which is what
+// another node of a cluster shows meanwhile.
 func (e *Engine) Get(ctx context.Context, id task.ID) (*task.Task, error) {
-	return e.get(ctx, id) // transfer.go: also finds a task an import moved to another shard
+	t, err := e.get(ctx, id) // transfer.go: also finds a task an import moved to another shard
+	return e.shown(t), err
+}
+
+// shown is t, or the task as its attempt under way here shows it.
+func (e *Engine) shown(t *task.Task) *task.Task {
+	if t == nil {
+		return nil
+	}
+	if a := e.attemptOf(t.ID); a != nil {
+		return a
+	}
+	return t
 }
 
 // GetByKey returns app's task with key.
@@ -209,7 +226,8 @@ func (e *Engine) GetByKey(ctx context.Context, app, key string) (*task.Task, err
 	if err := task.ValidateApp(app); err != nil {
 		return nil, store.ErrNotFound
 	}
-	return e.store.GetByKey(ctx, app, key)
+	t, err := e.store.GetByKey(ctx, app, key)
+	return e.shown(t), err
 }
 
 // PatchParams changes a scheduled task. Nil fields stay as they are.
@@ -227,6 +245,9 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 		return nil, err
 	}
 	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
+		if a := e.attemptOf(t.ID); a != nil {
+			return conflict("change", a, "")
+		}
 		if t.State != task.Scheduled {
 			return conflict("change", t, "")
 		}
@@ -279,6 +300,9 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 		case task.Cancelled:
 			return errSkip
 		case task.Scheduled:
+			if a := e.attemptOf(t.ID); a != nil {
+				return conflict("cancel", a, "")
+			}
 			finish(t, task.Cancelled, msNow())
 			return nil
 		}

@@ -184,8 +184,8 @@ func (e *Engine) bulkWrite(ctx context.Context, f BulkFilter, ids []task.ID, cha
 		now := msNow()
 		errs := make([]error, len(ts))
 		for i, t := range ts {
-			if !f.matches(t) {
-				errs[i] = errSkip
+			if !f.matches(t) || e.underway(t.ID) {
+				errs[i] = errSkip // moved, or its attempt is under way here (as Cancel)
 				continue
 			}
 			change(t, now)

@@ -31,15 +31,15 @@
 //     and the ready queue) and the pull waiters;
 //   - e.apps.mu guards the apps' policies, rate reservations, in-flight
 //     counts, parked tasks and gates (apps.go, gate.go);
-//   - e.out guards the outcomes of push attempts waiting to be stored.
+//   - e.out guards the push attempts under way in this process and their
+//     outcomes waiting to be stored (fire.go).
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
-// and make no network call, with one exception left for the cluster's
-// Redis-led fire path: the index claim of a fire batch (Index.Claim), one
-// pipelined round trip, runs inside the lease write. Every call carries a
-// deadline: its caller's, or callTimeout for the writes that must finish
-// after their caller has gone (detached).
+// and make no network call: the cluster index's claim of a fire batch runs
+// after the store call that read the batch returned (fire.go). Every call
+// carries a deadline: its caller's, or callTimeout for the writes that must
+// finish after their caller has gone (detached).
 package engine
 
 import (
@@ -143,6 +143,9 @@ type Index interface {
 	// Sync mirrors tasks just written to the store: due soon and
 	// scheduled, leased, dead, or gone.
 	Sync(ctx context.Context, ts ...*task.Task) error
+	// Settled is Sync for the tasks of attempts this node claimed, once
+	// they ended: the index holds each one's member for this node.
+	Settled(ctx context.Context, ts ...*task.Task) error
 	// Claim gives each task of ts to this node for an attempt or a lease
 	// rollback at now, holding it until until[i]; false where another node
 	// has it. One round trip for all.
@@ -227,10 +230,12 @@ type Engine struct {
 	// (creates.go).
 	creates createQueue
 
-	// out holds the outcomes of push attempts waiting to be stored
-	// (settleOutcome).
+	// out holds the push attempts under way in this process (fire.go:
+	// they are not stored until they end; nil: reserved, not started) and
+	// their outcomes waiting to be stored (settleOutcome).
 	out struct {
 		sync.Mutex
+		attempts map[task.ID]*attempt
 		pending  []outcome
 		settlers int
 	}
@@ -263,6 +268,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.apps = newApps(cfg, e.boot, e.enqueue)
 	e.mu.waiters = make(map[string]chan struct{})
+	e.out.attempts = make(map[task.ID]*attempt)
 	return e, nil
 }
 

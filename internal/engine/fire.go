@@ -18,14 +18,34 @@ import (
 // A fire job is a pipeline over the tasks the wheel says are due:
 //
 //	pace     rated apps' tasks wait for their app's limits before the store is read
-//	lease    one store write for the batch decides each task, under its row lock:
-//	         start a push attempt, expire it, roll back a lease that ran out, or
-//	         mark a pull task due; the cluster index must give an attempt or a
-//	         rollback to this node first
-//	settle   the wheel, the limits and the index follow what was stored (settleFiring)
+//	look     one store call for the batch reads each task under its row lock and
+//	         decides it: a push attempt to start, an expiry, a lease that ran out,
+//	         a pull task due. It writes only what needs no claim (an expiry, a
+//	         pull task due, a wake for a deadline); a push attempt is not
+//	         written at all
+//	claim    outside every lock: this process reserves each push attempt (one
+//	         attempt of a task at a time), and in a cluster the index gives the
+//	         attempts and the rollbacks of leases that ran out to this node, in
+//	         one round trip (Index.Claim, one Lua call per slot)
+//	rollback the claimed rollbacks are written (rare: a pull lease that ran out)
+//	settle   the wheel, the limits and the index follow what was decided (settleFiring)
 //	deliver  the push attempts go to their sinks (deliverAll)
 //
-// Each task's part in it is a firing, whose verdict says what lease decided.
+// Each task's part in it is a firing, whose verdict says what look decided.
+//
+// # Push attempts are not stored until they end
+//
+// A push attempt lives in this process only (e.out.attempts): the store
+// keeps the task as it was when the attempt started (scheduled, due), and
+// the attempt's outcome is written once, over it, in a group commit
+// (settleOutcome) fenced by what the attempt started from: it lands only if
+// the task is still scheduled for the same attempt (not cancelled, moved or
+// finished by another node meanwhile). One write per push fire instead of
+// two. A crash during the attempt leaves the task due in the store, and it
+// is delivered again: at least once, as with a stored lease. In a cluster
+// the index's PrepareQueue holds the claim until the lease's end, so no
+// other node starts the attempt again before then; a node that dies leaves
+// the member to run out there, and the slot's next owner delivers it.
 
 // verdict is what lease decided for one task.
 type verdict uint8
@@ -38,6 +58,7 @@ const (
 	vPark                 // it waits for one of the app's in-flight slots
 	vGate                 // it waits behind the app's cluster gate
 	vLost                 // another node has it
+	vRollback             // a lease ran out: roll it back once the index gives it to this node
 )
 
 // firing is one task of a fire job.
@@ -52,7 +73,7 @@ type firing struct {
 	claim   claimFor      // what the cluster index must give this node first
 	until   time.Time     // the claim's hold
 	timeout time.Duration // of the push attempt
-	inIndex bool          // the claim put the lease in the index already
+	inIndex bool          // the index holds the task's member for this node (PrepareQueue)
 }
 
 // claimFor says why a task needs the cluster index's claim.
@@ -68,7 +89,7 @@ const (
 const fireBatchMax = 128
 
 // fireMany runs the fire pipeline over taken. The pump took a write slot
-// (e.writing) for the job; fireMany gives it back once its store write
+// (e.writing) for the job; fireMany gives it back once its store call
 // returned, so that the tasks falling due meanwhile gather into the next
 // batch.
 func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
@@ -82,12 +103,15 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	for i, f := range fs {
 		ids[i] = f.id
 	}
+	now := msNow()
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	ws, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
-		return e.lease(wctx, fs, ts)
+		return e.look(fs, ts, now)
 	})
 	wrote()
+	e.claimAll(wctx, fs, ws, errs, now)
+	e.rollBack(wctx, fs, ws, errs, now)
 	var mirror []written
 	var push []*task.Task
 	for i := range fs {
@@ -95,8 +119,8 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 		if m {
 			mirror = append(mirror, w)
 		}
-		if w.t != nil && fs[i].v == vPush {
-			push = append(push, w.t)
+		if fs[i].v == vPush {
+			push = append(push, e.startAttempt(&fs[i], w.t, now))
 		}
 	}
 	e.wrote(ctx, mirror...)
@@ -131,49 +155,41 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 	return fs
 }
 
-// lease is the store write of a fire job: it decides each task of ts (the
-// rows of fs, held) and asks the cluster index for those that need its
-// claim, in one round trip. It returns, per task, nil to store the change
-// or errSkip to leave the row as it is.
-func (e *Engine) lease(ctx context.Context, fs []firing, ts []*task.Task) []error {
-	now := msNow()
-	var claims []int
+// look is the store call of a fire job: it decides each task of ts (the
+// rows of fs, held) and returns, per task, nil to store the change decide
+// made or errSkip to leave the row as it is: a push attempt and a rollback
+// waiting for the index's claim are not written here.
+func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
+	errs := make([]error, len(ts))
 	for i, t := range ts {
 		f := &fs[i]
 		*f = firing{id: f.id, knownApp: f.knownApp} // the store may run this again
-		if t == nil {
-			continue
+		if t != nil {
+			f.app = t.App
+			e.decide(f, t, now)
+			if f.v == vRollback && e.cfg.Index == nil {
+				rollBack(t, now) // no other node to claim it from
+				f.v = vWrite
+			}
 		}
-		f.app = t.App
-		e.decide(f, t, now)
-		if f.claim != noClaim {
-			claims = append(claims, i)
-		}
-	}
-	if len(claims) > 0 {
-		held := e.claim(ctx, ts, claims, fs, now)
-		for k, i := range claims {
-			claimed(&fs[i], ts[i], now, held[k], e.cfg.LeaseGrace, e.boot)
-		}
-	}
-	errs := make([]error, len(ts))
-	for i := range ts {
-		if v := fs[i].v; ts[i] == nil || v != vWrite && v != vPush {
+		if t == nil || f.v != vWrite {
 			errs[i] = errSkip
 		}
 	}
 	return errs
 }
 
-// decide is lease's look at one task t, due at now, with its row held: it
+// decide is look's verdict on one task t, due at now, with its row held: it
 // sets f.v, and f.claim when the cluster index must give the task to this
-// node before the change is made (claimed makes it).
+// node before the change is made.
 func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 	switch t.State {
 	case task.Scheduled:
 		switch {
 		case t.WakeAt.IsZero() || t.WakeAt.After(now):
 			return // a stale wheel entry: the task moved
+		case e.underway(t.ID):
+			return // its attempt is under way here; the outcome tracks it again
 		case pastDeadline(t, now):
 			expire(t, now)
 			f.v = vWrite
@@ -204,7 +220,7 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 			schedule(t, now, now)
 			f.v = vWrite
 		case t.LeaseExpiresAt != nil && !t.LeaseExpiresAt.After(now):
-			f.v, f.claim, f.until = vWrite, claimExpired, now.Add(time.Minute)
+			f.v, f.claim, f.until = vRollback, claimExpired, now.Add(time.Minute)
 		}
 	}
 }
@@ -228,17 +244,84 @@ func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
 	}
 }
 
-// claimed makes the change decide planned for t, now that the index said
-// whether this node holds it: the attempt starts, or the lease that ran out
-// is rolled back; or the task is lost to another node.
-func claimed(f *firing, t *task.Task, now time.Time, held bool, grace time.Duration, boot string) {
-	switch {
-	case !held:
-		f.v = vLost
-	case f.claim == claimAttempt:
-		startAttempt(t, now, f.timeout+grace, boot)
-	default:
-		failAttempt(t, now, "lease expired without an ack", nil)
+// rollBack gives up a lease that ran out without an ack.
+func rollBack(t *task.Task, now time.Time) {
+	failAttempt(t, now, "lease expired without an ack", nil)
+}
+
+// claimAll is the claim step of a fire job, after the store call and
+// outside every lock: each push attempt is reserved in this process (one
+// attempt of a task at a time, see e.out.attempts), then the cluster index
+// is asked, in one round trip, for the reserved attempts and the rollbacks.
+// A firing that is not given to this node becomes vLost (another node has
+// it) or, when the attempt is under way here already, vLeave.
+func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+	var which []int
+	for i := range fs {
+		f := &fs[i]
+		switch {
+		case errs[i] != nil && !errors.Is(errs[i], errSkip):
+			continue // settleFiring sees the error
+		case f.v == vPush:
+			if !e.reserve(f.id) {
+				e.apps.release(f.app, f.id) // admitted for an attempt it will not make
+				f.v = vLeave
+				continue
+			}
+		case f.v != vRollback:
+			continue
+		}
+		which = append(which, i)
+	}
+	if len(which) == 0 {
+		return
+	}
+	held := e.claim(ctx, ws, which, fs, now)
+	for k, i := range which {
+		if held[k] {
+			continue
+		}
+		if fs[i].v == vPush {
+			e.unreserve(fs[i].id)
+		}
+		fs[i].v = vLost
+	}
+}
+
+// rollBack writes the rollbacks the index gave to this node, each only if
+// its lease is still the one that ran out.
+func (e *Engine) rollBack(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+	var which []int
+	for i := range fs {
+		if fs[i].v == vRollback {
+			which = append(which, i)
+		}
+	}
+	if len(which) == 0 {
+		return
+	}
+	ids := make([]task.ID, len(which))
+	lease := make([]string, len(which))
+	for k, i := range which {
+		ids[k], lease[k] = fs[i].id, ws[i].t.Lease
+	}
+	rws, rerrs := e.updateMany(ctx, ids, noSync, func(ts []*task.Task) []error {
+		errs := make([]error, len(ts))
+		for k, t := range ts {
+			if t == nil || t.State != task.Delivering || t.Lease != lease[k] {
+				errs[k] = errSkip // acked, nacked or rolled back meanwhile
+				continue
+			}
+			rollBack(t, now)
+		}
+		return errs
+	})
+	for k, i := range which {
+		ws[i], errs[i] = rws[k], rerrs[k]
+		fs[i].v = vWrite
+		if errors.Is(rerrs[k], errSkip) {
+			fs[i].v = vLeave
+		}
 	}
 }
 
@@ -248,8 +331,9 @@ func claimed(f *firing, t *task.Task, now time.Time, held bool, grace time.Durat
 // it to the index.
 func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
 	id, app := f.id, f.app
-	if f.v == vPush && err != nil {
-		e.apps.release(app, id) // admitted, but the lease was not written
+	if f.v == vPush && err != nil && !errors.Is(err, errSkip) {
+		e.apps.release(app, id) // admitted, but the task could not be read
+		e.unreserve(id)
 		f.v = vLeave
 	}
 	if f.v == vLost && f.claim == claimAttempt {
@@ -292,13 +376,11 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		defer e.notifyPull(t.App)
 	}
 	switch {
-	case f.v == vPush && f.inIndex:
-		// The claim already put the lease in the index, until the lease's
-		// end: mirroring the write again would cost a round trip and a
-		// wake notice to every node, for nothing.
-		e.track(w)
+	case f.v == vPush:
+		// Nothing was written: the attempt is under way in this process
+		// (startAttempt), and its outcome tracks the task again.
 		return w, false
-	case f.v == vWrite || f.v == vPush:
+	case f.v == vWrite:
 		return w, true
 	case t.State.Final() && e.cfg.Index != nil:
 		// A cluster index entry of a finished task (it can outlive the
@@ -320,12 +402,13 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 // nack) stays synced.
 var noSync = &store.UpdateOpts{NoSync: true}
 
-// claim asks the cluster index for the tasks ts[i] of the indexes in which,
-// in one round trip, and reports which this node holds (always all on a
-// single node). A failing index does not stop delivery: the store rows,
-// locked by this write, are what decides; the index only spares nodes
-// duplicate work. It marks the firings whose lease the index now holds.
-func (e *Engine) claim(ctx context.Context, ts []*task.Task, which []int, fs []firing, now time.Time) []bool {
+// claim asks the cluster index for the tasks ws[i].t of the indexes in
+// which, in one round trip, and reports which this node holds (always all
+// on a single node). A failing index does not stop delivery: the fenced
+// outcome write keeps a stale attempt from overwriting a newer one, and the
+// index only spares nodes duplicate work. It marks the firings whose member
+// the index now holds.
+func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []bool {
 	held := make([]bool, len(which))
 	if e.cfg.Index == nil {
 		for k := range held {
@@ -336,7 +419,7 @@ func (e *Engine) claim(ctx context.Context, ts []*task.Task, which []int, fs []f
 	claim := make([]*task.Task, len(which))
 	until := make([]time.Time, len(which))
 	for k, i := range which {
-		claim[k], until[k] = ts[i], fs[i].until
+		claim[k], until[k] = ws[i].t, fs[i].until
 	}
 	got, err := e.cfg.Index.Claim(ctx, claim, until, now)
 	if err != nil {
@@ -378,6 +461,65 @@ func (e *Engine) untrack(id task.ID) {
 	e.mu.Unlock()
 }
 
+// attempt is a push attempt under way in this process. It is not stored:
+// the store keeps base, and the outcome is written over it (storeOutcomes).
+type attempt struct {
+	base *task.Task // the task as stored when the attempt started
+	t    *task.Task // base with the attempt started: what the sink gets, and what Get shows; never changed
+}
+
+// reserve marks an attempt of id under way in this process, before it
+// starts; false when one is under way already (a task fired twice at once
+// by two jobs: the first to reserve makes the attempt).
+func (e *Engine) reserve(id task.ID) bool {
+	e.out.Lock()
+	defer e.out.Unlock()
+	if _, ok := e.out.attempts[id]; ok {
+		return false
+	}
+	e.out.attempts[id] = nil
+	return true
+}
+
+// unreserve drops a reservation whose attempt does not start.
+func (e *Engine) unreserve(id task.ID) {
+	e.out.Lock()
+	defer e.out.Unlock()
+	if a, ok := e.out.attempts[id]; ok && a == nil {
+		delete(e.out.attempts, id)
+	}
+}
+
+// underway reports whether an attempt of id is reserved or under way here.
+func (e *Engine) underway(id task.ID) bool {
+	e.out.Lock()
+	defer e.out.Unlock()
+	_, ok := e.out.attempts[id]
+	return ok
+}
+
+// attemptOf returns a copy of the task as its attempt under way in this
+// process shows it (delivering, its attempt counted, a lease), or nil.
+func (e *Engine) attemptOf(id task.ID) *task.Task {
+	e.out.Lock()
+	defer e.out.Unlock()
+	if a := e.out.attempts[id]; a != nil {
+		return a.t.Clone()
+	}
+	return nil
+}
+
+// startAttempt starts the push attempt f reserved, on base, the task as
+// stored, in memory only, and returns the task to deliver.
+func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
+	t := base.Clone()
+	startAttempt(t, now, f.timeout+e.cfg.LeaseGrace, e.boot)
+	e.out.Lock()
+	e.out.attempts[f.id] = &attempt{base: base, t: t}
+	e.out.Unlock()
+	return t
+}
+
 // deliver runs one push attempt of t, which holds a fresh lease, and has
 // the outcome recorded under that lease (settleOutcome).
 func (e *Engine) deliver(ctx context.Context, t *task.Task) {
@@ -404,7 +546,7 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 type outcome struct {
 	id       task.ID
 	app      string
-	lease    string // the attempt's lease: a task that moved on is left alone
+	lease    string // the attempt's lease, which names it
 	err      error  // the sink's; nil when delivered
 	released bool   // cut short by Stop: not the receiver's fault
 }
@@ -438,53 +580,115 @@ func (e *Engine) settleOutcome(ctx context.Context, o outcome) {
 	e.out.Unlock()
 }
 
-// storeOutcomes writes a batch of outcomes, then releases their slots.
+// storeOutcomes writes a batch of outcomes over the tasks their attempts
+// started from, then ends the attempts and releases their slots.
+//
+// The write is fenced: an outcome lands only on a task still scheduled for
+// the attempt that was made (same attempt count and due time as when it
+// started). A task cancelled, moved or retried meanwhile, or whose attempt
+// another node made and recorded after this one's lease ran out, keeps what
+// it has. An attempt cut short by Stop writes nothing: the task is still due
+// in the store, and is delivered again.
 func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
-	ids := make([]task.ID, len(os))
+	as := make([]*attempt, len(os))
+	e.out.Lock()
 	for i, o := range os {
-		ids[i] = o.id
+		if a := e.out.attempts[o.id]; a != nil && a.t.Lease == o.lease {
+			as[i] = a
+		}
+	}
+	e.out.Unlock()
+	var ids []task.ID
+	var which []int
+	var released []*task.Task
+	for i, o := range os {
+		switch {
+		case as[i] == nil:
+		case o.released:
+			released = append(released, as[i].base)
+		default:
+			ids = append(ids, o.id)
+			which = append(which, i)
+		}
 	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ts, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
+	ws, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
 		now := msNow()
 		errs := make([]error, len(ts))
-		for i, t := range ts {
-			o := os[i]
-			if t == nil || t.State != task.Delivering || t.Lease != o.lease {
-				errs[i] = errSkip // the lease ran out and moved on
+		for k, t := range ts {
+			a, o := as[which[k]], os[which[k]]
+			if t == nil || t.State != task.Scheduled || t.Attempts != a.base.Attempts || !t.NextAttemptAt.Equal(a.base.NextAttemptAt) {
+				errs[k] = errSkip // the task moved on: it keeps what it has
 				continue
 			}
-			switch {
-			case o.err == nil:
+			t.Attempts++
+			t.Record(a.t.UpdatedAt, "attempt", t.Attempts, "")
+			if o.err == nil {
 				finish(t, task.Delivered, now)
 				t.LastError = ""
-			case o.released:
-				t.Record(now, "released", t.Attempts, "toc is shutting down")
-				t.Attempts--
-				schedule(t, now, now)
-			default:
+			} else {
 				failAttempt(t, now, o.err.Error(), nil)
 			}
 		}
 		return errs
 	})
-	stored := make([]written, 0, len(ts))
-	for i, err := range errs {
+	e.out.Lock()
+	for i, o := range os {
+		if as[i] != nil {
+			delete(e.out.attempts, o.id)
+		}
+	}
+	e.out.Unlock()
+	var stored, moved []written
+	for k, err := range errs {
 		switch {
 		case err == nil:
-			stored = append(stored, ts[i])
-		case errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound):
+			stored = append(stored, ws[k])
+		case errors.Is(err, errSkip):
+			moved = append(moved, ws[k])
+		case errors.Is(err, store.ErrNotFound):
 		default:
-			// The lease stays in the store and runs out; the wheel holds
-			// its expiry, so the task is tried again then.
-			e.log.ErrorContext(ctx, "record delivery outcome", slog.String("task", ids[i].String()), slog.String("error", err.Error()))
+			// The task is still due in the store: deliver it again.
+			e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
+			e.retryLater(ids[k])
 		}
 	}
 	for _, o := range os {
 		e.apps.release(o.app, o.id)
 	}
-	e.wrote(ctx, stored...)
+	e.settled(ctx, stored, moved, released)
+}
+
+// settled mirrors the outcomes of attempts into the cluster index and
+// tracks the tasks again: stored, the outcomes written; moved, the tasks
+// whose outcome was not written because they moved on (as read); released,
+// the tasks of attempts cut short (as stored: due). The index holds the
+// members of all three in their PrepareQueue, where the claim put them.
+func (e *Engine) settled(ctx context.Context, stored, moved []written, released []*task.Task) {
+	if x := e.cfg.Index; x != nil {
+		ts := make([]*task.Task, 0, len(stored)+len(moved)+len(released))
+		for _, w := range stored {
+			ts = append(ts, w.t)
+		}
+		for _, w := range moved {
+			ts = append(ts, w.t)
+		}
+		ts = append(ts, released...)
+		if len(ts) > 0 {
+			sctx, cancel := detached(ctx)
+			defer cancel()
+			if err := x.Settled(sctx, ts...); err != nil {
+				e.log.WarnContext(ctx, "mirror delivery outcomes to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
+			}
+		}
+	}
+	for _, w := range stored {
+		e.track(w)
+	}
+	for _, w := range moved {
+		e.track(w)
+	}
 }
 
 // notifyPull wakes the claims waiting on app, on every node.

@@ -129,6 +129,9 @@ var (
 	//go:embed scripts/claim.lua
 	claimLua    string
 	claimScript = redis.NewScript(claimLua)
+	//go:embed scripts/claim_many.lua
+	claimManyLua    string
+	claimManyScript = redis.NewScript(claimManyLua)
 	//go:embed scripts/claim_one.lua
 	claimOneLua    string
 	claimOneScript = redis.NewScript(claimOneLua)
@@ -276,29 +279,121 @@ type Claim struct {
 	LeaseUntil time.Time
 }
 
-// ClaimMany runs ClaimOne for each claim in one pipeline (on Redis Cluster,
-// one per master) and reports which the caller now holds.
+// claimGroupMax bounds the members of one claim_many call (Lua's unpack
+// takes a few thousand arguments at most).
+const claimGroupMax = 1000
+
+// ClaimMany claims the members of cs that are due at now for the caller
+// (scripts/claim_many.lua): the claims of one slot go to one script call,
+// all calls in one pipeline (on Redis Cluster, one per master). It reports
+// which members the caller now holds, each in its PrepareQueue until its
+// LeaseUntil.
 func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]bool, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	cmds, err := x.pipeline(ctx, claimOneScript, len(cs), func(pipe redis.Pipeliner, i int) redis.Cmder {
-		c := cs[i]
-		q := x.Queues(c.App, c.Slot)
-		return claimOneScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare}, c.ID.String(), ms(now), ms(c.LeaseUntil))
+	groups := groupBySlot(len(cs), func(i int) SlotRef { return SlotRef{cs[i].App, cs[i].Slot} }, claimGroupMax)
+	cmds, err := x.pipeline(ctx, claimManyScript, len(groups), func(pipe redis.Pipeliner, g int) redis.Cmder {
+		idx := groups[g]
+		c0 := cs[idx[0]]
+		q := x.Queues(c0.App, c0.Slot)
+		args := make([]any, 0, 1+2*len(idx))
+		args = append(args, ms(now))
+		for _, i := range idx {
+			args = append(args, cs[i].ID.String(), ms(cs[i].LeaseUntil))
+		}
+		return claimManyScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare}, args...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisindex: claim %d members: %w", len(cs), err)
 	}
 	held := make([]bool, len(cs))
-	for i, c := range cmds {
-		n, err := c.(*redis.Cmd).Int()
-		if err != nil {
-			return nil, fmt.Errorf("redisindex: claim %s: %w", cs[i].ID, err)
+	for g, c := range cmds {
+		got, err := c.(*redis.Cmd).Int64Slice()
+		if err != nil || len(got) != len(groups[g]) {
+			return nil, fmt.Errorf("redisindex: claim in %s: %v (%d answers for %d members)", x.Queues(cs[groups[g][0]].App, cs[groups[g][0]].Slot).Prepare, err, len(got), len(groups[g]))
 		}
-		held[i] = n == 1
+		for k, i := range groups[g] {
+			held[i] = got[k] == 1
+		}
 	}
 	return held, nil
+}
+
+// groupBySlot returns the indexes 0..n-1 grouped by their slot (ref(i)),
+// in first-seen order, no group longer than max.
+func groupBySlot(n int, ref func(int) SlotRef, max int) [][]int {
+	at := make(map[SlotRef]int)
+	var groups [][]int
+	for i := range n {
+		r := ref(i)
+		g, ok := at[r]
+		if !ok || len(groups[g]) >= max {
+			g = len(groups)
+			at[r] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// Settled records where members the caller claimed go after their attempt
+// (ops' actions: Ack, Retry, Dead, Lease; Drop as Ack). Each member is in
+// its slot's PrepareQueue, where ClaimMany put it, so this takes a few
+// plain variadic commands per slot instead of a script per member: remove
+// them from the PrepareQueue, and add the retried to the StoreQueue, the
+// dead to the DeadQueue and the re-leased to the PrepareQueue again. A
+// member whose lease ran out and that another node claimed meanwhile is
+// removed all the same; that node's own outcome puts it where it belongs.
+func (x *Index) Settled(ctx context.Context, ops []Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	for _, op := range ops {
+		if op.Action == Retry {
+			if err := x.register(ctx, op.App); err != nil {
+				return err
+			}
+		}
+	}
+	groups := groupBySlot(len(ops), func(i int) SlotRef { return SlotRef{ops[i].App, ops[i].Slot} }, claimGroupMax)
+	pipe := x.rdb.Pipeline()
+	for _, idx := range groups {
+		q := x.Queues(ops[idx[0]].App, ops[idx[0]].Slot)
+		var done []any
+		var retry, dead, lease []redis.Z
+		for _, i := range idx {
+			op := ops[i]
+			m := op.ID.String()
+			switch op.Action {
+			case Retry:
+				retry = append(retry, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+			case Dead:
+				dead = append(dead, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+			case Lease:
+				lease = append(lease, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+				continue // stays in the PrepareQueue, re-scored below
+			}
+			done = append(done, m)
+		}
+		if len(done) > 0 {
+			pipe.ZRem(ctx, q.Prepare, done...)
+		}
+		if len(retry) > 0 {
+			pipe.ZAdd(ctx, q.Store, retry...)
+		}
+		if len(dead) > 0 {
+			pipe.ZAdd(ctx, q.Dead, dead...)
+		}
+		if len(lease) > 0 {
+			pipe.ZAdd(ctx, q.Prepare, lease...)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisindex: settle %d claimed members: %w", len(ops), err)
+	}
+	return nil
 }
 
 // pipeline sends n calls of script, made by add, in one pipeline, loading

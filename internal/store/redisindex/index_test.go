@@ -234,3 +234,117 @@ func TestClaimMany(t *testing.T) {
 		t.Errorf("empty ClaimMany = %v, %v", held, err)
 	}
 }
+
+// TestClaimManyLeases: a member whose lease ran out is claimed again (the
+// rollback goes to one caller), one still leased is not, and two callers
+// claiming the same members at once never both hold one.
+func TestClaimManyLeases(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	ran, running := g.New(now, 0), g.New(now, 0)
+	for _, id := range []task.ID{ran, running} {
+		if _, err := x.Add(ctx, "a", 3, id, now.Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	early := now.Add(-time.Minute)
+	held, err := x.ClaimMany(ctx, []redisindex.Claim{{"a", 3, ran, now.Add(-time.Second)}, {"a", 3, running, now.Add(time.Minute)}}, early)
+	if err != nil || !slices.Equal(held, []bool{true, true}) {
+		t.Fatalf("first claim: %v %v", held, err)
+	}
+	held, err = x.ClaimMany(ctx, []redisindex.Claim{{"a", 3, ran, now.Add(time.Minute)}, {"a", 3, running, now.Add(time.Minute)}}, now)
+	if err != nil || !slices.Equal(held, []bool{true, false}) {
+		t.Fatalf("claim after one lease ran out: %v %v, want [true false]", held, err)
+	}
+
+	// Racing callers over 200 due members: each member goes to exactly one.
+	var ids []task.ID
+	for range 200 {
+		id := g.New(now, 0)
+		ids = append(ids, id)
+		if _, err := x.Add(ctx, "race", int(id[15])%4, id, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := make([]redisindex.Claim, len(ids))
+	for i, id := range ids {
+		cs[i] = redisindex.Claim{App: "race", Slot: int(id[15]) % 4, ID: id, LeaseUntil: now.Add(time.Minute)}
+	}
+	results := make([][]bool, 4)
+	var wg sync.WaitGroup
+	for c := range results {
+		wg.Go(func() {
+			h, err := x.ClaimMany(ctx, cs, now)
+			if err != nil {
+				t.Error(err)
+			}
+			results[c] = h
+		})
+	}
+	wg.Wait()
+	for i := range ids {
+		n := 0
+		for c := range results {
+			if len(results[c]) > i && results[c][i] {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("member %d held by %d callers, want 1", i, n)
+		}
+	}
+}
+
+// TestSettled: the outcomes of claimed members leave the PrepareQueue for
+// where they belong.
+func TestSettled(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	acked, retried, dead, leased := g.New(now, 0), g.New(now, 0), g.New(now, 0), g.New(now, 0)
+	var cs []redisindex.Claim
+	for _, id := range []task.ID{acked, retried, dead, leased} {
+		if _, err := x.Add(ctx, "a", 1, id, now); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, redisindex.Claim{App: "a", Slot: 1, ID: id, LeaseUntil: now.Add(time.Minute)})
+	}
+	if held, err := x.ClaimMany(ctx, cs, now); err != nil || slices.Contains(held, false) {
+		t.Fatal(held, err)
+	}
+	err := x.Settled(ctx, []redisindex.Op{
+		{App: "a", Slot: 1, ID: acked, Action: redisindex.Ack},
+		{App: "a", Slot: 1, ID: retried, Action: redisindex.Retry, Score: now.Add(time.Second)},
+		{App: "a", Slot: 1, ID: dead, Action: redisindex.Dead, Score: now},
+		{App: "a", Slot: 1, ID: leased, Action: redisindex.Lease, Score: now.Add(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, p, d, err := x.Count(ctx, "a", 1)
+	if err != nil || s != 1 || p != 1 || d != 1 {
+		t.Fatalf("store=%d prepare=%d dead=%d (%v), want 1 1 1", s, p, d, err)
+	}
+	es, err := x.Range(ctx, "a", 1, now, now.Add(2*time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[task.ID]redisindex.Entry{}
+	for _, e := range es {
+		got[e.ID] = e
+	}
+	if e := got[retried]; e.Prepared || !e.At.Equal(now.Add(time.Second)) {
+		t.Errorf("retried: %+v", e)
+	}
+	if e := got[leased]; !e.Prepared || !e.At.Equal(now.Add(time.Hour)) {
+		t.Errorf("leased: %+v", e)
+	}
+	if _, ok := got[acked]; ok {
+		t.Error("acked member still in the slot")
+	}
+}

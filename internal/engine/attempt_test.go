@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// writeCounter counts the tasks each Update and UpdateMany stored.
+type writeCounter struct {
+	store.Store
+	mu     sync.Mutex
+	writes map[task.ID]int
+}
+
+func (c *writeCounter) count(t *task.Task) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes[t.ID]++
+}
+
+func (c *writeCounter) of(id task.ID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes[id]
+}
+
+func (c *writeCounter) Update(ctx context.Context, id task.ID, o *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
+	t, err := c.Store.Update(ctx, id, o, fn)
+	if err == nil {
+		c.count(t)
+	}
+	return t, err
+}
+
+func (c *writeCounter) UpdateMany(ctx context.Context, ids []task.ID, o *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	ts, errs := c.Store.UpdateMany(ctx, ids, o, fn)
+	for i, err := range errs {
+		if err == nil {
+			c.count(ts[i])
+		}
+	}
+	return ts, errs
+}
+
+// blockingSink holds each delivery until the test lets it end with the
+// error sent on release.
+type blockingSink struct {
+	started chan *task.Task
+	release chan error
+}
+
+func newBlockingSink() *blockingSink {
+	return &blockingSink{started: make(chan *task.Task, 16), release: make(chan error)}
+}
+
+func (s *blockingSink) Deliver(ctx context.Context, t *task.Task) error {
+	s.started <- t
+	select {
+	case err := <-s.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestPushAttemptStoredOnce: a push attempt is not stored when it starts,
+// only its outcome is (one write per fire); meanwhile the engine shows the
+// task delivering and refuses to cancel or change it, and the outcome
+// records the attempt.
+func TestPushAttemptStoredOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		snk := newBlockingSink()
+		var wc *writeCounter
+		b := setup(t, func(c *Config) {
+			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
+			c.Store = wc
+			c.Sinks = map[string]sink.Sink{"http": snk}
+		})
+		ctx := t.Context()
+		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		got := <-snk.started
+		if got.State != task.Delivering || got.Attempts != 1 || got.Lease == "" {
+			t.Fatalf("the sink got %s, attempt %d, lease %q", got.State, got.Attempts, got.Lease)
+		}
+		stored, err := wc.Get(ctx, tk.ID)
+		if err != nil || stored.State != task.Scheduled || stored.Attempts != 0 {
+			t.Fatalf("stored during the attempt: %v %v (attempts %d), want scheduled, 0", stored.State, err, stored.Attempts)
+		}
+		if n := wc.of(tk.ID); n != 0 {
+			t.Fatalf("%d writes before the outcome, want 0", n)
+		}
+		if shown := b.get(t, tk.ID); shown.State != task.Delivering || shown.Attempts != 1 || shown.Lease != got.Lease {
+			t.Errorf("Get during the attempt: %s attempt %d, want delivering 1", shown.State, shown.Attempts)
+		}
+		var ce *ConflictError
+		if _, err := b.eng.Cancel(ctx, tk.ID); !errors.As(err, &ce) || ce.Task.State != task.Delivering {
+			t.Errorf("Cancel during the attempt: %v, want a conflict naming it delivering", err)
+		}
+		payload := []byte(`{"x":1}`)
+		if _, err := b.eng.Patch(ctx, tk.ID, PatchParams{Payload: &payload}); !errors.As(err, &ce) {
+			t.Errorf("Patch during the attempt: %v, want a conflict", err)
+		}
+		snk.release <- nil
+		synctest.Wait()
+		done := b.get(t, tk.ID)
+		if done.State != task.Delivered || done.Attempts != 1 || done.Lease != "" || done.LeaseExpiresAt != nil {
+			t.Fatalf("after the outcome: %+v", done)
+		}
+		var whats []string
+		for _, ev := range done.History {
+			whats = append(whats, ev.What)
+		}
+		if want := []string{"created", "attempt", "delivered"}; !equalStrings(whats, want) {
+			t.Errorf("history %v, want %v", whats, want)
+		}
+		if n := wc.of(tk.ID); n != 1 {
+			t.Errorf("%d writes for one push fire, want 1", n)
+		}
+	})
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestOutcomeFenced: an outcome lands only on the task its attempt started
+// from. A task cancelled, or moved, behind this process's back (another
+// node's write) keeps what it has.
+func TestOutcomeFenced(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *task.Task, now time.Time)
+		want   task.State
+	}{
+		{"cancelled", func(t *task.Task, now time.Time) { finish(t, task.Cancelled, now) }, task.Cancelled},
+		{"moved", func(t *task.Task, now time.Time) {
+			due := now.Add(time.Hour)
+			t.DueAt = due
+			schedule(t, due, now)
+		}, task.Scheduled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				snk := newBlockingSink()
+				b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": snk} })
+				ctx := t.Context()
+				tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+				<-snk.started
+				if _, err := b.store.Update(ctx, tk.ID, nil, func(t *task.Task) error {
+					tc.change(t, msNow())
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				snk.release <- errors.New("receiver said 500")
+				synctest.Wait()
+				got, err := b.store.Get(ctx, tk.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State != tc.want || got.Attempts != 0 || got.LastError != "" {
+					t.Errorf("after a stale outcome: %s, attempts %d, error %q; want %s, 0, none", got.State, got.Attempts, got.LastError, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// fakeIndex is the cluster index's claim, in memory: a member held until
+// its lease end, claimable again after it. The Redis script it stands for
+// has its own tests (redisindex); this one lets two engines race.
+type fakeIndex struct {
+	st   store.Store
+	mu   sync.Mutex
+	held map[task.ID]time.Time
+}
+
+func (x *fakeIndex) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
+	return x.st.Wakeups(ctx, after, until, limit)
+}
+func (x *fakeIndex) Sync(context.Context, ...*task.Task) error { return nil }
+func (x *fakeIndex) Settled(_ context.Context, ts ...*task.Task) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, t := range ts {
+		delete(x.held, t.ID)
+	}
+	return nil
+}
+func (x *fakeIndex) Claim(_ context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	got := make([]bool, len(ts))
+	for i, t := range ts {
+		if end, ok := x.held[t.ID]; !ok || !end.After(now) {
+			x.held[t.ID], got[i] = until[i], true
+		}
+	}
+	return got, nil
+}
+func (x *fakeIndex) Live(string) bool                { return true }
+func (x *fakeIndex) Watches(*task.Task) bool         { return true }
+func (x *fakeIndex) PullDue(context.Context, string) {}
+
+// TestTwoNodesOneAttempt: two engines over one store both fire a task; the
+// index gives the attempt to one. When that attempt outlives its lease, the
+// other node makes the next attempt and records it, and the first
+// attempt's late outcome does not overwrite it.
+func TestTwoNodesOneAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &writeCounter{writes: map[task.ID]int{}}
+		a, b := newBlockingSink(), newBlockingSink()
+		var x *fakeIndex
+		first := setup(t, func(c *Config) {
+			st.Store = c.Store
+			x = &fakeIndex{st: st, held: map[task.ID]time.Time{}}
+			c.Store, c.Index, c.LeaseGrace = st, x, time.Second
+			c.Sinks = map[string]sink.Sink{"http": a}
+		})
+		second := setup(t, func(c *Config) {
+			c.Store, c.Index, c.LeaseGrace = st, x, time.Second
+			c.Sinks = map[string]sink.Sink{"http": b}
+		})
+		ctx := t.Context()
+		due := time.Now().Add(time.Second)
+		tk := first.schedule(t, ScheduleParams{DueAt: due, Target: task.Target{HTTP: &task.HTTPTarget{URL: "http://example.test/", Timeout: task.Duration(2 * time.Second)}}})
+		second.eng.Notify(tk.ID, due, "")
+		time.Sleep(time.Until(due) + 10*time.Millisecond)
+		synctest.Wait()
+		if len(a.started)+len(b.started) != 1 {
+			t.Fatalf("%d attempts started on two nodes, want 1", len(a.started)+len(b.started))
+		}
+		late, next := a, second
+		if len(b.started) == 1 {
+			late, next = b, first
+		}
+		<-late.started
+
+		// The attempt outlives its lease (2s timeout + 1s grace): the
+		// other node is told, claims it again and delivers.
+		leaseEnd := due.Add(3*time.Second + time.Millisecond)
+		next.eng.Notify(tk.ID, leaseEnd, "")
+		time.Sleep(time.Until(leaseEnd) + 10*time.Millisecond)
+		nextSink := b
+		if next == first {
+			nextSink = a
+		}
+		<-nextSink.started
+		nextSink.release <- nil
+		synctest.Wait()
+		if got, _ := st.Get(ctx, tk.ID); got.State != task.Delivered || got.Attempts != 1 {
+			t.Fatalf("after the second node's attempt: %s, attempts %d", got.State, got.Attempts)
+		}
+		late.release <- errors.New("the first attempt failed, late")
+		synctest.Wait()
+		got, _ := st.Get(ctx, tk.ID)
+		if got.State != task.Delivered || got.Attempts != 1 || got.LastError != "" {
+			t.Errorf("the late outcome overwrote the newer one: %s, attempts %d, error %q", got.State, got.Attempts, got.LastError)
+		}
+		if n := st.of(tk.ID); n != 1 {
+			t.Errorf("%d writes, want 1 (the second node's outcome)", n)
+		}
+	})
+}
