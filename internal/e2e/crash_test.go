@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,5 +113,87 @@ func TestCrashLosesNothing(t *testing.T) {
 	}
 	if len(rcv.bad) > 0 {
 		t.Errorf("malformed deliveries: %v", rcv.bad)
+	}
+}
+
+// TestCrashDuringAttempts kills `toc serve` with SIGKILL while push
+// attempts are under way (every one started, none answered: the receiver
+// holds them). An attempt is stored only at its outcome, so the store still
+// holds each task due: the restarted server delivers every one again, and
+// each ends delivered with the one attempt that was recorded.
+func TestCrashDuringAttempts(t *testing.T) {
+	dir := t.TempDir()
+	const n = 50
+	var (
+		mu      sync.Mutex
+		held    = map[string]int{} // attempts seen while holding, by task
+		done    = map[string]int{} // attempts answered 200, by task
+		holding atomic.Bool
+	)
+	holding.Store(true)
+	release := make(chan struct{})
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Toc-Task-Id")
+		if holding.Load() {
+			mu.Lock()
+			held[id]++
+			mu.Unlock()
+			select { // hold the attempt until the server is killed
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		mu.Lock()
+		done[id]++
+		mu.Unlock()
+	}))
+	defer rcv.Close()
+	defer close(release)
+	target := task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook", Timeout: task.Duration(time.Minute)}}
+
+	c := startChild(t, dir)
+	cl := c.client()
+	ctx := context.Background()
+	var ids []task.ID
+	for i := range n {
+		tk, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "crash", Key: fmt.Sprintf("held-%d", i), Delay: task.Duration(200 * time.Millisecond), Target: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tk.ID)
+	}
+	waitFor(t, 20*time.Second, "every attempt to start", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(held) == n
+	})
+	c.kill(t)
+	holding.Store(false)
+
+	c2 := startChild(t, dir)
+	cl2 := c2.client()
+	waitFor(t, 30*time.Second, "every task to be delivered again", func() bool {
+		for _, id := range ids {
+			tk, err := cl2.Get(ctx, id)
+			if err != nil || tk.State != task.Delivered {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if done[id.String()] != 1 {
+			t.Errorf("task %s: %d deliveries after the restart, want 1", id, done[id.String()])
+		}
+		tk, _ := cl2.Get(ctx, id)
+		if tk.Attempts != 1 {
+			t.Errorf("task %s: %d attempts recorded, want 1 (the interrupted one was never stored)", id, tk.Attempts)
+		}
+	}
+	if err, took := c2.terminate(t); err != nil {
+		t.Fatalf("SIGTERM: exit %v after %s\n%s", err, took, c2.stderr)
 	}
 }
