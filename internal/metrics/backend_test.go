@@ -13,15 +13,28 @@ import (
 	"github.com/toc-dev/toc/internal/metrics"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/memstore"
+	"github.com/toc-dev/toc/internal/store/storetest"
 	"github.com/toc-dev/toc/task"
 )
+
+// TestBackendSchedules runs the schedules' suite through the wrapper: it
+// finds the store's Schedules underneath (store.As).
+func TestBackendSchedules(t *testing.T) {
+	storetest.RunSchedules(t, func(*testing.T) store.Store {
+		return metrics.NewBackend(prometheus.NewRegistry()).Store(memstore.New())
+	})
+}
 
 func TestBackendStore(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	b := metrics.NewBackend(reg)
-	s := b.Store(memstore.New())
+	inner := memstore.New()
+	s := b.Store(inner)
 	if _, ok := s.(store.Counter); !ok {
 		t.Error("the wrapped memstore lost its Counter")
+	}
+	if sc, ok := store.As[store.Schedules](s); !ok || sc != store.Schedules(inner) {
+		t.Errorf("store.As[store.Schedules] of the wrapped memstore = %v, %v; want the memstore", sc, ok)
 	}
 	ctx := context.Background()
 	var g task.IDGenerator

@@ -7,7 +7,8 @@
 //
 // Nothing is durable: Create and Update return once the maps are changed.
 // Tasks go in and come out as deep copies, so callers never share memory
-// with the store.
+// with the store. It keeps schedules too ([store.Schedules]), each as what
+// its record decodes to, so that it returns what the other backends do.
 package memstore
 
 import (
@@ -34,6 +35,9 @@ type Store struct {
 		closed bool
 		tasks  map[task.ID]*task.Task
 		keys   map[appKey]task.ID // (app, key) → id, until the task is swept
+
+		schedules    map[task.ID]*task.Schedule // schedules.go
+		scheduleKeys map[appKey]task.ID         // (app, key) → id of a schedule
 	}
 }
 
@@ -44,6 +48,8 @@ func New() *Store {
 	s := &Store{}
 	s.mu.tasks = make(map[task.ID]*task.Task)
 	s.mu.keys = make(map[appKey]task.ID)
+	s.mu.schedules = make(map[task.ID]*task.Schedule)
+	s.mu.scheduleKeys = make(map[appKey]task.ID)
 	return s
 }
 
@@ -288,7 +294,7 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, er
 	return len(old), nil
 }
 
-// Close implements [store.Store]. It drops every task.
+// Close implements [store.Store]. It drops every task and schedule.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,6 +303,7 @@ func (s *Store) Close() error {
 	}
 	s.mu.closed = true
 	s.mu.tasks, s.mu.keys = nil, nil
+	s.mu.schedules, s.mu.scheduleKeys = nil, nil
 	return nil
 }
 

@@ -19,6 +19,10 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
 }
 
+func TestSchedules(t *testing.T) {
+	storetest.RunSchedules(t, func(*testing.T) store.Store { return memstore.New() })
+}
+
 // TestSynctest uses the store inside a synctest bubble, as engine tests do:
 // it must start no goroutine and block on nothing outside the bubble.
 func TestSynctest(t *testing.T) {

@@ -231,3 +231,105 @@ func parseKindByte(b byte) (string, error) {
 	}
 	return "", fmt.Errorf("pebblestore: unknown kind byte %d", b)
 }
+
+// Schedules ([store.Schedules], schedules.go) have key families of their
+// own, each named by the upper case of the task family it mirrors; the task
+// families above are untouched by them:
+//
+//	S <id>                  → schedule record (record.EncodeSchedule)
+//	W <wake ms> <id>        → empty           (WakeAt not zero: DueSchedules)
+//	K <app> 0x00 <key>      → id              (every schedule: its key)
+//	A <app> 0x00 <id>       → state byte      (every schedule: ListSchedules, CountSchedules)
+const (
+	prefixSchedule     byte = 'S'
+	prefixScheduleWake byte = 'W'
+	prefixScheduleKey  byte = 'K'
+	prefixScheduleApp  byte = 'A'
+)
+
+// schedRecordKey is the key of a schedule's record.
+func schedRecordKey(id task.ID) []byte {
+	return append([]byte{prefixSchedule}, id[:]...)
+}
+
+// schedWakeKey is a schedule's entry in the due order.
+func schedWakeKey(ms int64, id task.ID) []byte {
+	b := make([]byte, 0, 1+msLen+idLen)
+	b = append(b, prefixScheduleWake)
+	b = appendMs(b, ms)
+	return append(b, id[:]...)
+}
+
+// schedWakeBound sorts after the due entries of every time before ms and
+// before those of ms and later.
+func schedWakeBound(ms int64) []byte {
+	return appendMs([]byte{prefixScheduleWake}, ms)
+}
+
+// parseSchedWakeKey reads a key made by schedWakeKey.
+func parseSchedWakeKey(k []byte) (ms int64, id task.ID, err error) {
+	if len(k) != 1+msLen+idLen || k[0] != prefixScheduleWake {
+		return 0, id, fmt.Errorf("pebblestore: malformed schedule wake key %x", k)
+	}
+	copy(id[:], k[1+msLen:])
+	return readMs(k[1:]), id, nil
+}
+
+// schedKeyKey maps an app's schedule key to the id of the schedule that has
+// it.
+func schedKeyKey(app, key string) []byte {
+	b := make([]byte, 0, 1+len(app)+1+len(key))
+	b = append(b, prefixScheduleKey)
+	b = append(b, app...)
+	b = append(b, 0)
+	return append(b, key...)
+}
+
+// schedListPrefix starts the list of app's schedules.
+func schedListPrefix(app string) []byte {
+	b := make([]byte, 0, 1+len(app)+1+idLen)
+	b = append(b, prefixScheduleApp)
+	b = append(b, app...)
+	return append(b, 0)
+}
+
+// schedListKey is a schedule's entry in the list of its app.
+func schedListKey(app string, id task.ID) []byte {
+	return append(schedListPrefix(app), id[:]...)
+}
+
+// parseSchedListKey returns the id that ends a key made by schedListKey,
+// given the length of its prefix (schedListPrefix(app)).
+func parseSchedListKey(k []byte, prefixLen int) (task.ID, error) {
+	var id task.ID
+	if len(k) != prefixLen+idLen || k[0] != prefixScheduleApp {
+		return id, fmt.Errorf("pebblestore: malformed schedule list key %x", k)
+	}
+	copy(id[:], k[prefixLen:])
+	return id, nil
+}
+
+// Schedule state bytes, the values of the list entries. They are on disk:
+// never renumber them.
+var scheduleStateBytes = map[task.ScheduleState]byte{
+	task.ScheduleActive: 1,
+	task.SchedulePaused: 2,
+	task.ScheduleEnded:  3,
+}
+
+func scheduleStateByte(s task.ScheduleState) (byte, error) {
+	b, ok := scheduleStateBytes[s]
+	if !ok {
+		return 0, fmt.Errorf("pebblestore: unknown schedule state %q", s)
+	}
+	return b, nil
+}
+
+func parseScheduleStateByte(b byte) (task.ScheduleState, error) {
+	for s, v := range scheduleStateBytes {
+		if v == b {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("pebblestore: unknown schedule state byte %d", b)
+}

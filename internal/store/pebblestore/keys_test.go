@@ -33,6 +33,10 @@ func TestKeysRoundTrip(t *testing.T) {
 			if err != nil || gotMs != ms || gotID != id {
 				t.Errorf("parseWakeKey(wakeKey(%d, %s)) = %d, %s, %v", ms, id, gotMs, gotID, err)
 			}
+			gotMs, gotID, err = parseSchedWakeKey(schedWakeKey(ms, id))
+			if err != nil || gotMs != ms || gotID != id {
+				t.Errorf("parseSchedWakeKey(schedWakeKey(%d, %s)) = %d, %s, %v", ms, id, gotMs, gotID, err)
+			}
 			gotMs, gotID, err = parseFinishedKey(finishedKey(ms, id))
 			if err != nil || gotMs != ms || gotID != id {
 				t.Errorf("parseFinishedKey(finishedKey(%d, %s)) = %d, %s, %v", ms, id, gotMs, gotID, err)
@@ -41,6 +45,10 @@ func TestKeysRoundTrip(t *testing.T) {
 				gotMs, gotID, err = parsePullKey(pullKey(app, ms, id), len(pullPrefix(app)))
 				if err != nil || gotMs != ms || gotID != id {
 					t.Errorf("parsePullKey(pullKey(%q, %d, %s)) = %d, %s, %v", app, ms, id, gotMs, gotID, err)
+				}
+				gotID, err = parseSchedListKey(schedListKey(app, id), len(schedListPrefix(app)))
+				if err != nil || gotID != id {
+					t.Errorf("parseSchedListKey(schedListKey(%q, %s)) = %s, %v", app, id, gotID, err)
 				}
 				gotID, err = parseAppStateKey(appStateKey(app, 3, id), len(appStatePrefix(app, 3)))
 				if err != nil || gotID != id {
@@ -52,6 +60,16 @@ func TestKeysRoundTrip(t *testing.T) {
 	for _, bad := range [][]byte{nil, {prefixWake}, wakeKey(1, task.ID{})[:20], finishedKey(1, task.ID{})} {
 		if _, _, err := parseWakeKey(bad); err == nil {
 			t.Errorf("parseWakeKey(%x) did not fail", bad)
+		}
+	}
+	for _, bad := range [][]byte{nil, {prefixScheduleWake}, schedWakeKey(1, task.ID{})[:20], wakeKey(1, task.ID{})} {
+		if _, _, err := parseSchedWakeKey(bad); err == nil {
+			t.Errorf("parseSchedWakeKey(%x) did not fail", bad)
+		}
+	}
+	for _, bad := range [][]byte{schedListKey("a", task.ID{})[:10], appStateKey("a", 1, task.ID{})[:19]} {
+		if _, err := parseSchedListKey(bad, len(schedListPrefix("a"))); err == nil {
+			t.Errorf("parseSchedListKey(%x) did not fail", bad)
 		}
 	}
 }
@@ -117,14 +135,18 @@ func TestAppPrefixes(t *testing.T) {
 				continue
 			}
 			prefixes := map[string][2][]byte{
-				"pull": {pullPrefix(other), prefixEnd(pullPrefix(other))},
-				"list": {appStatePrefix(other, 1), prefixEnd(appStatePrefix(other, 1))},
-				"key":  {keyKey(other, ""), prefixEnd(keyKey(other, ""))},
+				"pull":          {pullPrefix(other), prefixEnd(pullPrefix(other))},
+				"list":          {appStatePrefix(other, 1), prefixEnd(appStatePrefix(other, 1))},
+				"key":           {keyKey(other, ""), prefixEnd(keyKey(other, ""))},
+				"schedule list": {schedListPrefix(other), prefixEnd(schedListPrefix(other))},
+				"schedule key":  {schedKeyKey(other, ""), prefixEnd(schedKeyKey(other, ""))},
 			}
 			keys := map[string][][]byte{
-				"pull": {pullKey(app, 0, ids[0]), pullKey(app, math.MaxInt64, ids[3])},
-				"list": {appStateKey(app, 1, ids[0]), appStateKey(app, 1, ids[3])},
-				"key":  {keyKey(app, ""), keyKey(app, "\xff\xff"), keyKey(app, "\x00")},
+				"pull":          {pullKey(app, 0, ids[0]), pullKey(app, math.MaxInt64, ids[3])},
+				"list":          {appStateKey(app, 1, ids[0]), appStateKey(app, 1, ids[3])},
+				"key":           {keyKey(app, ""), keyKey(app, "\xff\xff"), keyKey(app, "\x00")},
+				"schedule list": {schedListKey(app, ids[0]), schedListKey(app, ids[3])},
+				"schedule key":  {schedKeyKey(app, ""), schedKeyKey(app, "\xff\xff"), schedKeyKey(app, "\x00")},
 			}
 			for kind, ks := range keys {
 				lo, hi := prefixes[kind][0], prefixes[kind][1]
@@ -135,6 +157,41 @@ func TestAppPrefixes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFamilies checks that every key family has a prefix of its own, so
+// that the schedules' families never reach into the tasks'.
+func TestFamilies(t *testing.T) {
+	seen := map[byte]bool{}
+	for _, p := range []byte{
+		prefixTask, prefixWake, prefixPull, prefixKey, prefixApp, prefixFinished,
+		prefixSchedule, prefixScheduleWake, prefixScheduleKey, prefixScheduleApp,
+	} {
+		if seen[p] {
+			t.Errorf("prefix %q is used twice", p)
+		}
+		seen[p] = true
+	}
+}
+
+func TestScheduleStateBytes(t *testing.T) {
+	seen := map[byte]bool{}
+	for _, s := range task.ScheduleStates {
+		b, err := scheduleStateByte(s)
+		if err != nil || b == 0 || seen[b] {
+			t.Fatalf("scheduleStateByte(%s) = %d, %v; want a new non-zero byte", s, b, err)
+		}
+		seen[b] = true
+		if got, err := parseScheduleStateByte(b); err != nil || got != s {
+			t.Errorf("parseScheduleStateByte(scheduleStateByte(%s)) = %s, %v", s, got, err)
+		}
+	}
+	if _, err := scheduleStateByte("scheduled"); err == nil {
+		t.Error("scheduleStateByte(scheduled) did not fail")
+	}
+	if _, err := parseScheduleStateByte(0); err == nil {
+		t.Error("parseScheduleStateByte(0) did not fail")
 	}
 }
 
@@ -195,6 +252,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		ID:            testIDs()[1],
 		App:           "app",
 		Key:           "key",
+		ScheduleID:    testIDs()[2],
 		DueAt:         at,
 		NextAttemptAt: at.Add(time.Second),
 		Deadline:      &later,
@@ -258,7 +316,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzKeys checks that wake keys round-trip and sort as (ms, id) do.
+// FuzzKeys checks that wake keys, of tasks and of schedules, round-trip and
+// sort as (ms, id) do.
 func FuzzKeys(f *testing.F) {
 	f.Add(int64(0), []byte{}, int64(1), []byte{1})
 	f.Add(int64(-1), []byte{0xFF}, int64(0), []byte{0})
@@ -284,6 +343,17 @@ func FuzzKeys(f *testing.F) {
 		// Keys sort as the ms do against the bound of ms2.
 		if got, want := bytes.Compare(k1, wakeBound(ms2)) < 0, ms1 < ms2; got != want {
 			t.Fatalf("wakeKey(%d) < wakeBound(%d) = %v, want %v", ms1, ms2, got, want)
+		}
+		// The schedules' due order is laid out the same way.
+		s1, s2 := schedWakeKey(ms1, id1), schedWakeKey(ms2, id2)
+		if ms, id, err := parseSchedWakeKey(s1); err != nil || ms != ms1 || id != id1 {
+			t.Fatalf("parseSchedWakeKey(schedWakeKey(%d, %x)) = %d, %x, %v", ms1, id1, ms, id, err)
+		}
+		if got, want := bytes.Compare(s1, s2), compareWake(ms1, id1, ms2, id2); got != want {
+			t.Fatalf("schedule wake keys of (%d, %x) and (%d, %x) compare %d, want %d", ms1, id1, ms2, id2, got, want)
+		}
+		if got, want := bytes.Compare(s1, schedWakeBound(ms2)) < 0, ms1 < ms2; got != want {
+			t.Fatalf("schedWakeKey(%d) < schedWakeBound(%d) = %v, want %v", ms1, ms2, got, want)
 		}
 	})
 }

@@ -9,7 +9,8 @@
 // app's key, the list of its app and state, and the finish-time order. The
 // layout is written down in keys.go. Every Create, Update, UpdateMany and
 // Sweep is one Pebble batch, so a task and its index entries change
-// together.
+// together. Schedules ([store.Schedules]) have key families of their own,
+// written the same way (schedules.go).
 //
 // # Durability
 //
@@ -33,6 +34,9 @@
 //   - Create locks the id stripes of its new tasks, then the stripes of
 //     their (app, key) pairs, across the check that a key is free and the
 //     commit that takes it.
+//   - UpdateSchedule locks the stripe of the schedule's id, as Update does;
+//     CreateSchedule and DeleteSchedule lock it, then the key stripe of
+//     the schedule's (app, key).
 //   - Sweep locks the id stripes of the tasks it deletes, then their key
 //     stripes, across the re-check and the commit. It holds up to limit id
 //     stripes (of 512) for one commit, so callers should keep limit modest

@@ -36,6 +36,10 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
 }
 
+func TestSchedules(t *testing.T) {
+	storetest.RunSchedules(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
+}
+
 func TestDurability(t *testing.T) {
 	storetest.RunDurability(t, func(t *testing.T, dir string) store.Store { return open(t, dir) })
 }

@@ -36,7 +36,9 @@ import (
 //	              6 *deadline, 7 target, 8 retry, 9 state (symbol),
 //	              10 attempts, 11 last_error, 12 lease, 13 *lease_expires_at,
 //	              14 created_at, 15 updated_at, 16 *finished_at, 17 history,
-//	              18 wake_at
+//	              18 wake_at, 19 schedule_id (added with schedules: a
+//	              record written before it has no bit 19 and decodes with
+//	              a zero ScheduleID)
 //	target        bit 0 *http, 1 *pull, 2 *amqp, 3 *nats
 //	http          bit 0 url, 1 headers, 2 timeout
 //	pull          no fields: its mask is 0
@@ -90,6 +92,7 @@ const (
 	fFinishedAt
 	fHistory
 	fWakeAt
+	fScheduleID
 	numTaskFields
 )
 
@@ -262,7 +265,8 @@ func appendBinary(b []byte, t *task.Task) []byte {
 		bit(!t.UpdatedAt.IsZero(), fUpdatedAt) |
 		bit(t.FinishedAt != nil, fFinishedAt) |
 		bit(len(t.History) > 0, fHistory) |
-		bit(!t.WakeAt.IsZero(), fWakeAt)
+		bit(!t.WakeAt.IsZero(), fWakeAt) |
+		bit(!t.ScheduleID.IsZero(), fScheduleID)
 
 	b = append(b, Version)
 	b = binary.AppendUvarint(b, m)
@@ -325,6 +329,9 @@ func appendBinary(b []byte, t *task.Task) []byte {
 	}
 	if has(m, fWakeAt) {
 		b = appendTime(b, t.WakeAt)
+	}
+	if has(m, fScheduleID) {
+		b = append(b, t.ScheduleID[:]...)
 	}
 	return b
 }
@@ -477,6 +484,7 @@ const (
 func maxSize(t *task.Task) int {
 	n := 1 + maxVarint + // version, mask
 		stringSize(len(t.Payload)) + len(t.ID) + stringSize(len(t.App)) + stringSize(len(t.Key)) +
+		len(t.ScheduleID) +
 		8*maxTime + // due_at … wake_at
 		4*maxVarint + // masks of target, pull, amqp, nats
 		4*maxVarint + // retry
@@ -594,6 +602,15 @@ func (d *decoder) bytes(field string) []byte {
 	return p
 }
 
+// id reads an id's 16 bytes into id.
+func (d *decoder) id(field string, id *task.ID) {
+	if len(d.b)-d.off < len(id) {
+		d.fail(field, errTruncated)
+		return
+	}
+	d.off += copy(id[:], d.b[d.off:])
+}
+
 func (d *decoder) string(field string) string {
 	n := d.length(field, 1)
 	s := d.s[d.off : d.off+n]
@@ -652,11 +669,7 @@ func decodeBinary(b []byte) (*task.Task, error) {
 	d.b, d.off = d.b[d.off:], 0
 	d.s = string(d.b)
 	if has(m, fID) {
-		if len(d.b)-d.off < len(t.ID) {
-			d.fail("id", errTruncated)
-		} else {
-			d.off += copy(t.ID[:], d.b[d.off:])
-		}
+		d.id("id", &t.ID)
 	}
 	if has(m, fApp) {
 		t.App = d.string("app")
@@ -719,6 +732,9 @@ func decodeBinary(b []byte) (*task.Task, error) {
 	}
 	if has(m, fWakeAt) {
 		t.WakeAt = d.time("wake_at")
+	}
+	if has(m, fScheduleID) {
+		d.id("schedule_id", &t.ScheduleID)
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("task", fmt.Errorf("%d bytes after the last field", len(d.b)-d.off))

@@ -12,6 +12,13 @@
 //
 // Earlier releases read version 1 only: once a release that writes version 2
 // has run against a store, an earlier release cannot read the tasks it wrote.
+// Fields added to version 2 since (Task.ScheduleID) take a new bit of its
+// mask: records without them read as before.
+//
+// # Schedules
+//
+// [EncodeSchedule] and [DecodeSchedule] are the record of a
+// [task.Schedule]: a version byte and JSON (schedule.go).
 package record
 
 import (

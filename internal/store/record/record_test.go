@@ -354,6 +354,47 @@ func TestVersion1(t *testing.T) {
 	}
 }
 
+// goldenV2 is typicalTask's record as written by the releases before
+// Task.ScheduleID (bit 19): it must still read, with a zero ScheduleID, and
+// a task without a ScheduleID must still encode to it, so that the records
+// of tasks made on their own did not change.
+const goldenV2 = "\x02\xff\x9d\x1bdxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\x01\x9c\xbaO\x9b;\x00\x00\x05p\xb7\n\xcf\x01\xe8\x94\abilling\ninvoice-42̬\xd3\xe7\xad\xce\x01\xec\xcb\xd3\xe7\xad\xce\x01\x8c\xa9\xe9\xe7\xad\xce\x01\x01\a!https://example.com/hooks/invoice\x03\rAuthorization\rBearer abcdef\fContent-Type\x10application/json\bX-Tenant\x04acme\x80ȯ\xa0%\x01\x02\x17503 Service Unavailable̸\xe4\xe0\xad\xce\x01̬\xd3\xe7\xad\xce\x01\x02\x03̸\xe4\xe0\xad\xce\x01\r\x0f̬\xd3\xe7\xad\xce\x01\x11\x02\x17503 Service Unavailable\xec\xcb\xd3\xe7\xad\xce\x01"
+
+// TestScheduleID checks the field added to version 2 records: a record
+// written before it decodes with a zero ScheduleID and encodes to the same
+// bytes, and one with it round-trips and is longer by the field only.
+func TestScheduleID(t *testing.T) {
+	got, err := Decode([]byte(goldenV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEqual(t, typicalTask(), got)
+	if !got.ScheduleID.IsZero() {
+		t.Errorf("ScheduleID of an old record = %s, want zero", got.ScheduleID)
+	}
+	if b, err := Encode(typicalTask()); err != nil || string(b) != goldenV2 {
+		t.Errorf("Encode of a task without a ScheduleID no longer writes the old record:\n%q, %v", b, err)
+	}
+
+	occ := typicalTask()
+	occ.ScheduleID = goldenID.WithShard(7)
+	b, err := Encode(occ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEqual(t, occ, roundTrip(t, Encode, occ))
+	checkEqual(t, occ, roundTrip(t, encodeV1, occ))
+	if len(b) != len(goldenV2)+len(occ.ScheduleID) { // bit 19 fits the mask's 3 bytes
+		t.Errorf("record with a ScheduleID is %d bytes, want %d", len(b), len(goldenV2)+len(occ.ScheduleID))
+	}
+	// A version 1 record of an earlier release (no schedule_id) reads with
+	// a zero ScheduleID.
+	v1, err := Decode([]byte(goldenV1[0].record))
+	if err != nil || !v1.ScheduleID.IsZero() {
+		t.Errorf("version 1 record: ScheduleID %v, %v", v1.ScheduleID, err)
+	}
+}
+
 // typicalTask is a task as the engine keeps it while it retries an HTTP
 // delivery: a 100-byte payload, a few headers, two events.
 func typicalTask() *task.Task {
@@ -431,6 +472,7 @@ func TestMalformed(t *testing.T) {
 		{uv([]byte{Version}, 1<<fPayload, 2), "payload: truncated"},
 		{uv([]byte{Version}, 1<<fPayload, 1<<62, 0), "payload: truncated"},
 		{uv([]byte{Version}, 1<<fID, 0), "id: truncated"},
+		{uv([]byte{Version}, 1<<fScheduleID, 0), "schedule_id: truncated"},
 		{uv([]byte{Version}, 1<<fState, uint64(len(symbols))<<1|1), "state: out of range"},
 		{uv([]byte{Version}, 1<<fState, 6<<1, 'a'), "state: truncated"},
 		{uv([]byte{Version}, 1<<fDueAt, 1, 1e6), "due_at: out of range"},

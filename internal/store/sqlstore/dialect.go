@@ -65,6 +65,8 @@ var requiredQueries = []string{
 	"get", "get_by_key", "get_for_update", "get_many_for_update", "insert", "key_holder", "update", "update_many", "sweep",
 	"wakeups", "claimable", "list", "sweepable", "shard_wakeups", "counts",
 	"migrate_lock", "create_migrations", "create_meta", "meta_get", "meta_put", "versions", "version_put",
+	"schedule_get", "schedule_get_by_key", "schedule_get_for_update", "schedule_insert", "schedule_key_holder",
+	"schedule_update", "schedule_delete", "schedule_list", "schedule_due", "schedule_counts",
 }
 
 // mustDialect reads d's .sql files. They are embedded, so an error is a bug.

@@ -24,6 +24,17 @@
 // toc_meta the number of tables, of databases and its place among them,
 // and Open refuses other Options. Resharding is not supported.
 //
+// # Schedules
+//
+// Schedules ([store.Schedules]) are few and small: a database keeps them in
+// one table, toc_schedules (migration 0002), not one per task table. A
+// schedule lives in the database of the shard its id names, and its id
+// must name the shard of its (app, key) (ShardFor, as for a keyed task), so
+// GetScheduleByKey reads one database and CreateSchedule's insert meets any
+// other of its key on one unique index. UpdateSchedule is one transaction
+// (SELECT … FOR UPDATE, fn, UPDATE, COMMIT); ListSchedules, DueSchedules
+// and CountSchedules read every database and merge (schedules.go).
+//
 // # Schema and migrations
 //
 // Open brings every database up to date before it returns. Migrations are

@@ -22,6 +22,15 @@ func MigrationStatements(dialect string, tables int) ([]string, error) {
 	return out, nil
 }
 
+// Migrations returns the number of migrations of dialect ("postgres" or
+// "mysql"): the rows of toc_schema_migrations of a database set up.
+func Migrations(dialect string) int {
+	if dialect == "mysql" {
+		return len(mysqlDialect.migrations)
+	}
+	return len(postgresDialect.migrations)
+}
+
 // NoSyncReadSQL returns the get_for_update_no_sync query of id's table, or
 // "" when the dialect has none.
 func NoSyncReadSQL(s *Store, id task.ID) string {

@@ -34,8 +34,8 @@ func TestMigrateTwice(t *testing.T) {
 				t.Errorf("GetByKey after reopening: %v", err)
 			}
 			for _, dsn := range dsns {
-				if n := sv.queryInt(t, dsn, "SELECT COUNT(*) FROM toc_schema_migrations"); n != 1 {
-					t.Errorf("toc_schema_migrations has %d rows, want 1", n)
+				if n, want := sv.queryInt(t, dsn, "SELECT COUNT(*) FROM toc_schema_migrations"), sqlstore.Migrations(sv.name); n != want {
+					t.Errorf("toc_schema_migrations has %d rows, want %d", n, want)
 				}
 				if n := sv.queryInt(t, dsn, "SELECT COUNT(*) FROM toc_meta"); n != 3 {
 					t.Errorf("toc_meta has %d rows, want 3", n)
@@ -76,8 +76,8 @@ func TestMigrateConcurrently(t *testing.T) {
 				}
 			}
 			for _, dsn := range dsns {
-				if n := sv.queryInt(t, dsn, "SELECT COUNT(*) FROM toc_schema_migrations"); n != 1 {
-					t.Errorf("toc_schema_migrations has %d rows, want 1", n)
+				if n, want := sv.queryInt(t, dsn, "SELECT COUNT(*) FROM toc_schema_migrations"), sqlstore.Migrations(sv.name); n != want {
+					t.Errorf("toc_schema_migrations has %d rows, want %d", n, want)
 				}
 			}
 		})
@@ -142,7 +142,7 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 				t.Fatal("no migration statements")
 			}
 			// Forget the migrations were applied, and open again.
-			if got := sv.queryInt(t, dsns[0], "SELECT COUNT(*) FROM toc_schema_migrations"); got != 1 {
+			if got := sv.queryInt(t, dsns[0], "SELECT COUNT(*) FROM toc_schema_migrations"); got != sqlstore.Migrations(sv.name) {
 				t.Fatalf("toc_schema_migrations has %d rows", got)
 			}
 			if err := sv.execOn(t, dsns[0], "DELETE FROM toc_schema_migrations"); err != nil {
@@ -153,6 +153,12 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 			}
 			if !slices.ContainsFunc(stmts, func(s string) bool { return strings.Contains(s, "toc_tasks_0003") }) {
 				t.Errorf("the migrations do not reach table 3 of 4: %q", stmts)
+			}
+			// The schedule table is one per database: created once.
+			if n := len(slices.DeleteFunc(slices.Clone(stmts), func(s string) bool {
+				return !strings.HasPrefix(s, "CREATE TABLE IF NOT EXISTS toc_schedules")
+			})); n != 1 {
+				t.Errorf("the migrations create toc_schedules %d times, want once", n)
 			}
 		})
 	}

@@ -135,6 +135,8 @@ type database struct {
 	wakeups, claimable, list, sweepable, counts query
 	// Optional: nil when the dialect has none (get_for_update is used).
 	getForUpdateNoSync []query
+	// Of the database's one schedule table (schedules.go).
+	schedules scheduleQueries
 
 	sized sync.Map // sizedKey → query: the multi-row ones, rendered on first use
 }
@@ -264,6 +266,9 @@ func (s *Store) prepare(db *database) error {
 			return err
 		}
 		*a.dst = q
+	}
+	if err := s.prepareSchedules(db); err != nil {
+		return err
 	}
 	if s.dialect.queries["get_for_update_no_sync"] != nil {
 		db.getForUpdateNoSync = make([]query, s.tables)

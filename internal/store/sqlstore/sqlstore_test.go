@@ -32,6 +32,18 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// TestSchedules runs the schedules' conformance suite on each server, every
+// subtest on a store of two fresh databases of four tables each.
+func TestSchedules(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			storetest.RunSchedules(t, func(t *testing.T) store.Store { return open(t, sv.databases(t, 2)) })
+		})
+	}
+}
+
 // TestDurability reopens a store on the same databases: dir stands for a
 // set of databases.
 func TestDurability(t *testing.T) {
@@ -112,6 +124,72 @@ func TestRouting(t *testing.T) {
 					if got := sv.queryInt(t, dsns[db], q); got != want[[2]int{db, table}] {
 						t.Errorf("database %d table %d holds %d tasks, want %d", db, table, got, want[[2]int{db, table}])
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestScheduleRouting checks that each schedule is stored in the database
+// its id names (shard/Tables), in that database's one toc_schedules table,
+// and that CreateSchedule refuses an id whose shard is not its key's, or
+// not one of the store's.
+func TestScheduleRouting(t *testing.T) {
+	for _, sv := range servers {
+		t.Run(sv.name, func(t *testing.T) {
+			t.Parallel()
+			sv.use(t)
+			dsns := sv.databases(t, 2)
+			s := open(t, dsns)
+			defer s.Close()
+			ctx := context.Background()
+			var gen task.IDGenerator
+			mk := func(key string) *task.Schedule {
+				sc := &task.Schedule{
+					ID: gen.New(epoch, 0), App: "app", Key: key, Every: task.Duration(time.Minute),
+					Timezone: "UTC", CatchUp: task.CatchUpOne, State: task.ScheduleActive,
+					CreatedAt: epoch, UpdatedAt: epoch, Anchor: epoch, WakeAt: epoch,
+					Target: task.Target{Pull: &task.PullTarget{}},
+				}
+				sc.ID = sc.ID.WithShard(s.ShardFor(sc.App, sc.Key, sc.ID))
+				return sc
+			}
+			want := [2]int{}
+			for i := range 20 {
+				sc := mk(fmt.Sprintf("k%d", i))
+				if _, created, err := s.CreateSchedule(ctx, sc); err != nil || !created {
+					t.Fatalf("CreateSchedule: %v, %v", created, err)
+				}
+				want[int(sc.ID.Shard())/testTables]++
+			}
+			if want[0] == 0 || want[1] == 0 {
+				t.Errorf("20 schedules all in one database: %v", want)
+			}
+			for db := range 2 {
+				if got := sv.queryInt(t, dsns[db], "SELECT COUNT(*) FROM toc_schedules"); got != want[db] {
+					t.Errorf("database %d holds %d schedules, want %d", db, got, want[db])
+				}
+			}
+
+			wrong := mk("elsewhere")
+			wrong.ID = wrong.ID.WithShard((wrong.ID.Shard() + 1) % 8)
+			if _, _, err := s.CreateSchedule(ctx, wrong); err == nil || !strings.Contains(err.Error(), "ShardFor") {
+				t.Errorf("CreateSchedule(in another shard) error = %v, want one naming ShardFor", err)
+			}
+			far := mk("far")
+			far.ID = far.ID.WithShard(8)
+			if _, _, err := s.CreateSchedule(ctx, far); err == nil {
+				t.Error("CreateSchedule(in shard 8 of 8) succeeded")
+			}
+			for _, id := range []task.ID{wrong.ID, far.ID} {
+				if _, err := s.GetSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("GetSchedule(%s) error = %v, want ErrNotFound", id, err)
+				}
+				if err := s.DeleteSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("DeleteSchedule(%s) error = %v, want ErrNotFound", id, err)
+				}
+				if _, err := s.UpdateSchedule(ctx, id, func(*task.Schedule) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("UpdateSchedule(%s) error = %v, want ErrNotFound", id, err)
 				}
 			}
 		})

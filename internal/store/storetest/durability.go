@@ -12,8 +12,9 @@ import (
 )
 
 // RunDurability checks that what a store holds survives closing and
-// reopening it. open must open the store kept in dir, creating it when dir is
-// empty; the suite closes every store it opens.
+// reopening it: tasks, and schedules when the store keeps them
+// ([store.Schedules]). open must open the store kept in dir, creating it
+// when dir is empty; the suite closes every store it opens.
 func RunDurability(t *testing.T, open func(t *testing.T, dir string) store.Store) {
 	dir := t.TempDir()
 	b := setup(t, open(t, dir))
@@ -96,4 +97,8 @@ func RunDurability(t *testing.T, open func(t *testing.T, dir string) store.Store
 	check(t, b, all)
 	reopen()
 	check(t, b, all)
+
+	if _, ok := store.As[store.Schedules](b.s); ok {
+		scheduleDurability(t, func() *bundle { return b }, reopen)
+	}
 }

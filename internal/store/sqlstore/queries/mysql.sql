@@ -162,3 +162,50 @@ SELECT id, wake_at, state, target_kind, app, task_key FROM {{.Table}}
 {{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
 (SELECT app, state, COUNT(*) AS n FROM {{$t}} GROUP BY app, state)
 {{- end}}
+
+-- Schedules (store.Schedules): one toc_schedules table per database
+-- (migration 0002), so these queries name no task table. A schedule is in
+-- the database of the shard its id names; DueSchedules, ListSchedules and
+-- CountSchedules read every database and merge.
+
+-- name: schedule_get
+SELECT record FROM toc_schedules WHERE id = {{arg "id"}}
+
+-- name: schedule_get_by_key
+SELECT record FROM toc_schedules WHERE app = {{arg "app"}} AND schedule_key = {{arg "key"}}
+
+-- name: schedule_get_for_update
+SELECT record FROM toc_schedules WHERE id = {{arg "id"}} FOR UPDATE
+
+-- name: schedule_insert
+-- A row whose key (or id) is taken changes nothing and counts 0 in the
+-- affected rows, as insert does for tasks.
+INSERT INTO toc_schedules (id, app, schedule_key, state, wake_at, record)
+VALUES ({{arg "id"}}, {{arg "app"}}, {{arg "key"}}, {{arg "state"}}, {{arg "wake_at"}}, {{arg "record"}})
+ON DUPLICATE KEY UPDATE id = id
+
+-- name: schedule_key_holder
+-- A locking read, as key_holder: it sees the latest committed row whatever
+-- the isolation level.
+SELECT id, record FROM toc_schedules WHERE app = {{arg "app"}} AND schedule_key = {{arg "key"}} FOR UPDATE
+
+-- name: schedule_update
+UPDATE toc_schedules
+SET state = {{arg "state"}}, wake_at = {{arg "wake_at"}}, record = {{arg "record"}}
+WHERE id = {{arg "id"}}
+
+-- name: schedule_delete
+DELETE FROM toc_schedules WHERE id = {{arg "id"}}
+
+-- name: schedule_list
+SELECT record FROM toc_schedules
+WHERE app = {{arg "app"}} AND id > {{arg "after_id"}}
+ORDER BY id LIMIT {{arg "limit"}}
+
+-- name: schedule_due
+SELECT record FROM toc_schedules
+WHERE wake_at IS NOT NULL AND wake_at <= {{arg "until_ms"}}
+ORDER BY wake_at, id LIMIT {{arg "limit"}}
+
+-- name: schedule_counts
+SELECT app, state, COUNT(*) AS n FROM toc_schedules GROUP BY app, state
