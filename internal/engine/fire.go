@@ -51,14 +51,14 @@ import (
 type verdict uint8
 
 const (
-	vLeave verdict = iota // nothing to store: a stale entry, a lease still running
-	vWrite                // store the change: an expiry, a rollback, a wake for the deadline, a pull task due
-	vPush                 // a push attempt starts: store its lease, then deliver
-	vLater                // the app's rate holds it back until firing.at
-	vPark                 // it waits for one of the app's in-flight slots
-	vGate                 // it waits behind the app's cluster gate
-	vLost                 // another node has it
-	vRollback             // a lease ran out: roll it back once the index gives it to this node
+	vLeave    verdict = iota // nothing to store: a stale entry, a lease still running
+	vWrite                   // store the change: an expiry, a rollback, a wake for the deadline, a pull task due
+	vPush                    // a push attempt starts: store its lease, then deliver
+	vLater                   // the app's rate holds it back until firing.at
+	vPark                    // it waits for one of the app's in-flight slots
+	vGate                    // it waits behind the app's cluster gate
+	vLost                    // another node has it
+	vRollback                // a lease ran out: roll it back once the index gives it to this node
 )
 
 // firing is one task of a fire job.
