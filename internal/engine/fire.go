@@ -53,7 +53,7 @@ type verdict uint8
 const (
 	vLeave    verdict = iota // nothing to store: a stale entry, a lease still running
 	vWrite                   // store the change: an expiry, a rollback, a wake for the deadline, a pull task due
-	vPush                    // a push attempt starts: store its lease, then deliver
+	vPush                    // a push attempt starts, in memory: deliver, then store the outcome
 	vLater                   // the app's rate holds it back until firing.at
 	vPark                    // it waits for one of the app's in-flight slots
 	vGate                    // it waits behind the app's cluster gate
