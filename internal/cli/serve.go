@@ -72,6 +72,7 @@ type serveConfig struct {
 	slots       int
 	hotWindow   time.Duration
 	prefix      string
+	debugListen string
 }
 
 // runServe runs the service until ctx is done, then shuts down gracefully:
@@ -106,6 +107,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.slots, "slots", redisindex.SlotsDefault, "cluster mode: Redis slots per app (a power of two)")
 	fs.DurationVar(&c.hotWindow, "hot-window", redisindex.HotWindowDefault, "cluster mode: tasks due within it are kept in Redis")
 	fs.StringVar(&c.prefix, "redis-prefix", redisindex.PrefixDefault, "cluster mode: prefix of every Redis key")
+	fs.StringVar(&c.debugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, like 127.0.0.1:6060 (off when empty; keep it on loopback)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: toc serve [flags]\n\nRuns toc on an embedded store.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -319,6 +321,13 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if c.debugListen != "" {
+		stopDebug, err := serveDebug(c.debugListen, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
 	}
 	eng.SetPolicies(policies(file))
 	if be.node != nil {
