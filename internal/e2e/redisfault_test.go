@@ -22,15 +22,23 @@ import (
 // early, none seconds late. Before, the tasks waited for the periodic repair
 // scan (every 30 s): 15–21 s late.
 //
-// One node: with several, the lost membership key also looks like a change
-// of members, which re-promotes the window by another path.
+// On one node and on two: with two, the lost membership key also looks like
+// a change of members, which re-promotes the window by another path, and
+// the slots are shared, so each node must find its own share again.
 
-// TestClusterRedisKeysLost: every key under the cluster's prefix deleted.
+// TestClusterRedisKeysLost: every key under the cluster's prefix deleted,
+// under one node and under two.
 func TestClusterRedisKeysLost(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) { redisKeysLost(t, nodes) })
+	}
+}
+
+func redisKeysLost(t *testing.T, nodes int) {
 	env := newClusterEnv(t)
 	rdb := redis.NewClient(&redis.Options{Addr: testsvc.RedisAddr()})
 	defer rdb.Close()
-	redisFaultWave(t, env.flags(), func() {
+	redisFaultWave(t, nodes, env.flags(), func() {
 		ctx := context.Background()
 		deleted := 0
 		iter := rdb.Scan(ctx, 0, env.prefix+"*", 1000).Iterator()
@@ -47,13 +55,19 @@ func TestClusterRedisKeysLost(t *testing.T) {
 	})
 }
 
-// TestClusterRedisRestarted: the node's Redis (a private redis-server) is
-// stopped for 2 s and started again, empty.
+// TestClusterRedisRestarted: the nodes' Redis (a private redis-server) is
+// stopped for 2 s and started again, empty, under one node and under two.
 func TestClusterRedisRestarted(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) { redisRestarted(t, nodes) })
+	}
+}
+
+func redisRestarted(t *testing.T, nodes int) {
 	env := newClusterEnv(t)
 	r := testsvc.StartPrivateRedis(t)
 	flags := append(env.flags(), "--redis", r.Addr) // the last --redis wins
-	redisFaultWave(t, flags, func() {
+	redisFaultWave(t, nodes, flags, func() {
 		r.Stop()
 		time.Sleep(2 * time.Second)
 		if err := r.Start(context.Background()); err != nil {
@@ -63,15 +77,20 @@ func TestClusterRedisRestarted(t *testing.T) {
 	})
 }
 
-// redisFaultWave runs one node with flags, schedules 300 tasks due over 3 s
-// from 14 s on, calls fault at once, and checks the deliveries.
-func redisFaultWave(t *testing.T, flags []string, fault func()) {
+// redisFaultWave runs nodes nodes with flags, schedules 300 tasks due over
+// 3 s from 14 s on (on the first node), calls fault at once, and checks the
+// deliveries, whichever node makes them.
+func redisFaultWave(t *testing.T, nodes int, flags []string, fault func()) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("a cluster fault test; skipped with -short")
 	}
 	rcv := newHooks(t)
-	node := startChild(t, t.TempDir(), flags...)
+	var all []*child
+	for range nodes {
+		all = append(all, startChild(t, t.TempDir(), flags...))
+	}
+	node := all[0]
 	w := scheduleWave(t, node, rcv, 300, time.Now().Add(14*time.Second), 3*time.Second)
 	if time.Until(w.start) < 12*time.Second {
 		t.Fatalf("scheduling took too long: the first task is due in %s", time.Until(w.start))
@@ -83,8 +102,10 @@ func redisFaultWave(t *testing.T, flags []string, fault func()) {
 	// Loose: a heartbeat (0.5 s) and a promotion of the window; the
 	// periodic repair alone makes it 10 s or more.
 	if missing > 0 || worst > 5*time.Second {
-		out := node.stderr.String()
-		t.Logf("node log (last 2000 bytes):\n%s", out[max(0, len(out)-2000):])
+		for i, c := range all {
+			out := c.stderr.String()
+			t.Logf("node %d log (last 2000 bytes):\n%s", i, out[max(0, len(out)-2000):])
+		}
 		t.Errorf("%d of %d tasks never delivered; worst lateness %s, want the repair at once", missing, w.n, worst)
 	}
 }
