@@ -3,6 +3,9 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +183,48 @@ func (w *wave) await(t *testing.T, since time.Time) (missing, dups int, worst ti
 		worst = max(worst, at.Sub(from))
 	}
 	return missing, dups, worst
+}
+
+// TestClusterRedisClusterKeysLost: the same wave over two nodes on a
+// three-master Redis Cluster (of the test's own), every key of the cluster's
+// prefix deleted on every master: the slots' queues and the membership,
+// epoch and apps keys live on different masters, and each is found again.
+func TestClusterRedisClusterKeysLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster fault test; skipped with -short")
+	}
+	env := newClusterEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rc, err := testsvc.StartRedisCluster(ctx, t.TempDir())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skipf("no Redis Cluster: %v", err)
+	}
+	defer rc.Stop()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs})
+	defer rdb.Close()
+	flags := append(env.flags(), "--redis", strings.Join(rc.Addrs, ","))
+	redisFaultWave(t, 2, flags, func() {
+		var mu sync.Mutex
+		deleted := 0
+		err := rdb.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+			iter := m.Scan(ctx, 0, env.prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				if err := m.Del(ctx, iter.Val()).Err(); err != nil {
+					return err
+				}
+				mu.Lock()
+				deleted++
+				mu.Unlock()
+			}
+			return iter.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("deleted the cluster's %d keys over %d masters", deleted, len(rc.Addrs))
+	})
 }
