@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,13 +12,20 @@ import (
 	"github.com/toc-dev/toc/internal/testsvc"
 )
 
-// TestClusterPostgresRestarted: one node over a PostgreSQL of the test's
-// own, stopped 1 s before a wave of tasks falls due and started again 3 s
-// later. The node keeps timing from Redis; fires that cannot write their
-// lease are tried again every second, so the tasks due while PostgreSQL was
-// down go out once it answers: every task is delivered, none early, and the
-// worst is late by the downtime and a few seconds, not by a repair period.
+// TestClusterPostgresRestarted: one node, then two, over a PostgreSQL of
+// the test's own, stopped 1 s before a wave of tasks falls due and started
+// again 3 s later. The nodes keep timing from Redis; fires that cannot read
+// their tasks are tried again every second, so the tasks due while
+// PostgreSQL was down go out once it answers: every task is delivered, none
+// early, and the worst is late by the downtime and a few seconds, not by a
+// repair period.
 func TestClusterPostgresRestarted(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) { postgresRestarted(t, nodes) })
+	}
+}
+
+func postgresRestarted(t *testing.T, nodes int) {
 	if testing.Short() {
 		t.Skip("a cluster fault test; skipped with -short")
 	}
@@ -34,7 +42,11 @@ func TestClusterPostgresRestarted(t *testing.T) {
 	_ = conn.Close(ctx)
 	dsn := strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
 	rcv := newHooks(t)
-	node := startChild(t, t.TempDir(), clusterEnv{dsn: dsn, prefix: prefix}.flags()...)
+	var all []*child
+	for range nodes {
+		all = append(all, startChild(t, t.TempDir(), clusterEnv{dsn: dsn, prefix: prefix}.flags()...))
+	}
+	node := all[0]
 	w := scheduleWave(t, node, rcv, 300, time.Now().Add(5*time.Second), 3*time.Second)
 	start := w.start
 	time.Sleep(time.Until(start.Add(-time.Second)))
@@ -49,8 +61,10 @@ func TestClusterPostgresRestarted(t *testing.T) {
 	missing, dups, worstAfterBack := w.await(t, back)
 	t.Logf("%d tasks: %d missing, %d duplicate deliveries, worst delivery %s after PostgreSQL answered again (or after its due time)", w.n, missing, dups, worstAfterBack.Round(time.Millisecond))
 	if missing > 0 || worstAfterBack > 5*time.Second {
-		out := node.stderr.String()
-		t.Logf("node log (last 3000 bytes):\n%s", out[max(0, len(out)-3000):])
+		for i, c := range all {
+			out := c.stderr.String()
+			t.Logf("node %d log (last 3000 bytes):\n%s", i, out[max(0, len(out)-3000):])
+		}
 		t.Errorf("%d of %d tasks never delivered; worst %s after PostgreSQL was back, want within 5 s", missing, w.n, worstAfterBack)
 	}
 }
