@@ -18,6 +18,23 @@
 // A [System] schedules jobs; it reports each delivery to the [Recorder] it
 // was built with. [Toc] drives a toc server through its Go client, with a
 // webhook receiver (push) or claiming consumers (pull).
+//
+// # Baselines
+//
+// The physical limit of the machine, measured in the same run as toc: the
+// same workload with no toc. [Timers] fires jobs from Go runtime timers that
+// POST what toc's webhook sink would to the same kind of receiver;
+// [LogServer] answers toc's create requests once a [GroupLog] has appended
+// and fsynced them, concurrent requests sharing an fsync.
+//
+// # Cost per fire
+//
+// With [FireOptions.Cost], a fire run measures what its fires cost over the
+// firing window ([Cost]): the CPU time of the toc servers, of the SQL
+// server and of Redis (from /proc), the SQL transactions and statements,
+// and the Redis commands, each per fire. The counters of the services are
+// read by functions the caller gives ([CostProbe]): this package imports no
+// driver (package storesize does).
 package bench
 
 import (
@@ -111,6 +128,9 @@ type Result struct {
 	RedisPrefixBytes *int64   `json:"redis_prefix_bytes,omitempty"`
 	SQLBytes         *int64   `json:"sql_bytes,omitempty"`
 	SQLPerTask       *float64 `json:"sql_bytes_per_task,omitempty"`
+
+	// Cost is what the fires cost (fire runs with a [CostProbe] only).
+	Cost *Cost `json:"cost,omitempty"`
 
 	ElapsedSec float64  `json:"elapsed_sec"`
 	Targets    []Check  `json:"targets,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -316,25 +317,47 @@ func (l *lateSystem) Schedule(ctx context.Context, jobs []bench.Job) error {
 
 func TestTocTargets(t *testing.T) {
 	t.Parallel()
-	fire := &bench.Result{Workload: "fire", N: 100_000, SpreadSec: 10, LatenessMs: bench.Lateness{P99: 4, Max: 60}}
-	got := bench.TocTargets(fire)
-	if len(got) != 2 || !got[0].Met || got[1].Met {
-		t.Errorf("fire targets %+v, want p99 met and max missed", got)
+	met := func(cs []bench.Check) []bool {
+		var m []bool
+		for _, c := range cs {
+			m = append(m, c.Met)
+		}
+		return m
 	}
-	if got := bench.TocTargets(&bench.Result{Workload: "fire", N: 100, SpreadSec: 1}); len(got) != 0 {
-		t.Errorf("targets at 100 fires/s: %+v, want none", got)
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name string
+		r    *bench.Result
+		want []bool
+	}{
+		// p99 <= 5 ms, max <= 50 ms; #13's p99 <= 20 ms, max <= 100 ms.
+		{"fire", &bench.Result{Workload: "fire", Variant: "push, embedded", N: 100_000, SpreadSec: 10, LatenessMs: bench.Lateness{P99: 4, Max: 60}},
+			[]bool{true, false, true, true}},
+		{"fire, pull: not #13's", &bench.Result{Workload: "fire", Variant: "pull, embedded", N: 100_000, SpreadSec: 10, LatenessMs: bench.Lateness{P99: 4, Max: 60}},
+			[]bool{true, false}},
+		{"fire at 100/s", &bench.Result{Workload: "fire", N: 100, SpreadSec: 1}, nil},
+		{"single", &bench.Result{Workload: "schedule", Batch: 1, Concurrency: 16, SchedulePerSec: 21_000}, []bool{false, true}},
+		{"batch", &bench.Result{Workload: "schedule", Batch: 1000, Concurrency: 16, SchedulePerSec: 150_000}, []bool{false, true}},
+		{"pending", &bench.Result{Workload: "pending", RSSBytes: 1 << 30, RSSPerTask: 150}, []bool{true}},
+		// #12's cost targets, at one node: SQL, Redis, CPU.
+		{"cost, one node", &bench.Result{Workload: "fire", Nodes: 1, N: 20_000, SpreadSec: 5, Cost: &bench.Cost{
+			SQLXactsPerFire: f(0.05), RedisCommandsPerFire: f(0.6),
+			CPUUsPerFire: bench.CPUCost{Total: 99, Toc: f(50), SQL: f(30), Redis: f(19)},
+		}}, []bool{true, false, true}},
+		{"cost, CPU of the node only", &bench.Result{Workload: "fire", Nodes: 1, Cost: &bench.Cost{
+			RedisCommandsPerFire: f(0.4), CPUUsPerFire: bench.CPUCost{Total: 20, Toc: f(20)},
+		}}, []bool{true}},
+		{"cost, embedded", &bench.Result{Workload: "fire", Nodes: 1, Cost: &bench.Cost{CPUUsPerFire: bench.CPUCost{Total: 20, Toc: f(20)}}}, nil},
+		{"cost, two nodes", &bench.Result{Workload: "fire", Nodes: 2, Cost: &bench.Cost{SQLXactsPerFire: f(0.01)}}, nil},
+	} {
+		got := bench.TocTargets(tc.r)
+		if d := cmp.Diff(tc.want, met(got)); d != "" {
+			t.Errorf("%s: targets met (-want +got):\n%s\n%+v", tc.name, d, got)
+		}
 	}
-	single := &bench.Result{Workload: "schedule", Batch: 1, Concurrency: 16, SchedulePerSec: 41_000}
-	if got := bench.TocTargets(single); len(got) != 1 || !got[0].Met {
-		t.Errorf("single schedule targets %+v, want one met", got)
-	}
-	batch := &bench.Result{Workload: "schedule", Batch: 1000, Concurrency: 16, SchedulePerSec: 150_000}
-	if got := bench.TocTargets(batch); len(got) != 1 || got[0].Met {
-		t.Errorf("batch schedule targets %+v, want one missed", got)
-	}
-	pending := &bench.Result{Workload: "pending", RSSBytes: 1 << 30, RSSPerTask: 150}
-	if got := bench.TocTargets(pending); len(got) != 1 || !got[0].Met {
-		t.Errorf("pending targets %+v, want one met", got)
+	cost := bench.TocTargets(&bench.Result{Workload: "fire", Nodes: 1, N: 20_000, SpreadSec: 5, Cost: &bench.Cost{SQLXactsPerFire: f(0.0123)}})
+	if len(cost) != 1 || cost[0].Name != "#12: SQL transactions per fire <= 0.05, one node" || cost[0].Got != "0.0123 at 4000 fires/s" {
+		t.Errorf("cost target %+v", cost)
 	}
 }
 
@@ -346,5 +369,69 @@ func TestDiskUsage(t *testing.T) {
 	}
 	if _, err := bench.DiskUsage(dir + "/nope"); err == nil {
 		t.Errorf("DiskUsage of a missing directory: no error")
+	}
+}
+
+// TestFireCost: with a CostProbe, the counters are read just before the
+// first job is due and after the last delivery (the SQL ones SQLWait after
+// it), and the result has the cost per fire.
+func TestFireCost(t *testing.T) {
+	t.Parallel()
+	const n, lead = 50, 300 * time.Millisecond
+	rec := bench.NewRecorder(n)
+	sys := &fakeSystem{rec: rec}
+	defer sys.stop()
+	var (
+		mu                sync.Mutex
+		sqlAt, redisAt    []time.Time
+		sqlXacts, redisCm = []int64{100, 150}, []int64{1000, 1302}
+	)
+	probe := &bench.CostProbe{
+		Toc: []int{os.Getpid()},
+		SQL: func(context.Context) (bench.SQLCounters, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			sqlAt = append(sqlAt, time.Now())
+			return bench.SQLCounters{Xacts: sqlXacts[len(sqlAt)-1], Statements: -1, OwnXacts: 1}, nil
+		},
+		Redis: func(context.Context) (bench.RedisCounters, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			redisAt = append(redisAt, time.Now())
+			return bench.RedisCounters{Commands: redisCm[len(redisAt)-1], OwnCommands: 2}, nil
+		},
+		Settle:  50 * time.Millisecond,
+		SQLWait: 400 * time.Millisecond,
+	}
+	start := time.Now()
+	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{N: n, Spread: 100 * time.Millisecond, Lead: lead, Grace: time.Second, Cost: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Cost
+	if c == nil || c.Fires != n || c.CPUUsPerFire.Toc == nil || c.CPUUsPerFire.SQL != nil || c.CPUUsPerFire.Redis != nil {
+		t.Fatalf("cost %+v, want %d fires and the toc CPU only (no SQL or Redis processes given)", c, n)
+	}
+	deref := func(p *float64) float64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	// (150-100-1)/50 and (1302-1000-2)/50.
+	if deref(c.SQLXactsPerFire) != 0.98 || deref(c.RedisCommandsPerFire) != 6 || c.SQLStatementsPerFire != nil {
+		t.Errorf("sql %v, redis %v, statements %v per fire; want 0.98, 6, nil", deref(c.SQLXactsPerFire), deref(c.RedisCommandsPerFire), c.SQLStatementsPerFire)
+	}
+	if len(sqlAt) != 2 || len(redisAt) != 2 {
+		t.Fatalf("read sql %d times, redis %d; want 2 each", len(sqlAt), len(redisAt))
+	}
+	if first := start.Add(lead); sqlAt[0].After(first) || redisAt[0].After(first) {
+		t.Errorf("first reads %s and %s after the start, want before the first due time (%s)", sqlAt[0].Sub(start), redisAt[0].Sub(start), lead)
+	}
+	if gap := sqlAt[1].Sub(redisAt[1]); gap < 300*time.Millisecond {
+		t.Errorf("the SQL counters were read %s after the Redis ones, want about SQLWait - Settle = 350ms", gap)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "SQL server's processes were not found") }) {
+		t.Errorf("notes %q do not say the SQL CPU is not counted", res.Notes)
 	}
 }

@@ -24,6 +24,25 @@ const (
 	TargetRSSPerTask    = 200.0   // bytes per far-future pending task
 )
 
+// The targets of issue #13 (embedded mode at the physical limit) and #12
+// (cluster mode), as the benchmark marks them. Fire targets apply from
+// TargetFireRate on, to push deliveries; cost targets to one node of a
+// cluster at any rate (the issue's are at TargetFireRate: the line says the
+// rate); the ratios to a baseline or to one node to runs of one suite.
+const (
+	Target13FireP99Ms     = 20.0
+	Target13FireMaxMs     = 100.0
+	Target13SinglePerSec  = 20_000 // one per request, 16 clients
+	Target13BatchPerSec   = 150_000
+	Target13BaselineRatio = 3.0 // the goal: fire p99 within 3x the baseline's
+
+	Target12SQLXactsPerFire  = 0.05
+	Target12RedisCmdsPerFire = 0.5
+	Target12CPUUsPerFire     = 100.0 // node, PostgreSQL and Redis together
+	Target12NodesP99Ratio    = 2.0   // three nodes' fire p99 over one node's
+	Target12NodesCPURatio    = 1.3   // three nodes' CPU per fire over one node's
+)
+
 // TocTargets returns the targets that apply to r, a run against toc, each
 // marked met or not. Fire targets apply from TargetFireRate on.
 func TocTargets(r *Result) []Check {
@@ -37,18 +56,52 @@ func TocTargets(r *Result) []Check {
 			l := r.LatenessMs
 			add(fmt.Sprintf("lateness p99 <= %g ms at %d fires/s", TargetLatenessP99Ms, TargetFireRate), l.P99 <= TargetLatenessP99Ms && r.Missing == 0, "%.2f ms", l.P99)
 			add(fmt.Sprintf("lateness max <= %g ms at %d fires/s", TargetLatenessMaxMs, TargetFireRate), l.Max <= TargetLatenessMaxMs && r.Missing == 0, "%.2f ms", l.Max)
+			if !strings.HasPrefix(r.Variant, DeliveryPull) {
+				add(fmt.Sprintf("#13: push fire p99 <= %g ms at %d fires/s", Target13FireP99Ms, TargetFireRate), l.P99 <= Target13FireP99Ms && r.Missing == 0, "%.2f ms", l.P99)
+				add(fmt.Sprintf("#13: push fire max <= %g ms at %d fires/s", Target13FireMaxMs, TargetFireRate), l.Max <= Target13FireMaxMs && r.Missing == 0, "%.2f ms", l.Max)
+			}
 		}
+		cs = append(cs, costTargets(r)...)
 	case WorkloadSchedule:
 		switch {
 		case r.Batch >= 1000:
 			add(fmt.Sprintf("schedule >= %d tasks/s in batches of 1000", TargetBatchPerSec), r.SchedulePerSec >= TargetBatchPerSec, "%.0f/s", r.SchedulePerSec)
+			add(fmt.Sprintf("#13: schedule >= %d tasks/s in batches of 1000", Target13BatchPerSec), r.SchedulePerSec >= Target13BatchPerSec, "%.0f/s", r.SchedulePerSec)
 		case r.Batch == 1 && r.Concurrency == 16:
 			add(fmt.Sprintf("schedule >= %d tasks/s single from 16 clients", TargetSinglePerSec), r.SchedulePerSec >= TargetSinglePerSec, "%.0f/s", r.SchedulePerSec)
+			add(fmt.Sprintf("#13: schedule >= %d tasks/s single from 16 clients", Target13SinglePerSec), r.SchedulePerSec >= Target13SinglePerSec, "%.0f/s", r.SchedulePerSec)
 		}
 	case WorkloadPending:
 		if r.RSSBytes > 0 {
 			add(fmt.Sprintf("rss <= %g B per pending task", TargetRSSPerTask), r.RSSPerTask <= TargetRSSPerTask, "%.0f B", r.RSSPerTask)
 		}
+	}
+	return cs
+}
+
+// costTargets are #12's cost targets for a fire run on one node of a
+// cluster (one whose SQL or Redis was measured), each that was measured.
+func costTargets(r *Result) []Check {
+	c := r.Cost
+	if c == nil || r.Nodes != 1 || (c.SQLXactsPerFire == nil && c.RedisCommandsPerFire == nil) {
+		return nil
+	}
+	at := ""
+	if r.SpreadSec > 0 {
+		at = fmt.Sprintf(" at %.0f fires/s", float64(r.N)/r.SpreadSec)
+	}
+	var cs []Check
+	if v := c.SQLXactsPerFire; v != nil {
+		cs = append(cs, Check{Name: fmt.Sprintf("#12: SQL transactions per fire <= %g, one node", Target12SQLXactsPerFire),
+			Met: *v <= Target12SQLXactsPerFire, Got: fmt.Sprintf("%s%s", num(*v), at)})
+	}
+	if v := c.RedisCommandsPerFire; v != nil {
+		cs = append(cs, Check{Name: fmt.Sprintf("#12: Redis commands per fire <= %g, one node", Target12RedisCmdsPerFire),
+			Met: *v <= Target12RedisCmdsPerFire, Got: fmt.Sprintf("%s%s", num(*v), at)})
+	}
+	if u := c.CPUUsPerFire; u.Toc != nil && u.SQL != nil && u.Redis != nil {
+		cs = append(cs, Check{Name: fmt.Sprintf("#12: CPU per fire <= %g µs (node, PostgreSQL and Redis), one node", Target12CPUUsPerFire),
+			Met: u.Total <= Target12CPUUsPerFire, Got: fmt.Sprintf("%s µs%s", num(u.Total), at)})
 	}
 	return cs
 }
@@ -98,6 +151,20 @@ func WriteTable(w io.Writer, r *Result) error {
 	if r.SQLBytes != nil {
 		row("sql", "%s growth (%.0f B per pending task)", mib(*r.SQLBytes), *r.SQLPerTask)
 	}
+	if c := r.Cost; c != nil {
+		row("cost", "%d fires over %.2fs (from just before the first due time to after the last delivery)", c.Fires, c.WindowSec)
+		row("cpu µs/fire", "%s", cpuParts(c.CPUUsPerFire))
+		if c.SQLXactsPerFire != nil {
+			stmts := "n/a"
+			if c.SQLStatementsPerFire != nil {
+				stmts = num(*c.SQLStatementsPerFire)
+			}
+			row("sql/fire", "%s transactions, %s statements", num(*c.SQLXactsPerFire), stmts)
+		}
+		if c.RedisCommandsPerFire != nil {
+			row("redis/fire", "%s commands", num(*c.RedisCommandsPerFire))
+		}
+	}
 	for _, c := range r.Targets {
 		met := "MISSED"
 		if c.Met {
@@ -109,6 +176,21 @@ func WriteTable(w io.Writer, r *Result) error {
 		row("note", "%s", n)
 	}
 	return tw.Flush()
+}
+
+// cpuParts is "total 123.4 (toc 80, sql 20.3, redis 23.1)", the parts
+// measured only.
+func cpuParts(c CPUCost) string {
+	var parts []string
+	for _, p := range []struct {
+		name string
+		v    *float64
+	}{{"toc", c.Toc}, {"sql", c.SQL}, {"redis", c.Redis}} {
+		if p.v != nil {
+			parts = append(parts, p.name+" "+num(*p.v))
+		}
+	}
+	return fmt.Sprintf("total %s (%s)", num(c.Total), strings.Join(parts, ", "))
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
@@ -216,6 +298,13 @@ Nothing enforces them; each toc run says whether it met the ones that apply.
 			fmt.Fprintf(b, "- %s: **%s** (%s; %s)\n", c.Name, met, c.Got, joinSet(", ", r.Workload, r.Variant))
 		}
 	}
+	for _, t := range suiteTargets(rep.Results) {
+		met := "missed"
+		if t.Met {
+			met = "met"
+		}
+		fmt.Fprintf(b, "- %s: **%s** (%s; %s)\n", t.Name, met, t.Got, t.of)
+	}
 	b.WriteString(`
 ## Fire and schedule
 
@@ -242,6 +331,27 @@ only the tasks accepted before the first was due (see the notes).
 			itoa(r.Fired), itoa(r.Missing), itoa(r.Duplicates), itoa(r.Early), floor(r.SchedulePerSec),
 			num(l.P50), num(l.P90), num(l.P99), num(l.P999), num(l.Max), num(l.Min)})
 	}
+	b.WriteString(`
+## Baseline
+
+The physical limit of this machine, measured in the same run (issue #13):
+` + "`toc bench --baseline`" + ` runs the same workload with no toc. fire: a Go runtime
+timer per task (time.AfterFunc) POSTs what toc's webhook sink sends to the
+same kind of receiver at the task's due time. schedule: the same create
+requests, answered by a handler that appends each body to a log file and
+answers once an fsync has covered it, one fsync for all the requests that
+came while the previous one ran (group commit). The baseline rows are in the
+table above too; here each toc run is set beside the baseline of the same
+size (n, batch, clients, spread), and the ratio is toc's figure over the
+baseline's. The schedule baseline delivers nothing: its rows above show 0
+fired.
+
+| workload | toc variant | n | batch | clients | figure | baseline | toc | toc / baseline |
+|---|---|--:|--:|--:|---|--:|--:|--:|
+`)
+	for _, row := range baselineRows(rep.Results) {
+		writeRow(b, row)
+	}
 	nodes := make([]string, len(rep.ClusterNodes))
 	for i, n := range rep.ClusterNodes {
 		nodes[i] = itoa(n)
@@ -258,8 +368,21 @@ at 10,000 fires/s; the fire runs here are at the rate in the table (set by
 not delivered within the wait (--max-wait %s after the last
 due time). Lateness in ms; the rows are in the table below too.
 
-| nodes | fire/s | fire p50 | fire p99 | fire max | missing | dup | single sched/s | single drain p99 | batch sched/s | batch drain p99 |
-|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
+The last six columns are what each fire cost (issue #12), over the firing
+window (from just before the first task fell due to a second after the last
+delivery), per task fired: the CPU time (user + system, from
+/proc/PID/stat at 100 ticks/s) of the nodes, of every PostgreSQL process
+(the postmaster and all its children) and of the redis-server, in µs; the
+transactions of the cluster's database (pg_stat_database's xact_commit +
+xact_rollback, read 11 s after the last delivery, once PostgreSQL has
+flushed its backends' statistics, so the nodes' idle transactions of those
+seconds count too: a few a second); and the Redis commands (INFO
+commandstats, commands run by Lua scripts included, the benchmark's own
+INFO calls left out). PostgreSQL and Redis are measured whole: the work of
+their other clients counts too.
+
+| nodes | fire/s | fire p50 | fire p99 | fire max | missing | dup | single sched/s | single drain p99 | batch sched/s | batch drain p99 | CPU µs/fire | toc | postgres | redis | SQL xacts/fire | Redis cmds/fire |
+|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `, len(rep.ClusterNodes), strings.Join(nodes, " "), durationString(rep.ClusterMaxWait))
 	for _, row := range clusterRows(rep.Results) {
 		writeRow(b, row)
@@ -336,19 +459,21 @@ sched/s is a probe scheduled on top of the pending tasks.
 	return err
 }
 
-// clusterRows are the rows of the cluster table: one per node count, in
-// increasing order, from its first fire run, its first schedule run of one
-// task per request and its first in batches.
-func clusterRows(results []*Result) [][]string {
-	type runs struct{ fire, single, batch *Result }
-	byNodes := map[int]*runs{}
+// clusterRuns are a node count's runs in the cluster table.
+type clusterRuns struct{ fire, single, batch *Result }
+
+// clusterGroups groups the cluster's runs by node count: the first fire
+// run, the first schedule run of one task per request and the first in
+// batches of each.
+func clusterGroups(results []*Result) map[int]*clusterRuns {
+	byNodes := map[int]*clusterRuns{}
 	for _, r := range results {
 		if r.System != "toc" || !strings.Contains(r.Variant, "cluster") {
 			continue
 		}
 		g := byNodes[r.Nodes]
 		if g == nil {
-			g = new(runs)
+			g = new(clusterRuns)
 			byNodes[r.Nodes] = g
 		}
 		switch {
@@ -360,10 +485,17 @@ func clusterRows(results []*Result) [][]string {
 			g.batch = r
 		}
 	}
+	return byNodes
+}
+
+// clusterRows are the rows of the cluster table: one per node count, in
+// increasing order.
+func clusterRows(results []*Result) [][]string {
+	byNodes := clusterGroups(results)
 	var rows [][]string
 	for _, nodes := range slices.Sorted(maps.Keys(byNodes)) {
 		g := byNodes[nodes]
-		row := []string{itoa(nodes), "", "", "", "", "", "", "", "", "", ""}
+		row := []string{itoa(nodes), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""}
 		var missing, dup int
 		for _, r := range []*Result{g.fire, g.single, g.batch} {
 			if r != nil {
@@ -377,6 +509,11 @@ func clusterRows(results []*Result) [][]string {
 				row[1] = floor(float64(f.N) / f.SpreadSec)
 			}
 			row[2], row[3], row[4] = num(f.LatenessMs.P50), num(f.LatenessMs.P99), num(f.LatenessMs.Max)
+			if c := f.Cost; c != nil && c.Fires > 0 {
+				row[11] = num(c.CPUUsPerFire.Total)
+				row[12], row[13], row[14] = numPtr(c.CPUUsPerFire.Toc), numPtr(c.CPUUsPerFire.SQL), numPtr(c.CPUUsPerFire.Redis)
+				row[15], row[16] = numPtr(c.SQLXactsPerFire), numPtr(c.RedisCommandsPerFire)
+			}
 		}
 		if s := g.single; s != nil {
 			row[7], row[8] = floor(s.SchedulePerSec), num(s.LatenessMs.P99)
@@ -387,6 +524,123 @@ func clusterRows(results []*Result) [][]string {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// baselineOf returns the first baseline run of results that r, a toc run,
+// is set beside: the same workload, n, batch, clients and spread, and for
+// fire a push run. Nil when there is none.
+func baselineOf(results []*Result, r *Result) *Result {
+	if r.System != "toc" || (r.Workload != WorkloadFire && r.Workload != WorkloadSchedule) ||
+		(r.Workload == WorkloadFire && strings.HasPrefix(r.Variant, DeliveryPull)) {
+		return nil
+	}
+	for _, b := range results {
+		if b.System == SystemBaseline && b.Workload == r.Workload && b.N == r.N && b.Batch == r.Batch &&
+			b.Concurrency == r.Concurrency && b.SpreadSec == r.SpreadSec {
+			return b
+		}
+	}
+	return nil
+}
+
+// baselineRows are the rows of the baseline table: for each toc run with a
+// baseline, its fire p99 and max, or its schedule rate, beside the
+// baseline's.
+func baselineRows(results []*Result) [][]string {
+	var rows [][]string
+	for _, r := range results {
+		base := baselineOf(results, r)
+		if base == nil {
+			continue
+		}
+		add := func(figure string, b, t float64) {
+			ratio := ""
+			if b > 0 {
+				ratio = num(round(t/b, 2))
+			}
+			rows = append(rows, []string{r.Workload, r.Variant, itoa(r.N), itoa(r.Batch), itoa(r.Concurrency), figure, num(round(b, 3)), num(round(t, 3)), ratio})
+		}
+		if r.Workload == WorkloadFire {
+			add("p99 ms", base.LatenessMs.P99, r.LatenessMs.P99)
+			add("max ms", base.LatenessMs.Max, r.LatenessMs.Max)
+		} else {
+			add("tasks/s", math.Floor(base.SchedulePerSec), math.Floor(r.SchedulePerSec))
+		}
+	}
+	return rows
+}
+
+// suiteTarget is a target that sets runs of one suite side by side; of
+// says which.
+type suiteTarget struct {
+	Check
+	of string
+}
+
+// suiteTargets are the targets of runs side by side: #13's goal, a toc
+// push fire's p99 within Target13BaselineRatio times the baseline's; and
+// #12's, three nodes' fire p99 and CPU per fire against one node's.
+func suiteTargets(results []*Result) []suiteTarget {
+	var ts []suiteTarget
+	for _, r := range results {
+		base := baselineOf(results, r)
+		if base == nil || r.Workload != WorkloadFire {
+			continue
+		}
+		ratio := math.Inf(1)
+		if base.LatenessMs.P99 > 0 {
+			ratio = r.LatenessMs.P99 / base.LatenessMs.P99
+		}
+		at := ""
+		if r.SpreadSec > 0 {
+			at = fmt.Sprintf(" at %.0f fires/s", float64(r.N)/r.SpreadSec)
+		}
+		ts = append(ts, suiteTarget{
+			Check: Check{
+				Name: fmt.Sprintf("#13 goal: fire p99 <= %gx the baseline's%s", Target13BaselineRatio, at),
+				Met:  ratio <= Target13BaselineRatio && r.Missing == 0,
+				Got:  fmt.Sprintf("%.2f ms, %.1fx the baseline's %.2f ms", r.LatenessMs.P99, ratio, base.LatenessMs.P99),
+			},
+			of: joinSet(", ", r.Workload, r.Variant),
+		})
+	}
+	groups := clusterGroups(results)
+	one, three := groups[1], groups[3]
+	if one == nil || three == nil || one.fire == nil || three.fire == nil {
+		return ts
+	}
+	of := "fire, cluster, 3 nodes against 1"
+	p1, p3 := one.fire.LatenessMs.P99, three.fire.LatenessMs.P99
+	ts = append(ts, suiteTarget{Check: Check{
+		Name: fmt.Sprintf("#12: three nodes' fire p99 <= %gx one node's", Target12NodesP99Ratio),
+		Met:  p3 <= Target12NodesP99Ratio*p1 && three.fire.Missing == 0,
+		Got:  fmt.Sprintf("%.2f ms, %sx one node's %.2f ms", p3, ratioString(p3, p1), p1),
+	}, of: of})
+	c1, c3 := one.fire.Cost, three.fire.Cost
+	if c1 != nil && c3 != nil && c1.Fires > 0 && c3.Fires > 0 {
+		u1, u3 := c1.CPUUsPerFire.Total, c3.CPUUsPerFire.Total
+		ts = append(ts, suiteTarget{Check: Check{
+			Name: fmt.Sprintf("#12: three nodes' CPU per fire <= %gx one node's", Target12NodesCPURatio),
+			Met:  u3 <= Target12NodesCPURatio*u1,
+			Got:  fmt.Sprintf("%s µs, %sx one node's %s µs", num(u3), ratioString(u3, u1), num(u1)),
+		}, of: of})
+	}
+	return ts
+}
+
+// ratioString is a/b to two places, or "?" when b is not positive.
+func ratioString(a, b float64) string {
+	if b <= 0 {
+		return "?"
+	}
+	return num(round(a/b, 2))
+}
+
+func numPtr(f *float64) string {
+	if f == nil {
+		return ""
+	}
+	return num(*f)
 }
 
 // writeRow writes one Markdown table row.

@@ -77,7 +77,7 @@ type Toc struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	srv    *http.Server // push only
+	recv   *receiver // push only
 
 	claimErrors, ackErrors atomic.Int64
 }
@@ -101,14 +101,13 @@ func NewToc(cfg TocConfig) (*Toc, error) {
 	t := &Toc{cfg: cfg, cancel: cancel}
 	switch cfg.Delivery {
 	case DeliveryPush:
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		recv, err := startReceiver(cfg.Run, cfg.App, cfg.Recorder)
 		if err != nil {
 			cancel()
-			return nil, fmt.Errorf("bench: receiver: %w", err)
+			return nil, err
 		}
-		t.srv = &http.Server{Handler: http.HandlerFunc(t.receive), ReadHeaderTimeout: 10 * time.Second}
-		t.target = task.Target{HTTP: &task.HTTPTarget{URL: "http://" + ln.Addr().String() + "/hook"}}
-		t.wg.Go(func() { _ = t.srv.Serve(ln) })
+		t.recv = recv
+		t.target = task.Target{HTTP: &task.HTTPTarget{URL: recv.url}}
 	case DeliveryPull:
 		t.target = task.Target{Pull: &task.PullTarget{}}
 		acks := make(chan *task.Task, cfg.ClaimMax*cfg.Consumers)
@@ -134,8 +133,8 @@ func NewToc(cfg TocConfig) (*Toc, error) {
 func (t *Toc) Close() error {
 	t.cancel()
 	var err error
-	if t.srv != nil {
-		err = t.srv.Close()
+	if t.recv != nil {
+		err = t.recv.close()
 	}
 	t.wg.Wait()
 	return err
@@ -189,10 +188,9 @@ func (t *Toc) request(j Job) client.ScheduleRequest {
 		App:     t.cfg.App,
 		Key:     t.key(j.Seq),
 		DueAt:   &due,
-		Payload: strconv.AppendInt([]byte(`{"seq":`), int64(j.Seq), 10),
+		Payload: jobPayload(j.Seq),
 		Target:  t.target,
 	}
-	r.Payload = append(r.Payload, '}')
 	if t.cfg.Delivery == DeliveryNone {
 		d := due.Add(time.Minute)
 		r.Deadline = &d
@@ -200,11 +198,16 @@ func (t *Toc) request(j Job) client.ScheduleRequest {
 	return r
 }
 
-func (t *Toc) key(seq int) string { return t.cfg.Run + "-" + strconv.Itoa(seq) }
+func (t *Toc) key(seq int) string { return jobKey(t.cfg.Run, seq) }
 
-// seq reads the seq back from a key; -1 when the key is not of this run.
-func (t *Toc) seq(key string) int {
-	s, ok := strings.CutPrefix(key, t.cfg.Run+"-")
+func (t *Toc) seq(key string) int { return jobSeq(t.cfg.Run, key) }
+
+// jobKey is the key of job seq of run: "RUN-SEQ".
+func jobKey(run string, seq int) string { return run + "-" + strconv.Itoa(seq) }
+
+// jobSeq reads the seq back from a key; -1 when the key is not of run.
+func jobSeq(run, key string) int {
+	s, ok := strings.CutPrefix(key, run+"-")
 	if !ok {
 		return -1
 	}
@@ -215,17 +218,49 @@ func (t *Toc) seq(key string) int {
 	return n
 }
 
-// receive is the webhook: it records the delivery against Toc-Due-At and
-// answers 204.
-func (t *Toc) receive(w http.ResponseWriter, r *http.Request) {
+// receiver is the webhook that push deliveries come to, toc's and the
+// baseline's alike, on 127.0.0.1: it records each against its Toc-Due-At
+// header and answers 204.
+type receiver struct {
+	run, app string
+	rec      *Recorder
+	url      string // where to POST
+	srv      *http.Server
+	done     chan struct{} // closed when Serve has returned
+}
+
+func startReceiver(run, app string, rec *Recorder) (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench: receiver: %w", err)
+	}
+	r := &receiver{run: run, app: app, rec: rec, url: "http://" + ln.Addr().String() + "/hook", done: make(chan struct{})}
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	// Owned by close, which waits for it.
+	go func() {
+		defer close(r.done)
+		_ = r.srv.Serve(ln)
+	}()
+	return r, nil
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
-	due, err := time.Parse(time.RFC3339Nano, r.Header.Get("Toc-Due-At"))
-	seq := t.seq(r.Header.Get("Toc-Key"))
-	if err != nil || r.Header.Get("Toc-App") != t.cfg.App {
+	due, err := time.Parse(time.RFC3339Nano, req.Header.Get("Toc-Due-At"))
+	seq := jobSeq(r.run, req.Header.Get("Toc-Key"))
+	if err != nil || req.Header.Get("Toc-App") != r.app {
 		seq = -1
 	}
-	t.cfg.Recorder.Record(seq, due, at)
+	r.rec.Record(seq, due, at)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// close stops the receiver, cutting off requests in flight, and waits for
+// it.
+func (r *receiver) close() error {
+	err := r.srv.Close()
+	<-r.done
+	return err
 }
 
 // consume claims tasks from c until ctx is done and hands them to the

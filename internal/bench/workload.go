@@ -42,6 +42,10 @@ type FireOptions struct {
 	// MaxWait bounds the wait after the last due time; jobs not delivered
 	// by then count as missing. Default [MaxWait].
 	MaxWait time.Duration
+	// Cost, when set, says what to measure the cost of the fires on; the
+	// result's Cost has the figures. The window opens just before the first
+	// job falls due.
+	Cost *CostProbe
 	// Progress, when set, gets a progress line rewritten with \r.
 	Progress io.Writer
 }
@@ -85,10 +89,25 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 	if late := time.Since(first); late > 0 {
 		r.notef("scheduling ended %s after the first due time: lateness includes it; raise --lead", late.Round(time.Millisecond))
 	}
+	var cost *costMeter
+	if o.Cost != nil {
+		sleep(ctx, time.Until(first.Add(-costLead)))
+		cost = o.Cost.begin(ctx, r)
+		if late := time.Since(first); late >= time.Millisecond {
+			r.notef("cost: the window opened %s after the first due time; fires before it count in the divisor, not in the cost", late.Round(time.Millisecond))
+		}
+	}
 	if err := waitDeliveries(ctx, rec, first.Add(o.Spread), o.Grace, o.MaxWait, o.Progress, "fire: delivered"); err != nil {
 		return nil, err
 	}
+	last := time.Now()
 	r.fill(rec, o.MaxWait)
+	if cost != nil {
+		r.Cost = cost.end(ctx, r, last, r.Fired)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
 }

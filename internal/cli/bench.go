@@ -53,12 +53,36 @@ Workloads:
             under its prefix (--redis, --redis-prefix) and of its PostgreSQL
             databases (--sql), in all and per pending task.
 
+Cost per fire (fire): with --embedded, --server-pid, --redis or --sql, what
+the fires cost over the firing window (from just before the first task is
+due to a second after the last delivery), per task delivered: the CPU time
+(user + system, /proc/PID/stat at 100 ticks/s) of the toc servers
+(--server-pid; with --embedded this process, bench clients and receiver
+included), of the PostgreSQL server of --sql (the postmaster and all its
+children: every database's work counts; MySQL: mysqld or mariadbd) and of
+the Redis of --redis (each master's process_id); the transactions of the
+--sql databases (pg_stat_database, read --sql-stats-wait after the last
+delivery, as PostgreSQL flushes its backends' statistics up to 10 s late;
+MySQL: the whole server's Com_commit + Com_rollback) and their statements
+(pg_stat_statements when installed in them, else n/a; MySQL: Questions);
+and the Redis commands (INFO commandstats over every master, those of Lua
+scripts included, the benchmark's own INFO calls left out).
+
+Baseline (--baseline, fire and schedule): the same workload with no toc, the
+physical limit of this machine. fire: a Go runtime timer per task POSTs
+what toc's webhook sink would send, at the due time, to the same kind of
+receiver. schedule: the same create requests to a server in this process
+that appends each body to a log file and answers once an fsync has covered
+it (group commit: the requests that come during an fsync share the next).
+
 Prints a table, or with --json one object with the keys workload, nodes, n,
 fired, missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99,
 p999, max}, rss_bytes, disk_bytes and more (pending on a cluster:
 redis_bytes, redis_bytes_per_task, redis_prefix_bytes, sql_bytes,
-sql_bytes_per_task). Nothing asserts the targets; the output says which
-were met.
+sql_bytes_per_task; fire with a cost: cost {window_sec, fires,
+cpu_us_per_fire {total, toc, sql, redis}, sql_xacts_per_fire,
+sql_statements_per_fire, redis_commands_per_fire, and the totals}). Nothing
+asserts the targets; the output says which were met.
 
 "toc bench suite" runs the whole suite (toc embedded, pending, cluster and
 the peers asynq and River) and rewrites bench/RESULTS.md: see
@@ -71,6 +95,10 @@ Examples:
   toc bench --server http://127.0.0.1:7070,http://127.0.0.1:7071 --workload fire --n 20000 --spread 5s
   toc bench --server http://127.0.0.1:7070,http://127.0.0.1:7071 --server-pid 1234,1235 --workload pending \
     --n 100000 --redis 127.0.0.1:6379 --redis-prefix toc --sql postgres://postgres@127.0.0.1:5432/toc
+  toc bench --server http://127.0.0.1:7070 --server-pid 1234 --workload fire --n 20000 --spread 5s \
+    --redis 127.0.0.1:6379 --sql postgres://postgres@127.0.0.1:5432/toc
+  toc bench --baseline --workload fire --n 50000 --spread 5s
+  toc bench --baseline --workload schedule --n 20000
 `
 
 // Defaults of --n per workload.
@@ -106,9 +134,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	app := fs.String("app", bench.TocAppDefault, "`app` of the benchmark's tasks")
 	serverPIDs := fs.String("server-pid", "", "`pid`[,pid...] of the --server processes, to read their memory from /proc (summed)")
 	dataDir := fs.String("data-dir", "", "data `directory` of the --server, to measure its size")
-	redisAddr := fs.String("redis", "", "pending on a cluster: its Redis `address`[,address...], to measure its memory")
+	redisAddr := fs.String("redis", "", "pending and fire on a cluster: its Redis `address`[,address...], to measure its memory (pending) or its commands and CPU per fire (fire)")
 	redisPrefix := fs.String("redis-prefix", redisindex.PrefixDefault, "pending on a cluster: the nodes' --redis-prefix")
-	sqlDSN := fs.String("sql", "", "pending on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size")
+	sqlDSN := fs.String("sql", "", "pending and fire on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size (pending) or their transactions and CPU per fire (fire; MySQL too)")
+	sqlStatsWait := fs.Duration("sql-stats-wait", bench.PostgresStatsWait, "fire with --sql: read the SQL counters this `long` after the last delivery (PostgreSQL flushes its backends' statistics up to 10 s late)")
+	baseline := fs.Bool("baseline", false, "fire, schedule: run the workload with no toc, the physical-limit baseline (see above)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
 	pos, err := parseFlags(fs, args)
@@ -134,10 +164,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	switch {
+	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"] || *pull):
+		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis, --sql and --pull")
+	case *baseline && *workload == bench.WorkloadPending:
+		return usagef("bench: --baseline is for fire and schedule")
 	case *embedded && (set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
 		return usagef("bench: give --embedded or --server (with --server-pid, --data-dir, --redis, --sql), not both")
-	case (set["redis"] || set["redis-prefix"] || set["sql"]) && *workload != bench.WorkloadPending:
-		return usagef("bench: --redis, --redis-prefix and --sql are for --workload pending")
+	case (set["redis"] || set["sql"]) && *workload == bench.WorkloadSchedule:
+		return usagef("bench: --redis and --sql are for --workload pending and fire")
+	case set["redis-prefix"] && *workload != bench.WorkloadPending:
+		return usagef("bench: --redis-prefix is for --workload pending")
+	case set["sql-stats-wait"] && !set["sql"]:
+		return usagef("bench: --sql-stats-wait needs --sql")
 	case set["redis-prefix"] && !set["redis"]:
 		return usagef("bench: --redis-prefix needs --redis")
 	case *n < 1:
@@ -148,8 +186,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("bench: --concurrency must be at least 1, got %d", *concurrency)
 	case *consumers < 1:
 		return usagef("bench: --consumers must be at least 1, got %d", *consumers)
-	case *spread < 0 || *lead < 0 || *grace < 0 || *hold < 0 || *maxWait < 0:
-		return usagef("bench: --spread, --lead, --grace, --hold and --max-wait must not be negative")
+	case *spread < 0 || *lead < 0 || *grace < 0 || *hold < 0 || *maxWait < 0 || *sqlStatsWait < 0:
+		return usagef("bench: --spread, --lead, --grace, --hold, --max-wait and --sql-stats-wait must not be negative")
 	case *pull && *workload == bench.WorkloadPending:
 		return usagef("bench: --pull is for fire and schedule")
 	}
@@ -164,6 +202,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var progress io.Writer
 	if !*asJSON && isTerminal(stdout) {
 		progress = stdout
+	}
+	fire := bench.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	schedule := bench.ScheduleOptions{N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	if *baseline {
+		res, err := runBaseline(ctx, *workload, *app, fire, schedule)
+		if err != nil {
+			return err
+		}
+		return printResult(stdout, res, *asJSON)
 	}
 	pids, err := parsePIDs(*serverPIDs)
 	if err != nil {
@@ -222,15 +269,38 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	pending := bench.PendingOptions{N: *n, Batch: *batch, Concurrency: *concurrency, RSS: rss, DataDir: dir, Progress: progress}
-	if *redisAddr != "" {
+	if *redisAddr != "" && *workload == bench.WorkloadPending {
 		r := storesize.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
 		defer r.Close()
 		pending.Redis, pending.RedisPrefix = r.UsedMemory, r.Prefix
 		notes = append(notes, "redis_bytes is the growth of the whole Redis's used_memory (other clients of a shared Redis count too); redis_prefix_bytes that of the keys under the cluster's prefix")
 	}
-	if *sqlDSN != "" {
+	if *sqlDSN != "" && *workload == bench.WorkloadPending {
 		dsns := strings.Split(*sqlDSN, ",")
 		pending.SQL = func(ctx context.Context) (int64, error) { return storesize.PostgresSize(ctx, dsns) }
+	}
+	if *workload == bench.WorkloadFire && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
+		fire.Cost = &bench.CostProbe{Toc: pids}
+		if *embedded {
+			fire.Cost.Toc = []int{os.Getpid()}
+			notes = append(notes, "embedded: the cost's toc CPU is this process's (server, bench clients and receiver)")
+		}
+		if *redisAddr != "" {
+			r := storesize.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
+			defer r.Close()
+			fire.Cost.Redis = redisCounters(r)
+		}
+		if *redisAddr != "" || *sqlDSN != "" {
+			notes = append(notes, "cost: the SQL server's CPU and transactions and the Redis's commands count all their clients' work, not the cluster's alone")
+		}
+		if *sqlDSN != "" {
+			dsns := strings.Split(*sqlDSN, ",")
+			fire.Cost.SQL = sqlCounters(dsns)
+			fire.Cost.SQLWait = *sqlStatsWait
+			if !set["sql-stats-wait"] && !strings.HasPrefix(dsns[0], "postgres") {
+				fire.Cost.SQLWait = 0 // MySQL's status counters are current
+			}
+		}
 	}
 
 	if *cpuProfile != "" {
@@ -259,13 +329,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var res *bench.Result
 	switch *workload {
 	case bench.WorkloadFire:
-		res, err = bench.Fire(ctx, sys, rec, bench.FireOptions{
-			N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress,
-		})
+		res, err = bench.Fire(ctx, sys, rec, fire)
 	case bench.WorkloadSchedule:
-		res, err = bench.Schedule(ctx, sys, rec, bench.ScheduleOptions{
-			N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress,
-		})
+		res, err = bench.Schedule(ctx, sys, rec, schedule)
 	case bench.WorkloadPending:
 		res, err = bench.Pending(ctx, sys, pending)
 	}
@@ -292,7 +358,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	res.Notes = append(res.Notes, notes...)
 	res.Targets = bench.TocTargets(res)
-	if *asJSON {
+	return printResult(stdout, res, *asJSON)
+}
+
+// printResult prints res as JSON or as a table.
+func printResult(stdout io.Writer, res *bench.Result, asJSON bool) error {
+	if asJSON {
 		b, err := res.MarshalIndent()
 		if err != nil {
 			return err
@@ -301,6 +372,115 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return bench.WriteTable(stdout, res)
+}
+
+// runBaseline runs the fire or schedule workload with no toc: Go timers
+// POSTing to a receiver (fire), or a server that only appends the requests
+// to a log with group commit (schedule).
+func runBaseline(ctx context.Context, workload, app string, fire bench.FireOptions, schedule bench.ScheduleOptions) (*bench.Result, error) {
+	var (
+		res *bench.Result
+		err error
+	)
+	switch workload {
+	case bench.WorkloadFire:
+		res, err = baselineFire(ctx, app, fire)
+	case bench.WorkloadSchedule:
+		res, err = baselineSchedule(ctx, app, schedule)
+	default:
+		return nil, usagef("bench: --baseline is for fire and schedule")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: baseline: %w", err)
+	}
+	res.System = bench.SystemBaseline
+	return res, nil
+}
+
+func baselineFire(ctx context.Context, app string, o bench.FireOptions) (*bench.Result, error) {
+	rec := bench.NewRecorder(o.N)
+	sys, err := bench.NewTimers(bench.TimersConfig{Recorder: rec, App: app})
+	if err != nil {
+		return nil, err
+	}
+	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
+	res, err := bench.Fire(ctx, sys, rec, o)
+	if cerr := sys.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("stop receiver: %w", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Variant = bench.VariantTimers
+	res.Notes = append(append(res.Notes, sys.Notes()...),
+		"baseline: no toc; the cost's toc CPU is this process's (the timers, their HTTP client and the receiver)")
+	return res, nil
+}
+
+func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) (res *bench.Result, err error) {
+	dir, err := os.MkdirTemp("", "toc-bench-baseline-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(dir, "log")})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, srv.Close()) }()
+	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 8)
+	defer hc.CloseIdleConnections()
+	// Push tasks, as toc's runs create; their receiver gets nothing.
+	sys, err := bench.NewToc(bench.TocConfig{
+		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
+		Recorder: bench.NewRecorder(o.N), App: app,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, err = bench.Schedule(ctx, sys, nil, o)
+	if err = errors.Join(err, sys.Close()); err != nil {
+		return nil, err
+	}
+	res.Variant = bench.VariantGroupLog
+	res.Notes = append(res.Notes, srv.Notes()...)
+	return res, nil
+}
+
+// redisCounters reads the cost counters of the Redis of r.
+func redisCounters(r *storesize.Redis) func(context.Context) (bench.RedisCounters, error) {
+	return func(ctx context.Context) (bench.RedisCounters, error) {
+		a, err := r.Activity(ctx)
+		if err != nil {
+			return bench.RedisCounters{}, err
+		}
+		// A process_id of another PID namespace (Redis in a container)
+		// names no redis-server here.
+		return bench.RedisCounters{Commands: a.Calls, OwnCommands: a.Own, Servers: bench.PIDsNamed(a.PIDs, "redis-server")}, nil
+	}
+}
+
+// sqlCounters reads the cost counters of the SQL databases of dsns.
+func sqlCounters(dsns []string) func(context.Context) (bench.SQLCounters, error) {
+	return func(ctx context.Context) (bench.SQLCounters, error) {
+		a, err := storesize.ReadSQLActivity(ctx, dsns)
+		if err != nil {
+			return bench.SQLCounters{}, err
+		}
+		c := bench.SQLCounters{Xacts: a.Xacts, Statements: a.Statements, OwnXacts: a.OwnXacts, OwnStatements: a.OwnStatements}
+		if a.MySQL {
+			c.Servers, err = bench.ProcsNamed("mysqld", "mariadbd")
+			return c, err
+		}
+		// Each server's postmaster: the parent of its backends and
+		// workers.
+		for _, pids := range a.Servers {
+			if pm := bench.ParentNamed(pids, "postgres"); pm != 0 {
+				c.Servers = append(c.Servers, pm)
+			}
+		}
+		return c, nil
+	}
 }
 
 // embeddedServer is a toc server run by runServe in this process.
@@ -438,13 +618,17 @@ commands; "bash bench/run.sh" runs it from a checkout. The default run takes
 about ten minutes:
 
   1. toc embedded: fire (push, and pull), schedule (one task per request,
-     and in batches), each a "toc bench --embedded" process;
+     and in batches), each a "toc bench --embedded" process, and after each
+     push fire and schedule run its baseline of the same size ("toc bench
+     --baseline": no toc, the physical limit), which RESULTS.md sets it
+     beside;
   2. toc pending: --pending-n far-future tasks on a separate "toc serve";
   3. toc's cluster mode: each workload on a fresh cluster of each of
      --cluster-nodes "toc serve" nodes over PostgreSQL database --cluster-db
      and the Redis keys under --cluster-prefix; both are cleared before,
      and dropped or deleted after each run, also when the suite fails or is
-     interrupted;
+     interrupted. The fire runs measure the cost per fire (CPU of the
+     nodes, PostgreSQL and Redis; SQL transactions; Redis commands);
   4. the peers (the bench/peers module, built with go): asynq on Redis
      127.0.0.1:6379 database --redis-db (which must be empty, and is flushed
      afterwards) and River on --pg (database toc_bench_river is created and

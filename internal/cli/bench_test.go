@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,6 +136,53 @@ func TestBenchFire(t *testing.T) {
 	if got["spread_sec"] != 1.0 {
 		t.Errorf("spread_sec = %v, want 1", got["spread_sec"])
 	}
+	// Embedded: the cost per fire of this process.
+	cost, _ := got["cost"].(map[string]any)
+	cpu, _ := cost["cpu_us_per_fire"].(map[string]any)
+	if cost["fires"] != 200.0 || jsonType(cpu["total"]) != "number" || jsonType(cpu["toc"]) != "number" || cpu["sql"] != nil || cost["sql_xacts_per_fire"] != nil {
+		t.Errorf("cost %v, want 200 fires, the CPU of toc only", got["cost"])
+	}
+}
+
+// TestBenchBaseline: the fire and schedule workloads with no toc.
+func TestBenchBaseline(t *testing.T) {
+	t.Parallel()
+	type result struct {
+		System   string               `json:"system"`
+		Variant  string               `json:"variant"`
+		Workload string               `json:"workload"`
+		N        int                  `json:"n"`
+		Fired    int                  `json:"fired"`
+		Missing  int                  `json:"missing"`
+		Early    int                  `json:"early"`
+		Rate     float64              `json:"schedule_per_sec"`
+		Cost     *struct{ Fires int } `json:"cost"`
+		Notes    []string             `json:"notes"`
+	}
+	run := func(args ...string) result {
+		t.Helper()
+		stdout, stderr, err := runCLI(t, nil, append([]string{"bench", "--baseline", "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("%q: %v\nstderr: %s", args, err, stderr)
+		}
+		var r result
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+		}
+		return r
+	}
+	fire := run("--workload", "fire", "--n", "200", "--spread", "500ms", "--lead", "500ms")
+	if fire.System != "baseline" || fire.Variant != "timers + HTTP push" || fire.Fired != 200 || fire.Missing != 0 || fire.Early != 0 ||
+		fire.Cost == nil || fire.Cost.Fires != 200 {
+		t.Errorf("fire baseline %+v, want all 200 fired by the timers, none early, with the cost", fire)
+	}
+	for _, batch := range []string{"1", "100"} {
+		r := run("--workload", "schedule", "--n", "300", "--batch", batch)
+		if r.System != "baseline" || r.Variant != "HTTP + log fsync, group commit" || r.N != 300 || r.Rate <= 0 ||
+			!slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "requests made durable by") }) {
+			t.Errorf("schedule baseline, batch %s: %+v, want 300 accepted and the fsyncs in the notes", batch, r)
+		}
+	}
 }
 
 func TestBenchFirePull(t *testing.T) {
@@ -178,7 +226,7 @@ func TestBenchTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\nstderr: %s", err, stderr)
 	}
-	for _, want := range []string{"toc fire (push, embedded): n=50", "fired        50", "missing      0", "lateness ms  p50 "} {
+	for _, want := range []string{"toc fire (push, embedded): n=50", "fired        50", "missing      0", "lateness ms  p50 ", "cpu µs/fire  total "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -204,7 +252,13 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--server", "http://127.0.0.1:1,ftp://x"}, "want http:// or https:// URLs"},
 		{[]string{"--server", "http://127.0.0.1:1,http://127.0.0.1:1"}, "is given twice"},
 		{[]string{"--server", "http://127.0.0.1:1", "--server-pid", "12,x"}, "--server-pid: want process ids"},
-		{[]string{"--server", "http://127.0.0.1:1", "--redis", "127.0.0.1:6379"}, "are for --workload pending"},
+		{[]string{"--server", "http://127.0.0.1:1", "--workload", "schedule", "--redis", "127.0.0.1:6379"}, "are for --workload pending and fire"},
+		{[]string{"--server", "http://127.0.0.1:1", "--redis", "127.0.0.1:6379", "--redis-prefix", "p"}, "--redis-prefix is for --workload pending"},
+		{[]string{"--server", "http://127.0.0.1:1", "--sql-stats-wait", "1s"}, "--sql-stats-wait needs --sql"},
+		{[]string{"--baseline", "--embedded"}, "--baseline runs no toc"},
+		{[]string{"--baseline", "--server", "http://127.0.0.1:1"}, "--baseline runs no toc"},
+		{[]string{"--baseline", "--pull"}, "--baseline runs no toc"},
+		{[]string{"--baseline", "--workload", "pending"}, "--baseline is for fire and schedule"},
 		{[]string{"--server", "http://127.0.0.1:1", "--workload", "pending", "--redis-prefix", "p"}, "--redis-prefix needs --redis"},
 		{[]string{"--embedded", "--workload", "pending", "--sql", "postgres://x/y"}, "give --embedded or --server"},
 		{[]string{"--embedded", "--max-wait", "-1s"}, "must not be negative"},
@@ -282,9 +336,31 @@ func TestBenchCluster(t *testing.T) {
 	dsn := testsvc.PostgresDB(t)
 	urls := startNodes(t, 2, "--sql", dsn, "--sql-tables", "2", "--redis", testsvc.RedisAddr(), "--redis-prefix", prefix, "--slots", "8")
 
-	got := runBenchJSONAt(t, urls, "fire", 200, "--n", "200", "--spread", "500ms")
+	// With the nodes' pid (this process's), the Redis and the database: the
+	// cost per fire.
+	self := strconv.Itoa(os.Getpid())
+	got := runBenchJSONAt(t, urls, "fire", 200, "--n", "200", "--spread", "500ms", "--server-pid", self+","+self,
+		"--redis", testsvc.RedisAddr(), "--sql", dsn, "--sql-stats-wait", "2s")
 	if got["nodes"] != 2.0 {
 		t.Errorf("nodes = %v, want 2", got["nodes"])
+	}
+	cost, _ := got["cost"].(map[string]any)
+	cpu, _ := cost["cpu_us_per_fire"].(map[string]any)
+	for k, v := range map[string]any{"fires": cost["fires"], "sql_xacts_per_fire": cost["sql_xacts_per_fire"],
+		"redis_commands_per_fire": cost["redis_commands_per_fire"], "cpu_us_per_fire.toc": cpu["toc"]} {
+		if jsonType(v) != "number" {
+			t.Errorf("cost.%s = %v, want a number; cost %v, notes %v", k, v, got["cost"], got["notes"])
+		}
+	}
+	// Every fire writes its outcome and moves its task in Redis.
+	if x, _ := cost["sql_xacts"].(float64); x < 1 {
+		t.Errorf("cost.sql_xacts = %v, want some", cost["sql_xacts"])
+	}
+	if c, _ := cost["redis_commands"].(float64); c < 200 {
+		t.Errorf("cost.redis_commands = %v, want at least one per fire", cost["redis_commands"])
+	}
+	if cpu["sql"] == nil || cpu["redis"] == nil {
+		t.Logf("cost %v: PostgreSQL's or Redis's processes not found here (another PID namespace?)", got["cost"])
 	}
 
 	stdout, stderr, err := runCLI(t, nil, "bench", "--server", urls, "--workload", "pending", "--n", "1000", "--json",
@@ -470,19 +546,34 @@ func TestBenchSuite(t *testing.T) {
 	doc := runSuite(t, "--cluster=false")
 
 	fire := tableRows(t, doc, "## Fire and schedule")
-	if len(fire) != 4 {
-		t.Fatalf("fire and schedule: %d rows, want 4:\n%s", len(fire), doc)
+	if len(fire) != 7 {
+		t.Fatalf("fire and schedule: %d rows, want 7:\n%s", len(fire), doc)
 	}
 	for i, want := range [][]string{
 		{"toc", "push, embedded", "fire", "200", "0.5", "1000", "16", "200", "0"},
+		{"baseline", "timers + HTTP push", "fire", "200", "0.5", "1000", "16", "200", "0"},
 		{"toc", "pull, embedded", "fire", "100", "0.5", "1000", "16", "100", "0"},
 		{"toc", "push, embedded", "schedule", "200", "", "1", "16", "200", "0"},
+		{"baseline", "HTTP + log fsync, group commit", "schedule", "200", "", "1", "16", "0", "0"},
 		{"toc", "push, embedded", "schedule", "1000", "", "1000", "16", "1000", "0"},
+		{"baseline", "HTTP + log fsync, group commit", "schedule", "1000", "", "1000", "16", "0", "0"},
 	} {
 		if diff := cmp.Diff(want, fire[i][:9]); diff != "" {
 			t.Errorf("fire and schedule row %d (-want +got):\n%s", i, diff)
 		}
 		checkNumbers(t, "fire and schedule", fire[i], 11, 12, 13, 14, 15, 16, 17)
+	}
+	// toc beside the baselines: the fire's p99 and max, each schedule's
+	// rate.
+	base := tableRows(t, doc, "## Baseline")
+	if len(base) != 4 {
+		t.Fatalf("baseline: %d rows, want 4:\n%s", len(base), doc)
+	}
+	for i, figure := range []string{"p99 ms", "max ms", "tasks/s", "tasks/s"} {
+		if base[i][5] != figure {
+			t.Errorf("baseline row %d: %q, want %s", i, base[i], figure)
+		}
+		checkNumbers(t, "baseline", base[i], 6, 7, 8)
 	}
 	pending := tableRows(t, doc, "## Pending")
 	if len(pending) != 1 || pending[0][1] != "server" || pending[0][2] != "2000" {
@@ -496,7 +587,9 @@ func TestBenchSuite(t *testing.T) {
 		"| CPUs (`nproc`) | ",
 		"## Targets",
 		"- rss <= 200 B per pending task: ",
+		"- #13 goal: fire p99 <= 3x the baseline's at 400 fires/s: ",
 		"- toc pending server n=2000 batch 1000: ",
+		"\ntoc bench --baseline --workload fire --n 200 --spread 500ms\n",
 		"```sh\ntoc bench --embedded --workload fire --n 200 --spread 500ms\n",
 		"\ntoc serve --data DIR --listen 127.0.0.1:0   # pid ",
 		" --workload pending --n 2000\n```\n",
@@ -527,7 +620,7 @@ func TestBenchSuiteCluster(t *testing.T) {
 	if len(rows) != 1 || rows[0][0] != "1" {
 		t.Fatalf("cluster rows %q, want one of 1 node:\n%s", rows, doc)
 	}
-	checkNumbers(t, "cluster", rows[0], 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	checkNumbers(t, "cluster", rows[0], 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 16)
 	if rows[0][5] != "0" || rows[0][6] != "0" {
 		t.Errorf("cluster row %q: want 0 missing, 0 duplicates", rows[0])
 	}
@@ -539,6 +632,11 @@ func TestBenchSuiteCluster(t *testing.T) {
 		t.Fatalf("pending rows %q, want the cluster's only", pending)
 	}
 	checkNumbers(t, "pending", pending[0], 3, 4, 7, 8, 9, 11)
+	for _, want := range []string{"- #12: SQL transactions per fire <= 0.05, one node: ", "- #12: Redis commands per fire <= 0.5, one node: "} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("lacks %q:\n%s", want, doc)
+		}
+	}
 	if !strings.Contains(doc, "--sql postgres://postgres@") || !strings.Contains(doc, "# 1 node(s), fresh database and prefix") {
 		t.Errorf("commands lack the nodes' toc serve:\n%s", doc)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -35,11 +36,18 @@ func OpenRedis(addrs []string, prefix string) *Redis {
 // Close closes the connections.
 func (r *Redis) Close() error { return r.c.Close() }
 
-// eachNode calls fn with the server, or with each master of a cluster.
+// eachNode calls fn with the server, or with each master of a cluster, one
+// at a time (ForEachMaster calls it from a goroutine per master: fn may
+// add to its caller's sums).
 func (r *Redis) eachNode(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
 	switch c := r.c.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, fn)
+		var mu sync.Mutex
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return fn(ctx, n)
+		})
 	case *redis.Client:
 		return fn(ctx, c)
 	}

@@ -40,7 +40,9 @@ func (s *suite) cluster(ctx context.Context) error {
 	}
 	for _, nodes := range c.ClusterNodes {
 		runs := [][]string{
-			{"--workload", "fire", "--n", itoa(c.ClusterFireN), "--spread", dur(c.ClusterFireSpread), "--lead", dur(c.ClusterFireLead), "--max-wait", dur(c.ClusterMaxWait)},
+			// With the Redis and the database: the cost per fire.
+			{"--workload", "fire", "--n", itoa(c.ClusterFireN), "--spread", dur(c.ClusterFireSpread), "--lead", dur(c.ClusterFireLead), "--max-wait", dur(c.ClusterMaxWait),
+				"--redis", c.ClusterRedis, "--sql", c.clusterDSN()},
 			{"--workload", "schedule", "--n", itoa(c.ClusterSingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.ClusterSingleHold), "--max-wait", dur(c.ClusterMaxWait)},
 			{"--workload", "schedule", "--n", itoa(c.ClusterBatchN), "--batch", "1000", "--concurrency", "16", "--hold", dur(c.ClusterBatchHold), "--max-wait", dur(c.ClusterMaxWait)},
 		}

@@ -2,7 +2,8 @@
 // and writes bench/RESULTS.md with [bench.WriteMarkdown]:
 //
 //   - toc embedded: fire (push and pull) and schedule (one task per request
-//     and in batches), each a `toc bench --embedded` process;
+//     and in batches), each a `toc bench --embedded` process, and the
+//     baselines of the same sizes (`toc bench --baseline`: no toc);
 //   - toc pending: far-future tasks on a separate `toc serve` process, so
 //     that its RSS is the server's alone;
 //   - toc's cluster mode: each workload on a fresh cluster of 1, 2 and 3
@@ -368,11 +369,19 @@ func (s *suite) all(ctx context.Context) error {
 // (on a separate server).
 func (s *suite) embedded(ctx context.Context) error {
 	c := &s.cfg
+	fire := []string{"--workload", "fire", "--n", itoa(c.FireN), "--spread", dur(c.FireSpread)}
+	single := []string{"--workload", "schedule", "--n", itoa(c.SingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.SingleHold)}
+	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", "16", "--hold", dur(c.BatchHold)}
+	// Each baseline (no toc: the physical limit) right after the toc run
+	// of the same size, so that the machine is as busy for both.
 	for _, args := range [][]string{
-		{"--embedded", "--workload", "fire", "--n", itoa(c.FireN), "--spread", dur(c.FireSpread)},
+		append([]string{"--embedded"}, fire...),
+		append([]string{"--baseline"}, fire...),
 		{"--embedded", "--workload", "fire", "--n", itoa(c.PullN), "--spread", dur(c.FireSpread), "--pull"},
-		{"--embedded", "--workload", "schedule", "--n", itoa(c.SingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.SingleHold)},
-		{"--embedded", "--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", "16", "--hold", dur(c.BatchHold)},
+		append([]string{"--embedded"}, single...),
+		append([]string{"--baseline"}, single...),
+		append([]string{"--embedded"}, batch...),
+		append([]string{"--baseline"}, batch...),
 	} {
 		if err := s.benchToc(ctx, "", args...); err != nil {
 			return err

@@ -1,0 +1,400 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/task"
+)
+
+// The baselines give the physical limit of the machine in the same run as
+// toc's figures (issue #13): the same workload with no toc. [Timers] fires
+// jobs from Go runtime timers; [LogServer] accepts create requests by
+// appending them to a log with group commit.
+const (
+	// SystemBaseline is the System of a baseline's [Result].
+	SystemBaseline = "baseline"
+	// VariantTimers and VariantGroupLog are the Variants of the fire and
+	// the schedule baseline.
+	VariantTimers   = "timers + HTTP push"
+	VariantGroupLog = "HTTP + log fsync, group commit"
+)
+
+// TimersConfig configures [NewTimers].
+type TimersConfig struct {
+	// Recorder receives the deliveries; required.
+	Recorder *Recorder
+	// App and Run are as in [TocConfig]: the Toc-App header and the
+	// RUN-SEQ keys. Defaults [TocAppDefault] and the start time in base 36.
+	App, Run string
+}
+
+// Timers is the fire workload's baseline, as a [System] with no toc: each
+// job is a Go runtime timer (time.AfterFunc) that at the job's due time
+// POSTs what toc's webhook sink would send for it (httpsink itself, with
+// the same payload and headers and a transport configured as toc's) to a
+// receiver like [Toc]'s, which measures lateness the same way. A failed
+// POST is not retried: its job is missing.
+type Timers struct {
+	recv   *receiver
+	hc     *http.Client
+	sink   *httpsink.Sink
+	app    string
+	run    string
+	target task.Target
+	ids    task.IDGenerator
+
+	ctx    context.Context // cancelled by Close, to cut off deliveries
+	cancel context.CancelFunc
+	// wg counts the timers armed and not stopped, until their delivery
+	// returns.
+	wg     sync.WaitGroup
+	failed atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		timers []*time.Timer
+		closed bool
+	}
+}
+
+var _ System = (*Timers)(nil)
+
+// NewTimers starts the receiver. Close stops it and the timers.
+func NewTimers(cfg TimersConfig) (*Timers, error) {
+	if cfg.Recorder == nil {
+		return nil, errors.New("bench: TimersConfig.Recorder is required")
+	}
+	cfg.App = cmp.Or(cfg.App, TocAppDefault)
+	cfg.Run = cmp.Or(cfg.Run, strconv.FormatInt(time.Now().UnixMilli(), 36))
+	recv, err := startReceiver(cfg.Run, cfg.App, cfg.Recorder)
+	if err != nil {
+		return nil, err
+	}
+	// The transport of httpsink's default client, kept here to close its
+	// idle connections at the end.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = httpsink.MaxIdleConnsPerHostDefault
+	tr.MaxIdleConns = 4 * httpsink.MaxIdleConnsPerHostDefault
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Timers{
+		recv: recv, hc: hc, sink: httpsink.New(httpsink.Config{Client: hc}),
+		app: cfg.App, run: cfg.Run, target: task.Target{HTTP: &task.HTTPTarget{URL: recv.url}},
+		ctx: ctx, cancel: cancel,
+	}, nil
+}
+
+// Schedule arms a timer for each job.
+func (t *Timers) Schedule(ctx context.Context, jobs []Job) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return errors.New("bench: timers closed")
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		tk := &task.Task{
+			ID: t.ids.New(now, 0), App: t.app, Key: jobKey(t.run, j.Seq), State: task.Delivering,
+			Attempts: 1, DueAt: j.DueAt, Payload: jobPayload(j.Seq), Target: t.target,
+		}
+		t.wg.Add(1)
+		t.mu.timers = append(t.mu.timers, time.AfterFunc(time.Until(j.DueAt), func() {
+			defer t.wg.Done()
+			if err := t.sink.Deliver(t.ctx, tk); err != nil && t.ctx.Err() == nil {
+				t.failed.Add(1)
+			}
+		}))
+	}
+	return nil
+}
+
+// Notes says how many POSTs failed, if any.
+func (t *Timers) Notes() []string {
+	if n := t.failed.Load(); n > 0 {
+		return []string{fmt.Sprintf("baseline: %d POSTs failed (not retried)", n)}
+	}
+	return nil
+}
+
+// Close stops the timers that have not fired, cuts off the deliveries in
+// flight and waits for them, and stops the receiver.
+func (t *Timers) Close() error {
+	t.mu.Lock()
+	timers := t.mu.timers
+	t.mu.timers, t.mu.closed = nil, true
+	t.mu.Unlock()
+	for _, tm := range timers {
+		if tm.Stop() {
+			t.wg.Done() // it will not run
+		}
+	}
+	t.cancel()
+	t.wg.Wait()
+	t.hc.CloseIdleConnections()
+	return t.recv.close()
+}
+
+// jobPayload is the payload of job seq: {"seq":SEQ}.
+func jobPayload(seq int) []byte {
+	return append(strconv.AppendInt([]byte(`{"seq":`), int64(seq), 10), '}')
+}
+
+// ErrLogClosed is returned by [GroupLog.Append] after Close.
+var ErrLogClosed = errors.New("bench: log closed")
+
+// GroupLogConfig configures [OpenGroupLog].
+type GroupLogConfig struct {
+	// Path is the log file: created, or appended to. Required.
+	Path string
+	// Sync makes what was written to the file durable. Default
+	// (*os.File).Sync, an fsync.
+	Sync func(*os.File) error
+}
+
+// GroupLog is an append-only file whose appends share fsyncs (group
+// commit): an append that comes while no write is in flight is written and
+// synced at once; those that come while one is in flight gather, and the
+// next write and sync serves them all. Each record is its length (a
+// uvarint) and its bytes.
+type GroupLog struct {
+	f        *os.File
+	sync     func(*os.File) error
+	notify   chan struct{} // capacity 1: records are waiting
+	quit     chan struct{} // closed by Close
+	done     chan struct{} // closed when run has returned
+	syncs    atomic.Int64
+	appended atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		buf     []byte       // records not yet written
+		waiters []chan error // their appends, each answered once synced
+		closed  bool
+	}
+}
+
+// OpenGroupLog opens the log and starts its writer. Close stops it.
+func OpenGroupLog(cfg GroupLogConfig) (*GroupLog, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("bench: GroupLogConfig.Path is required")
+	}
+	f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if cfg.Sync == nil {
+		cfg.Sync = (*os.File).Sync
+	}
+	l := &GroupLog{
+		f: f, sync: cfg.Sync,
+		notify: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	go l.run() // owned by Close, which waits for done
+	return l, nil
+}
+
+// Append writes rec to the log and returns once it is synced.
+func (l *GroupLog) Append(rec []byte) error {
+	done := make(chan error, 1)
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrLogClosed
+	}
+	l.mu.buf = binary.AppendUvarint(l.mu.buf, uint64(len(rec)))
+	l.mu.buf = append(l.mu.buf, rec...)
+	l.mu.waiters = append(l.mu.waiters, done)
+	l.mu.Unlock()
+	select {
+	case l.notify <- struct{}{}:
+	default: // the writer is already told
+	}
+	return <-done
+}
+
+// Syncs is the number of syncs so far; Appended the records synced.
+func (l *GroupLog) Syncs() int64    { return l.syncs.Load() }
+func (l *GroupLog) Appended() int64 { return l.appended.Load() }
+
+// run writes and syncs what has gathered, a group at a time, until Close;
+// then what is left.
+func (l *GroupLog) run() {
+	defer close(l.done)
+	var spare []byte
+	for {
+		select {
+		case <-l.notify:
+			spare = l.flush(spare)
+		case <-l.quit:
+			l.flush(spare)
+			return
+		}
+	}
+}
+
+// flush writes and syncs the records waiting, answers their appends, and
+// returns the buffer they were in for the next group.
+func (l *GroupLog) flush(spare []byte) []byte {
+	l.mu.Lock()
+	buf, waiters := l.mu.buf, l.mu.waiters
+	l.mu.buf, l.mu.waiters = spare[:0], nil
+	l.mu.Unlock()
+	if len(waiters) == 0 {
+		return buf
+	}
+	_, err := l.f.Write(buf)
+	if err == nil {
+		err = l.sync(l.f)
+		l.syncs.Add(1)
+	}
+	if err == nil {
+		l.appended.Add(int64(len(waiters)))
+	}
+	for _, w := range waiters {
+		w <- err
+	}
+	return buf
+}
+
+// Close syncs the records waiting, stops the writer and closes the file.
+// Appends after it fail with [ErrLogClosed].
+func (l *GroupLog) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	l.mu.Unlock()
+	close(l.quit)
+	<-l.done
+	return l.f.Close()
+}
+
+// maxLogBody bounds a request body the log handler reads.
+const maxLogBody = 32 << 20
+
+// LogHandler is the schedule workload's baseline server: it answers toc's
+// create requests as a server that does nothing but make them durable. The
+// body of each is appended to l as one record, and answered once synced:
+// POST /v1/tasks with 201 and the request echoed as the task, POST
+// /v1/tasks:batch with 200 and each item echoed as a created task (the
+// batch is split with encoding/json, without decoding the items). GET
+// /readyz answers 204.
+func LogHandler(l *GroupLog) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok || !appendLog(w, l, body) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(body)
+	})
+	mux.HandleFunc("POST /v1/tasks:batch", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		var in struct {
+			Tasks []json.RawMessage `json:"tasks"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !appendLog(w, l, body) {
+			return
+		}
+		out := make([]byte, 0, len(body)+32*len(in.Tasks)+16)
+		out = append(out, `{"results":[`...)
+		for i, t := range in.Tasks {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"task":`...)
+			out = append(out, t...)
+			out = append(out, `,"created":true}`...)
+		}
+		out = append(out, "]}"...)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(out)
+	})
+	return mux
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxLogBody))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return body, true
+}
+
+func appendLog(w http.ResponseWriter, l *GroupLog, body []byte) bool {
+	if err := l.Append(body); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return false
+	}
+	return true
+}
+
+// LogServer serves [LogHandler] over a [GroupLog] on 127.0.0.1.
+type LogServer struct {
+	// URL is where it listens: http://127.0.0.1:PORT.
+	URL  string
+	log  *GroupLog
+	srv  *http.Server
+	done chan struct{} // closed when Serve has returned
+}
+
+// StartLogServer opens the log at path (fsynced by its Sync) and serves it
+// on a free loopback port. Close stops it.
+func StartLogServer(cfg GroupLogConfig) (*LogServer, error) {
+	l, err := OpenGroupLog(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: log server: %w", err), l.Close())
+	}
+	s := &LogServer{URL: "http://" + ln.Addr().String(), log: l, done: make(chan struct{})}
+	s.srv = &http.Server{Handler: LogHandler(l), ReadHeaderTimeout: 10 * time.Second}
+	// Owned by Close, which waits for it.
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(ln)
+	}()
+	return s, nil
+}
+
+// Notes says how many requests the fsyncs served.
+func (s *LogServer) Notes() []string {
+	return []string{fmt.Sprintf("baseline: %d requests made durable by %d fsyncs", s.log.Appended(), s.log.Syncs())}
+}
+
+// Close stops serving, cutting off requests in flight, and closes the log.
+func (s *LogServer) Close() error {
+	err := s.srv.Close()
+	<-s.done
+	return errors.Join(err, s.log.Close())
+}
