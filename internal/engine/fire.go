@@ -106,7 +106,7 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	now := msNow()
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ws, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
+	ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
 		return e.look(fs, ts, now)
 	})
 	wrote()
@@ -305,7 +305,7 @@ func (e *Engine) rollBack(ctx context.Context, fs []firing, ws []written, errs [
 	for k, i := range which {
 		ids[k], lease[k] = fs[i].id, ws[i].t.Lease
 	}
-	rws, rerrs := e.updateMany(ctx, ids, noSync, func(ts []*task.Task) []error {
+	rws, rerrs := e.updateMany(ctx, ids, fireWrite, func(ts []*task.Task) []error {
 		errs := make([]error, len(ts))
 		for k, t := range ts {
 			if t == nil || t.State != task.Delivering || t.Lease != lease[k] {
@@ -348,6 +348,9 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		e.untrack(id)
+		return written{}, false
+	case errors.Is(err, store.ErrConflict):
+		e.deferTo(id, time.Now(), "") // changed under the look: look again
 		return written{}, false
 	case err != nil && !errors.Is(err, errSkip):
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
@@ -393,14 +396,21 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 	}
 }
 
-// noSync is for the writes of the delivery path: fire's lease, expiry and
-// rollback writes and the outcome of a push. If a machine crash loses one,
-// the task is found scheduled (or leased by a dead boot) on restart and is
-// delivered again: a duplicate after a crash, which at-least-once allows.
-// Skipping the fsync there keeps disk latency out of the fire path. Every
-// write that answers a client (create, patch, cancel, retry, claim, ack,
-// nack) stays synced.
-var noSync = &store.UpdateOpts{NoSync: true}
+// fireWrite is for the writes of the delivery path: fire's look (expiries,
+// pull tasks due, deadline wakes), rollbacks and the outcomes of pushes.
+//
+// NoSync: if a machine crash loses one, the task is found scheduled on
+// restart and is delivered again: a duplicate after a crash, which
+// at-least-once allows. Skipping the fsync keeps disk latency out of the
+// fire path. Every write that answers a client (create, patch, cancel,
+// retry, claim, ack, nack) stays synced.
+//
+// Optimistic: a store over the network (sqlstore on PostgreSQL) reads the
+// batch without row locks and writes each task only if it is unchanged
+// since the read, so the fire path takes no lock another writer waits on.
+// A task that changed in between (store.ErrConflict: an API write that
+// came at the same instant) is looked at again at once.
+var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 
 // claim asks the cluster index for the tasks ws[i].t of the indexes in
 // which, in one round trip, and reports which this node holds (always all
@@ -554,6 +564,10 @@ type outcome struct {
 // maxSettlers bounds the goroutines storing outcomes at once.
 const maxSettlers = 4
 
+// maxConflictRounds bounds how often an outcome is written again after
+// store.ErrConflict before it is given up (and the task delivered again).
+const maxConflictRounds = 5
+
 // settleOutcome stores o with the outcomes of other attempts that ended meanwhile,
 // in one store write per batch (a group commit): the goroutine that finds
 // fewer than maxSettlers at it stays to write batches until none is left;
@@ -613,26 +627,49 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ws, errs := e.updateMany(wctx, ids, noSync, func(ts []*task.Task) []error {
-		now := msNow()
-		errs := make([]error, len(ts))
-		for k, t := range ts {
-			a, o := as[which[k]], os[which[k]]
-			if t == nil || t.State != task.Scheduled || t.Attempts != a.base.Attempts || !t.NextAttemptAt.Equal(a.base.NextAttemptAt) {
-				errs[k] = errSkip // the task moved on: it keeps what it has
-				continue
+	var stored, moved []written
+	// A task another writer changed between the optimistic read and the
+	// write (store.ErrConflict) is written again, from a fresh read.
+	for round := 0; len(ids) > 0; round++ {
+		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
+			now := msNow()
+			errs := make([]error, len(ts))
+			for k, t := range ts {
+				a, o := as[which[k]], os[which[k]]
+				if t == nil || t.State != task.Scheduled || t.Attempts != a.base.Attempts || !t.NextAttemptAt.Equal(a.base.NextAttemptAt) {
+					errs[k] = errSkip // the task moved on: it keeps what it has
+					continue
+				}
+				t.Attempts++
+				t.Record(a.t.UpdatedAt, "attempt", t.Attempts, "")
+				if o.err == nil {
+					finish(t, task.Delivered, now)
+					t.LastError = ""
+				} else {
+					failAttempt(t, now, o.err.Error(), nil)
+				}
 			}
-			t.Attempts++
-			t.Record(a.t.UpdatedAt, "attempt", t.Attempts, "")
-			if o.err == nil {
-				finish(t, task.Delivered, now)
-				t.LastError = ""
-			} else {
-				failAttempt(t, now, o.err.Error(), nil)
+			return errs
+		})
+		var again []task.ID
+		var againWhich []int
+		for k, err := range errs {
+			switch {
+			case err == nil:
+				stored = append(stored, ws[k])
+			case errors.Is(err, errSkip):
+				moved = append(moved, ws[k])
+			case errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, store.ErrConflict) && round < maxConflictRounds:
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+			default:
+				// The task is still due in the store: deliver it again.
+				e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
+				e.retryLater(ids[k])
 			}
 		}
-		return errs
-	})
+		ids, which = again, againWhich
+	}
 	e.out.Lock()
 	for i, o := range os {
 		if as[i] != nil {
@@ -640,20 +677,6 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		}
 	}
 	e.out.Unlock()
-	var stored, moved []written
-	for k, err := range errs {
-		switch {
-		case err == nil:
-			stored = append(stored, ws[k])
-		case errors.Is(err, errSkip):
-			moved = append(moved, ws[k])
-		case errors.Is(err, store.ErrNotFound):
-		default:
-			// The task is still due in the store: deliver it again.
-			e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
-			e.retryLater(ids[k])
-		}
-	}
 	for _, o := range os {
 		e.apps.release(o.app, o.id)
 	}

@@ -22,6 +22,10 @@ import (
 var (
 	ErrNotFound = errors.New("toc: task not found")
 	ErrClosed   = errors.New("toc: store closed")
+	// ErrConflict is an UpdateMany with UpdateOpts.Optimistic that found
+	// the task changed between its read and its write: nothing was
+	// written for it.
+	ErrConflict = errors.New("toc: task changed meanwhile")
 )
 
 // Store keeps tasks durably. All methods are safe for concurrent use.
@@ -165,6 +169,14 @@ type UpdateOpts struct {
 	// the delivery path, where a lost write means a redelivery, which
 	// at-least-once allows; never for an answer given to a client.
 	NoSync bool
+	// Optimistic lets UpdateMany read without locking the rows: each task
+	// fn changed is then written only if it is still as read, and a task
+	// that changed meanwhile gets ErrConflict (nothing written for it)
+	// instead of waiting for the other writer's lock. fn still runs once.
+	// A store that locks anyway (in process) never returns ErrConflict.
+	// The engine uses it for the fire path's writes, where a row changed
+	// under it is rare and handled by trying again.
+	Optimistic bool
 }
 
 // CreateResult is what Create did with one task.

@@ -450,6 +450,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 	}
 
 	olds := make([]*task.Task, len(ids))
+	raws := make([][]byte, len(ids)) // the records read, for an optimistic write's fence
 	txs := make([]*sql.Tx, len(s.dbs))
 	defer func() {
 		for _, tx := range txs {
@@ -459,6 +460,9 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		}
 	}()
 	noSync := opts != nil && opts.NoSync
+	// Optimistic (the fire path's writes, PostgreSQL): read without row
+	// locks, write each row only if its record is still the one read.
+	optimistic := noSync && opts.Optimistic && s.dialect.queries["get_many_no_sync"] != nil && s.dialect.queries["update_many_fenced"] != nil
 	for _, db := range s.dbs { // one after another: see the lock order above
 		its := reads[db.index]
 		if len(its) == 0 {
@@ -467,7 +471,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		slices.SortFunc(its, func(a, b item) int {
 			return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(ids[a.i], ids[b.i]))
 		})
-		tx, err := s.readMany(ctx, db, noSync, ids, its, olds, readErrs)
+		tx, err := s.readMany(ctx, db, noSync, optimistic, ids, its, olds, raws, readErrs)
 		if err != nil {
 			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
 			for _, it := range its {
@@ -508,7 +512,14 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			}
 			return nil
 		}
-		if err := s.writeMany(ctx, tx, db, ws); err != nil {
+		var changed map[int]bool
+		var err error
+		if optimistic {
+			changed, err = s.writeManyFenced(ctx, tx, db, ws, raws)
+		} else {
+			err = s.writeMany(ctx, tx, db, ws)
+		}
+		if err != nil {
 			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
 			for _, w := range ws {
 				res[w.i], errs[w.i] = olds[w.i], err
@@ -516,6 +527,10 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			return nil
 		}
 		for _, w := range ws {
+			if changed[w.i] {
+				res[w.i], errs[w.i] = olds[w.i], fmt.Errorf("sqlstore: task %s: %w", w.t.ID, store.ErrConflict)
+				continue
+			}
 			res[w.i] = w.t
 		}
 		return nil
@@ -528,20 +543,23 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 // its no-sync twin) per table; it sets the readErrs of those it can't read.
 // It returns the transaction, for the caller to end, or an error after
 // rolling it back.
-func (s *Store) readMany(ctx context.Context, db *database, noSync bool, ids []task.ID, its []item, olds []*task.Task, readErrs []error) (*sql.Tx, error) {
+func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic bool, ids []task.ID, its []item, olds []*task.Task, raws [][]byte, readErrs []error) (*sql.Tx, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	read := "get_many_for_update"
-	if noSync && s.dialect.queries["get_many_for_update_no_sync"] != nil {
+	switch {
+	case optimistic:
+		read = "get_many_no_sync"
+	case noSync && s.dialect.queries["get_many_for_update_no_sync"] != nil:
 		read = "get_many_for_update_no_sync"
 	}
 	for chunk := range chunks(its) {
 		table := chunk[0].table
 		q, err := s.sizedQuery(db, read, table, len(chunk))
 		if err == nil {
-			err = readChunk(ctx, tx, q, ids, chunk, olds, readErrs)
+			err = readChunk(ctx, tx, q, ids, chunk, olds, raws, readErrs)
 		}
 		if err != nil {
 			tx.Rollback()
@@ -554,7 +572,7 @@ func (s *Store) readMany(ctx context.Context, db *database, noSync bool, ids []t
 // readChunk runs q, the read of the tasks chunk of one table, and fills
 // their olds and readErrs: a task not stored gets ErrNotFound, one whose
 // record can't be decoded that error.
-func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []item, olds []*task.Task, readErrs []error) error {
+func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []item, olds []*task.Task, raws [][]byte, readErrs []error) error {
 	args := make([]any, len(chunk))
 	for k, it := range chunk {
 		args[k] = ids[it.i][:]
@@ -565,6 +583,7 @@ func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []
 	}
 	defer rows.Close()
 	got := make(map[task.ID]*task.Task, len(chunk))
+	raw := make(map[task.ID][]byte, len(chunk))
 	var bad map[task.ID]error
 	for rows.Next() {
 		var idb, rec []byte
@@ -583,14 +602,14 @@ func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []
 			bad[id] = fmt.Errorf("task %s: %w", id, err)
 			continue
 		}
-		got[id] = t
+		got[id], raw[id] = t, rec
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, it := range chunk {
 		id := ids[it.i]
-		olds[it.i] = got[id]
+		olds[it.i], raws[it.i] = got[id], raw[id]
 		switch {
 		case bad[id] != nil:
 			readErrs[it.i] = bad[id]
@@ -630,6 +649,64 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// writeManyFenced is writeMany for UpdateOpts.Optimistic: each row is
+// written only if its record is still raws[i], the one read
+// (update_many_fenced). It returns the indexes of the tasks not written
+// because their row changed meanwhile.
+func (s *Store) writeManyFenced(ctx context.Context, tx *sql.Tx, db *database, ws []item, raws [][]byte) (map[int]bool, error) {
+	slices.SortFunc(ws, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(a.t.ID, b.t.ID))
+	})
+	var changed map[int]bool
+	for chunk := range chunks(ws) {
+		table := chunk[0].table
+		q, err := s.sizedQuery(db, "update_many_fenced", table, len(chunk))
+		if err != nil {
+			return nil, err
+		}
+		// update_many's columns, then the record read.
+		args := make([]any, 0, len(q.params))
+		for _, w := range chunk {
+			args = append(append(append(args, w.cols[0]), w.cols[3:]...), raws[w.i])
+		}
+		if len(args) != len(q.params) {
+			return nil, fmt.Errorf("sqlstore: fenced update of %d rows has %d parameters, not %d", len(chunk), len(q.params), len(args))
+		}
+		rows, err := tx.QueryContext(ctx, q.sql, args...)
+		if err != nil {
+			return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
+		}
+		wrote := make(map[task.ID]bool, len(chunk))
+		for rows.Next() {
+			var idb []byte
+			if err := rows.Scan(&idb); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
+			}
+			if id, err := readID(idb); err == nil {
+				wrote[id] = true
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
+		}
+		for _, w := range chunk {
+			if !wrote[w.t.ID] {
+				if changed == nil {
+					changed = map[int]bool{}
+				}
+				changed[w.i] = true
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return changed, nil
 }
 
 // The scans (Wakeups, Claimable, List, Sweep) read every shard: one UNION

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateMany/Mixed", testUpdateManyMixed},
 		{"UpdateMany/Checks", testUpdateManyChecks},
 		{"UpdateMany/Concurrent", testUpdateManyConcurrent},
+		{"UpdateMany/Optimistic", testUpdateManyOptimistic},
 		{"Wakeups/Order", testWakeupsOrder},
 		{"Wakeups/Kinds", testWakeupsKinds},
 		{"Wakeups/Cursor", testWakeupsCursor},

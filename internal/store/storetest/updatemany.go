@@ -288,3 +288,94 @@ func testUpdateManyConcurrent(t *testing.T, b *bundle) {
 	}
 	check(t, b, want)
 }
+
+// testUpdateManyOptimistic: UpdateManys with UpdateOpts.Optimistic racing
+// each other and locked Updates over the same tasks never lose a write: a
+// task changed between an optimistic read and its write comes back with
+// ErrConflict and nothing written (the writer tries again), every write
+// that returned nil is counted once, and each returned copy is what was
+// stored.
+func testUpdateManyOptimistic(t *testing.T, b *bundle) {
+	const tasks, goroutines, rounds = 6, 8, 24
+	var ts []*task.Task
+	for i := range tasks {
+		ts = append(ts, b.newTask("app", time.Minute, withKey(fmt.Sprintf("k%d", i))))
+	}
+	b.create(t, ts...)
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		seen      = map[task.ID][]int{}
+		conflicts int
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 20261123))
+			for n := range rounds {
+				if n%3 == 2 {
+					got, err := b.s.Update(b.ctx, ts[r.IntN(tasks)].ID, nil, func(t *task.Task) error {
+						t.Attempts++
+						return nil
+					})
+					if err != nil {
+						t.Errorf("Update: %v", err)
+						return
+					}
+					mu.Lock()
+					seen[got.ID] = append(seen[got.ID], got.Attempts)
+					mu.Unlock()
+					continue
+				}
+				perm := r.Perm(tasks)[:1+r.IntN(tasks)]
+				batch := make([]task.ID, len(perm))
+				for i, k := range perm {
+					batch[i] = ts[k].ID
+				}
+				for len(batch) > 0 {
+					got, errs := b.s.UpdateMany(b.ctx, batch, &store.UpdateOpts{NoSync: true, Optimistic: true}, func(xs []*task.Task) []error {
+						for _, x := range xs {
+							if x != nil {
+								x.Attempts++
+							}
+						}
+						return make([]error, len(xs))
+					})
+					var again []task.ID
+					for i, err := range errs {
+						switch {
+						case errors.Is(err, store.ErrConflict):
+							again = append(again, batch[i])
+							mu.Lock()
+							conflicts++
+							mu.Unlock()
+						case err != nil:
+							t.Errorf("UpdateMany: %v", err)
+							return
+						default:
+							mu.Lock()
+							seen[got[i].ID] = append(seen[got[i].ID], got[i].Attempts)
+							mu.Unlock()
+						}
+					}
+					batch = again
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d conflicts tried again", conflicts)
+	want := make([]*task.Task, len(ts))
+	for i, x := range ts {
+		got := seen[x.ID]
+		slices.Sort(got)
+		in := make([]int, len(got))
+		for k := range in {
+			in[k] = k + 1
+		}
+		if d := cmp.Diff(in, got); d != "" {
+			t.Errorf("Attempts of task %d as returned (-want +got):\n%s", i, d)
+		}
+		want[i] = apply(x, func(t *task.Task) { t.Attempts = len(got) })
+	}
+	check(t, b, want)
+}

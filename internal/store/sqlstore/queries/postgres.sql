@@ -215,3 +215,29 @@ ORDER BY wake_at, id LIMIT {{arg "limit"}}
 
 -- name: schedule_counts
 SELECT app, state, COUNT(*) AS n FROM toc_schedules GROUP BY app, state
+
+-- name: get_many_no_sync
+-- UpdateMany's read for UpdateOpts.Optimistic: get_many_for_update_no_sync
+-- without the row locks. What the transaction writes afterwards is fenced
+-- by the records read here (update_many_fenced).
+SELECT id, record FROM {{.Table}}
+WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+
+-- name: update_many_fenced
+-- update_many for UpdateOpts.Optimistic: each row is written only if its
+-- record is still the one read (column old), byte for byte; the ids written
+-- come back, so the store tells the tasks that changed meanwhile
+-- (ErrConflict) from those stored.
+UPDATE {{.Table}} AS t
+SET state = v.state, target_kind = v.target_kind, wake_at = v.wake_at,
+    next_attempt_at = v.next_attempt_at, finished_at = v.finished_at,
+    record = v.record
+FROM (VALUES
+{{- range $r := .Rows}}{{if $r}},{{end}}
+    ({{rowarg $r 0}}::bytea, {{rowarg $r 1}}::smallint, {{rowarg $r 2}}::text, {{rowarg $r 3}}::bigint,
+     {{rowarg $r 4}}::bigint, {{rowarg $r 5}}::bigint, {{rowarg $r 6}}::bytea, {{rowarg $r 7}}::bytea)
+{{- end}}
+) AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record, old)
+WHERE t.id = v.id AND t.record = v.old
+RETURNING t.id
