@@ -109,7 +109,7 @@ func TestPushAttemptStoredOnce(t *testing.T) {
 			t.Errorf("Patch during the attempt: %v, want a conflict", err)
 		}
 		snk.release <- nil
-		synctest.Wait()
+		outcomesStored()
 		done := b.get(t, tk.ID)
 		if done.State != task.Delivered || done.Attempts != 1 || done.Lease != "" || done.LeaseExpiresAt != nil {
 			t.Fatalf("after the outcome: %+v", done)
@@ -125,6 +125,14 @@ func TestPushAttemptStoredOnce(t *testing.T) {
 			t.Errorf("%d writes for one push fire, want 1", n)
 		}
 	})
+}
+
+// outcomesStored waits, in a synctest bubble, until the outcomes of the
+// deliveries that just ended are stored: past the gather of their batch.
+func outcomesStored() {
+	synctest.Wait()
+	time.Sleep(outcomeGather)
+	synctest.Wait()
 }
 
 func equalStrings(a, b []string) bool {
@@ -169,7 +177,7 @@ func TestOutcomeFenced(t *testing.T) {
 					t.Fatal(err)
 				}
 				snk.release <- errors.New("receiver said 500")
-				synctest.Wait()
+				outcomesStored()
 				got, err := b.store.Get(ctx, tk.ID)
 				if err != nil {
 					t.Fatal(err)
@@ -263,12 +271,12 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 		}
 		<-nextSink.started
 		nextSink.release <- nil
-		synctest.Wait()
+		outcomesStored()
 		if got, _ := st.Get(ctx, tk.ID); got.State != task.Delivered || got.Attempts != 1 {
 			t.Fatalf("after the second node's attempt: %s, attempts %d", got.State, got.Attempts)
 		}
 		late.release <- errors.New("the first attempt failed, late")
-		synctest.Wait()
+		outcomesStored()
 		got, _ := st.Get(ctx, tk.ID)
 		if got.State != task.Delivered || got.Attempts != 1 || got.LastError != "" {
 			t.Errorf("the late outcome overwrote the newer one: %s, attempts %d, error %q", got.State, got.Attempts, got.LastError)

@@ -235,9 +235,11 @@ type Engine struct {
 	// their outcomes waiting to be stored (settleOutcome).
 	out struct {
 		sync.Mutex
-		attempts map[task.ID]*attempt
-		pending  []outcome
-		settlers int
+		attempts  map[task.ID]*attempt
+		pending   []outcome
+		settlers  int           // goroutines writing outcomes
+		gathering bool          // one of them waits for more (settleOutcome)
+		full      chan struct{} // a batch is full: the gathering one writes now
 	}
 
 	cancel   context.CancelFunc // stops the loops
@@ -269,6 +271,7 @@ func New(cfg Config) (*Engine, error) {
 	e.apps = newApps(cfg, e.boot, e.enqueue)
 	e.mu.waiters = make(map[string]chan struct{})
 	e.out.attempts = make(map[task.ID]*attempt)
+	e.out.full = make(chan struct{}, 1)
 	return e, nil
 }
 
