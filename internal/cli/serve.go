@@ -305,19 +305,20 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	httpSink := newHTTPSink(lv)
 
 	eng, err = engine.New(engine.Config{
-		Store:       st,
-		Sinks:       map[string]sink.Sink{"http": httpSink, "amqp": amqpSink, "nats": natsSink},
-		Logger:      log,
-		Window:      c.window,
-		MaxLoaded:   c.maxLoaded,
-		MaxInFlight: c.maxInFlight,
-		MaxPayload:  c.maxPayload,
-		Retention:   c.retention,
-		Index:       be.index(),
-		Limiter:     be.limiter(),
-		Hooks:       m.Hooks(),
-		ShardFor:    be.shardFor,
-		CheckTarget: lv.checkTarget(c.amqp, c.nats),
+		Store:        st,
+		Sinks:        map[string]sink.Sink{"http": httpSink, "amqp": amqpSink, "nats": natsSink},
+		Logger:       log,
+		Window:       c.window,
+		MaxLoaded:    c.maxLoaded,
+		MaxInFlight:  c.maxInFlight,
+		MaxPayload:   c.maxPayload,
+		Retention:    c.retention,
+		Index:        be.index(),
+		Limiter:      be.limiter(),
+		Hooks:        m.Hooks(),
+		ShardFor:     be.shardFor,
+		CheckTarget:  lv.checkTarget(c.amqp, c.nats),
+		OwnsSchedule: be.ownsSchedule(),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -456,6 +457,16 @@ func (b *backend) limiter() engine.Limiter {
 		return nil // a typed nil would not be nil
 	}
 	return b.rate
+}
+
+// ownsSchedule gives a cluster node's schedule loop the schedules of the
+// SQL shards it owns (a schedule lives in the shard its id names); nil on a
+// single node, which acts on all.
+func (b *backend) ownsSchedule() func(task.ID) bool {
+	if b.node == nil {
+		return nil
+	}
+	return func(id task.ID) bool { return b.node.OwnsShard(int(id.Shard())) }
 }
 
 func (b *backend) close() error {

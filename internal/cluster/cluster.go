@@ -360,6 +360,16 @@ func (n *Node) Share() (slots, shards int, members []string) {
 	return len(n.mu.slots), len(n.mu.shards), slices.Clone(n.mu.live)
 }
 
+// OwnsShard reports whether the node owns SQL shard shard (a shard as a
+// task or schedule id names it). The engine's schedule loop acts only on
+// the schedules of the node's shards (engine.Config.OwnsSchedule); before
+// the first heartbeat the node owns none.
+func (n *Node) OwnsShard(shard int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.mu.shards, shard)
+}
+
 // Wakeups implements engine.Index: the members of the node's slots (store
 // and prepare queues) after the cursor and due by until, in wake order.
 func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {

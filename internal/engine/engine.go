@@ -117,6 +117,13 @@ type Config struct {
 	// naming the field). toc serve uses it to keep amqp and nats targets
 	// on the brokers the operator allowed. Nil accepts every valid target.
 	CheckTarget func(app string, t task.Target) error
+	// OwnsSchedule, when set, says whether this engine's schedule loop
+	// acts on the schedule with this id (schedules.go): a cluster node
+	// takes its share (the schedules in the SQL shards it owns), so that
+	// each schedule is stepped by one node at a time. Nil: every schedule.
+	// API calls (create, PATCH, resume) step the schedule they wrote
+	// wherever they run.
+	OwnsSchedule func(id task.ID) bool
 }
 
 // Limiter holds the apps' delivery limits across a cluster's nodes.
@@ -216,6 +223,15 @@ type Engine struct {
 	busy     atomic.Int64  // workers doing a job
 	seq      atomic.Uint64 // numbers the writes (see written)
 
+	// schedules is the store's schedules (nil: it keeps none, and the
+	// schedule loop does not run); schedKick wakes the loop (capacity 1).
+	// startedAt is when Start ran: schedule occurrences due before it were
+	// missed while toc was down (schedules.go). Set before the loops start
+	// and the engine is ready, never changed after.
+	schedules store.Schedules
+	schedKick chan struct{}
+	startedAt time.Time
+
 	mu struct {
 		sync.Mutex
 		started  bool
@@ -243,7 +259,7 @@ type Engine struct {
 	}
 
 	cancel   context.CancelFunc // stops the loops
-	loops    sync.WaitGroup     // run, load, pump and sweep loops
+	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
 	loopCtx  context.Context    // the loops' context: gates and workers started off a loop run until it ends
 	workers  sync.WaitGroup     // firing and delivering goroutines
 	workCtx  context.Context    // cancelled when Stop's grace runs out
@@ -268,6 +284,8 @@ func New(cfg Config) (*Engine, error) {
 		writing:  make(chan struct{}, fireWriters),
 		work:     make(chan job),
 	}
+	e.schedules, _ = store.As[store.Schedules](cfg.Store)
+	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, e.enqueue)
 	e.mu.waiters = make(map[string]chan struct{})
 	e.out.attempts = make(map[task.ID]*attempt)
@@ -286,6 +304,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Rated: e.apps.isRated})
 	e.mu.Unlock()
+	e.startedAt = now.UTC().Truncate(time.Millisecond)
 
 	if e.cfg.Index == nil { // in a cluster, Live tells whose leases are orphaned
 		if err := e.recover(ctx, now); err != nil {
@@ -309,6 +328,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	go func() { defer e.loops.Done(); e.loadLoop(loopCtx) }()
 	go func() { defer e.loops.Done(); e.pumpLoop(loopCtx) }()
 	go func() { defer e.loops.Done(); e.sweepLoop(loopCtx) }()
+	if e.schedules != nil {
+		e.loops.Add(1)
+		go func() { defer e.loops.Done(); e.scheduleLoop(loopCtx) }()
+	}
 	return nil
 }
 
@@ -547,6 +570,7 @@ func (e *Engine) runLoop(ctx context.Context) {
 // workerIdle without work does it end, so that the fire path does not grow
 // a fresh goroutine stack for every task.
 func (e *Engine) pumpLoop(ctx context.Context) {
+	last := 0 // tasks the last batch took
 	for {
 		// A fire job takes its ready tasks only once a write slot is free:
 		// while the writes in flight run, the tasks falling due meanwhile
@@ -557,10 +581,15 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		if e.cfg.Index != nil && last >= gatherAbove && !e.gatherFire(ctx) {
+			<-e.writing
+			return
+		}
 		free := max(1, e.cfg.MaxInFlight-int(e.busy.Load()))
 		e.mu.Lock()
 		taken := e.mu.core.Take(min(fireBatchMax, free))
 		e.mu.Unlock()
+		last = len(taken)
 		if len(taken) == 0 {
 			<-e.writing
 			select {
@@ -575,6 +604,32 @@ func (e *Engine) pumpLoop(ctx context.Context) {
 			return
 		}
 		e.maybeKickLoader()
+	}
+}
+
+// In a cluster, under load (the last batch took gatherAbove tasks or more),
+// a fire job waits fireGather before it takes its batch, so that the tasks
+// due meanwhile join it: each batch costs one SQL transaction and a Redis
+// round trip whatever its size, and at a few thousand fires a second the
+// batches a free write slot takes at once are a handful of tasks. Measured
+// on one node at 4 000 fires/s: 0.10 SQL transactions per fire instead of
+// 0.25, a fifth less CPU per fire over the node, PostgreSQL and Redis, and
+// p99 lateness 17–38 ms instead of 55–76 (less queueing behind the
+// transactions saved). A lone task, or a trickle, goes at once.
+const (
+	gatherAbove = 8
+	fireGather  = 4 * time.Millisecond
+)
+
+// gatherFire waits fireGather; false when ctx ended first.
+func (e *Engine) gatherFire(ctx context.Context) bool {
+	t := time.NewTimer(fireGather)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

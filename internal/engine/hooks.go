@@ -25,6 +25,10 @@ type Hooks struct {
 	// AttemptEnded is called when a push attempt ends; err is nil on
 	// success.
 	AttemptEnded func(app, kind string, took time.Duration, err error)
+	// OccurrencesCreated is called with the number of occurrences an
+	// app's schedule newly stored in one write (not those found by their
+	// key); Created counts them too, as tasks.
+	OccurrencesCreated func(app string, n int)
 }
 
 // written is a task as one write stored it, with the write's number: the

@@ -45,6 +45,8 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 	}
 	if be.node != nil {
 		cfg.Index, cfg.ShardFor = be.node, be.shardFor
+		// As serve.go wires it: the node steps its shards' schedules.
+		cfg.OwnsSchedule = func(id task.ID) bool { return be.node.OwnsShard(int(id.Shard())) }
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -99,6 +99,17 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("POST /v1/apps/{app}/tasks:cancel", h.limited(h.cancelAll)) // bulk.go
 	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
 	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
+	// Schedules (recurring timers): schedules.go.
+	m.HandleFunc("POST /v1/schedules", h.limited(h.createSchedule))
+	m.HandleFunc("GET /v1/schedules/{id}", h.limited(h.getSchedule))
+	m.HandleFunc("PATCH /v1/schedules/{id}", h.limited(h.patchSchedule))
+	m.HandleFunc("DELETE /v1/schedules/{id}", h.limited(h.deleteSchedule))
+	m.HandleFunc("POST /v1/schedules/{id}/pause", h.limited(h.pauseSchedule))
+	m.HandleFunc("POST /v1/schedules/{id}/resume", h.limited(h.resumeSchedule))
+	m.HandleFunc("GET /v1/schedules/{id}/next", h.limited(h.nextTimes))
+	m.HandleFunc("GET /v1/apps/{app}/schedules", h.limited(h.listSchedules))
+	m.HandleFunc("GET /v1/apps/{app}/schedules/{key}", h.limited(h.getScheduleByKey))
+	m.HandleFunc("DELETE /v1/apps/{app}/schedules/{key}", h.limited(h.deleteScheduleByKey))
 	m.HandleFunc("GET /v1/admin/backup", h.limited(h.backup))
 	m.HandleFunc("GET /v1/admin/export", h.limited(h.export))
 	m.HandleFunc("POST /v1/admin/import", h.limited(h.importTasks))
@@ -209,6 +220,7 @@ func statusOf(err error) (status int, code, field string) {
 	var fe *task.FieldError
 	var ae *apiError
 	var ce *engine.ConflictError
+	var sce *engine.ScheduleConflictError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
@@ -217,7 +229,7 @@ func statusOf(err error) (status int, code, field string) {
 		return http.StatusBadRequest, "invalid_field", fe.Field
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "not_found", ""
-	case errors.As(err, &ce):
+	case errors.As(err, &ce), errors.As(err, &sce):
 		return http.StatusConflict, "conflict", ""
 	case errors.Is(err, engine.ErrTooLarge), errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large", ""

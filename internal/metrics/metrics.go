@@ -14,9 +14,12 @@
 //	toc_ready_tasks                               gauge: fired tasks waiting for a worker
 //	toc_loader_lag_seconds                        gauge: now+window minus the loader's cursor
 //	toc_tasks{app,state}                          gauge: stored tasks, from [store.Counter]
+//	toc_schedules{app,state}                      gauge: stored schedules (active, paused, ended), from [store.Schedules]
+//	toc_schedule_occurrences_total{app}           counter: occurrences schedules created ([Metrics.OccurrencesCreated])
 //
 // The gauges are read when Prometheus scrapes. toc_tasks counts the store
-// (O(tasks)), so its answer is reused for up to [CountsMaxAge].
+// (O(tasks)), so its answer is reused for up to [CountsMaxAge];
+// toc_schedules is counted and reused the same way.
 package metrics
 
 import (
@@ -53,19 +56,29 @@ const (
 // countTimeout bounds a count made for a scrape, which has no context.
 const countTimeout = 10 * time.Second
 
+// ScheduleCounter counts the stored schedules by app and state:
+// [store.Schedules] has it.
+type ScheduleCounter interface {
+	CountSchedules(ctx context.Context) (map[string]map[task.ScheduleState]int64, error)
+}
+
 // Metrics holds toc's metrics. Create it with [New]; it is safe for
 // concurrent use.
 type Metrics struct {
-	gatherer prometheus.Gatherer
-	stats    func() engine.Stats
-	counter  store.Counter
-	window   atomic.Int64 // engine window, ns
+	gatherer      prometheus.Gatherer
+	stats         func() engine.Stats
+	counter       store.Counter
+	schedCounter  ScheduleCounter // nil: no toc_schedules
+	window        atomic.Int64    // engine window, ns
+	taskCounts    countCache[task.State]
+	scheduleCount countCache[task.ScheduleState]
 
-	created  *prometheus.CounterVec
-	finished *prometheus.CounterVec
-	started  *prometheus.CounterVec
-	lateness *prometheus.HistogramVec
-	delivery *prometheus.HistogramVec
+	created     *prometheus.CounterVec
+	finished    *prometheus.CounterVec
+	started     *prometheus.CounterVec
+	lateness    *prometheus.HistogramVec
+	delivery    *prometheus.HistogramVec
+	occurrences *prometheus.CounterVec
 
 	seen sync.Map // app → struct{}: apps whose finished series exist
 
@@ -74,31 +87,80 @@ type Metrics struct {
 		r    recent             // every app's attempts
 		apps map[string]*recent // each app's, for tokens that reach only some apps
 	}
+}
 
-	// countSem lets one count run at a time; the others wait for it and
-	// take its answer.
-	countSem chan struct{}
-	countMu  struct {
+// countCache keeps the last count of the store (tasks or schedules by app
+// and state) and lets one count run at a time: the others wait for it and
+// take its answer.
+type countCache[S comparable] struct {
+	sem chan struct{} // capacity 1: held by the count under way
+	mu  struct {
 		sync.Mutex
 		at     time.Time // when the cached count was taken
 		maxAge time.Duration
-		counts map[string]map[task.State]int64
+		counts map[string]map[S]int64
 	}
+}
+
+func newCountCache[S comparable]() countCache[S] {
+	return countCache[S]{sem: make(chan struct{}, 1)}
+}
+
+// get returns the cached count while it is fresh, else counts with count.
+// A count that took little time is reused for less: 100 times what it
+// took, between [CountsMinAge] and [CountsMaxAge].
+func (c *countCache[S]) get(ctx context.Context, count func(context.Context) (map[string]map[S]int64, error)) (map[string]map[S]int64, error) {
+	if got, ok := c.cached(); ok {
+		return got, nil
+	}
+	select {
+	case c.sem <- struct{}{}:
+		defer func() { <-c.sem }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if got, ok := c.cached(); ok { // counted while we waited
+		return got, nil
+	}
+	start := time.Now()
+	got, err := count(ctx)
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	c.mu.Lock()
+	c.mu.at, c.mu.counts = time.Now(), got
+	c.mu.maxAge = min(max(100*took, CountsMinAge), CountsMaxAge)
+	c.mu.Unlock()
+	return got, nil
+}
+
+func (c *countCache[S]) cached() (map[string]map[S]int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.counts == nil || time.Since(c.mu.at) >= c.mu.maxAge {
+		return nil, false
+	}
+	return c.mu.counts, true
 }
 
 // New registers toc's metrics with reg (prometheus.DefaultRegisterer when
 // nil) and returns them. stats reads the engine's memory tiers
 // (Engine.Stats) and counts the stored tasks; either may be nil, leaving
-// out the gauges it feeds. New panics if the metrics are already
-// registered with reg (a programmer error).
+// out the gauges it feeds. When counts also counts schedules (a
+// [ScheduleCounter] itself, or a [store.Store] with [store.Schedules]
+// under it, found with [store.As]), toc_schedules counts them. New panics
+// if the metrics are already registered with reg (a programmer error).
 func New(reg prometheus.Registerer, stats func() engine.Stats, counts store.Counter) *Metrics {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
 	m := &Metrics{
-		stats:    stats,
-		counter:  counts,
-		countSem: make(chan struct{}, 1),
+		stats:         stats,
+		counter:       counts,
+		schedCounter:  scheduleCounterOf(counts),
+		taskCounts:    newCountCache[task.State](),
+		scheduleCount: newCountCache[task.ScheduleState](),
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toc_tasks_created_total", Help: "Tasks created, by app.",
 		}, []string{"app"}),
@@ -116,15 +178,42 @@ func New(reg prometheus.Registerer, stats func() engine.Stats, counts store.Coun
 			Name: "toc_delivery_duration_seconds", Help: "Duration of push delivery attempts, by target kind and outcome (ok or error).",
 			Buckets: DurationBuckets,
 		}, []string{"kind", "outcome"}),
+		occurrences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_schedule_occurrences_total", Help: "Occurrences (tasks) created by recurring schedules, by app; caught-up ones included.",
+		}, []string{"app"}),
 	}
 	m.window.Store(int64(engine.WindowDefault))
-	reg.MustRegister(m.created, m.finished, m.started, m.lateness, m.delivery, (*collector)(m))
+	reg.MustRegister(m.created, m.finished, m.started, m.lateness, m.delivery, m.occurrences, (*collector)(m))
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	} else {
 		m.gatherer = prometheus.DefaultGatherer
 	}
 	return m
+}
+
+// scheduleCounterOf finds what counts the schedules of the store behind
+// counts: nil when there is none.
+func scheduleCounterOf(counts store.Counter) ScheduleCounter {
+	if sc, ok := counts.(ScheduleCounter); ok {
+		return sc
+	}
+	if st, ok := counts.(store.Store); ok {
+		if ss, ok := store.As[store.Schedules](st); ok {
+			return ss
+		}
+	}
+	return nil
+}
+
+// OccurrencesCreated counts n occurrences that app's schedules created
+// (tasks newly stored, not ones found by their key): the engine calls it
+// through its hooks. Its signature is that of a hook, func(app string, n
+// int), so the method value m.OccurrencesCreated can be one.
+func (m *Metrics) OccurrencesCreated(app string, n int) {
+	if n > 0 {
+		m.occurrences.WithLabelValues(app).Add(float64(n))
+	}
 }
 
 // SetWindow tells the metrics the engine's Config.Window, which
@@ -151,6 +240,7 @@ func (m *Metrics) Hooks() engine.Hooks {
 		Finished: func(app string, state task.State) {
 			m.finished.WithLabelValues(app, string(state)).Inc()
 		},
+		OccurrencesCreated: m.OccurrencesCreated,
 		AttemptStarted: func(app, kind string, lateness time.Duration) {
 			m.started.WithLabelValues(app, kind).Inc()
 			m.lateness.WithLabelValues(app, kind).Observe(max(lateness, 0).Seconds())
@@ -212,38 +302,18 @@ func (m *Metrics) Counts(ctx context.Context) (map[string]map[task.State]int64, 
 	if m.counter == nil {
 		return map[string]map[task.State]int64{}, nil
 	}
-	if c, ok := m.cachedCounts(); ok {
-		return c, nil
-	}
-	select {
-	case m.countSem <- struct{}{}:
-		defer func() { <-m.countSem }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if c, ok := m.cachedCounts(); ok { // counted while we waited
-		return c, nil
-	}
-	start := time.Now()
-	c, err := m.counter.Counts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	took := time.Since(start)
-	m.countMu.Lock()
-	m.countMu.at, m.countMu.counts = time.Now(), c
-	m.countMu.maxAge = min(max(100*took, CountsMinAge), CountsMaxAge)
-	m.countMu.Unlock()
-	return c, nil
+	return m.taskCounts.get(ctx, m.counter.Counts)
 }
 
-func (m *Metrics) cachedCounts() (map[string]map[task.State]int64, bool) {
-	m.countMu.Lock()
-	defer m.countMu.Unlock()
-	if m.countMu.counts == nil || time.Since(m.countMu.at) >= m.countMu.maxAge {
-		return nil, false
+// ScheduleCounts returns the stored schedules by app and state (see
+// [store.Schedules]), reusing a count as [Metrics.Counts] does. The maps
+// are shared: do not change them. With no schedule counter (see [New]) it
+// returns an empty map.
+func (m *Metrics) ScheduleCounts(ctx context.Context) (map[string]map[task.ScheduleState]int64, error) {
+	if m.schedCounter == nil {
+		return map[string]map[task.ScheduleState]int64{}, nil
 	}
-	return m.countMu.counts, true
+	return m.scheduleCount.get(ctx, m.schedCounter.CountSchedules)
 }
 
 // Handler serves the metrics in Prometheus's text format. Mount it behind
@@ -271,7 +341,8 @@ var (
 	readyDesc = prometheus.NewDesc("toc_ready_tasks", "Fired tasks waiting for a delivery worker.", nil, nil)
 	lagDesc   = prometheus.NewDesc("toc_loader_lag_seconds",
 		"How far the loader's cursor is behind now+window (negative: how far it leads). Normally between 0 and window/2; growing means tasks due soon are not in memory yet.", nil, nil)
-	tasksDesc = prometheus.NewDesc("toc_tasks", "Stored tasks by app and state (counted at most every 10s).", []string{"app", "state"}, nil)
+	tasksDesc     = prometheus.NewDesc("toc_tasks", "Stored tasks by app and state (counted at most every 10s).", []string{"app", "state"}, nil)
+	schedulesDesc = prometheus.NewDesc("toc_schedules", "Stored recurring schedules by app and state: active, paused, ended (counted at most every 10s).", []string{"app", "state"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -280,6 +351,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- readyDesc
 	ch <- lagDesc
 	ch <- tasksDesc
+	ch <- schedulesDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -294,19 +366,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
 		}
 	}
-	if m.counter == nil {
-		return
+	if m.counter != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+		defer cancel()
+		if counts, err := m.Counts(ctx); err != nil {
+			ch <- prometheus.NewInvalidMetric(tasksDesc, err)
+		} else {
+			collectCounts(ch, tasksDesc, counts, task.States)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
-	defer cancel()
-	counts, err := m.Counts(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(tasksDesc, err)
-		return
+	if m.schedCounter != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), countTimeout)
+		defer cancel()
+		if counts, err := m.ScheduleCounts(ctx); err != nil {
+			ch <- prometheus.NewInvalidMetric(schedulesDesc, err)
+		} else {
+			collectCounts(ch, schedulesDesc, counts, task.ScheduleStates)
+		}
 	}
+}
+
+// collectCounts sends a gauge per app and state, every state of an app
+// with a count (zeros included).
+func collectCounts[S ~string](ch chan<- prometheus.Metric, desc *prometheus.Desc, counts map[string]map[S]int64, states []S) {
 	for app, byState := range counts {
-		for _, s := range task.States {
-			ch <- prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(byState[s]), app, string(s))
+		for _, s := range states {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(byState[s]), app, string(s))
 		}
 	}
 }

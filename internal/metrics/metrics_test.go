@@ -27,6 +27,8 @@ import (
 	"github.com/toc-dev/toc/internal/metrics"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/memstore"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/task"
 )
@@ -326,4 +328,146 @@ type counterFunc func(context.Context) (map[string]map[task.State]int64, error)
 
 func (f counterFunc) Counts(ctx context.Context) (map[string]map[task.State]int64, error) {
 	return f(ctx)
+}
+
+// TestSchedules: toc_schedules counts the store's schedules by app and
+// state, found under the store New is given, with every state of an app
+// (zeros included).
+func TestSchedules(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	c := client.New(client.Config{BaseURL: s.url, Token: adminToken})
+	pull := task.Target{Pull: &task.PullTarget{}}
+	var shop []*task.Schedule
+	for _, key := range []string{"daily-report", "reconcile", "weekly"} {
+		sc, _, err := c.CreateSchedule(ctx, client.CreateScheduleRequest{App: "shop", Key: key, Cron: "0 9 * * *", Timezone: "Europe/Berlin", Target: pull})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shop = append(shop, sc)
+	}
+	if _, err := c.PauseSchedule(ctx, shop[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CreateSchedule(ctx, client.CreateScheduleRequest{App: "billing", Key: "close-books", Every: task.Duration(time.Hour), Target: pull}); err != nil {
+		t.Fatal(err)
+	}
+
+	fams := scrape(t, s.url, adminToken) // the first count: nothing cached before it
+	want := map[string]float64{
+		"app=shop,state=active": 2, "app=shop,state=paused": 1, "app=shop,state=ended": 0,
+		"app=billing,state=active": 1, "app=billing,state=paused": 0, "app=billing,state=ended": 0,
+	}
+	if diff := cmp.Diff(want, values(fams, "toc_schedules")); diff != "" {
+		t.Errorf("toc_schedules (-want +got):\n%s", diff)
+	}
+	got, err := s.m.ScheduleCounts(ctx)
+	if err != nil || got["shop"][task.ScheduleActive] != 2 {
+		t.Errorf("ScheduleCounts = %v, %v", got, err)
+	}
+}
+
+// TestOccurrencesCreated: the counter the engine's hooks feed.
+func TestOccurrencesCreated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, nil, nil)
+	hook := m.Hooks().OccurrencesCreated // what the engine calls
+	if hook == nil {
+		t.Fatal("Hooks().OccurrencesCreated is not set")
+	}
+	hook("shop", 1)
+	hook("shop", 1000) // a catch-up of every missed occurrence
+	hook("billing", 0) // nothing created: no series
+	byName := gather(t, reg)
+	if diff := cmp.Diff(map[string]float64{"app=shop": 1001}, values(byName, "toc_schedule_occurrences_total")); diff != "" {
+		t.Errorf("toc_schedule_occurrences_total (-want +got):\n%s", diff)
+	}
+	// Without counters there are no count gauges.
+	if len(values(byName, "toc_tasks"))+len(values(byName, "toc_schedules")) != 0 {
+		t.Errorf("count gauges without a counter: %v %v", values(byName, "toc_tasks"), values(byName, "toc_schedules"))
+	}
+}
+
+// TestScheduleCountsCached: schedules are counted once per max age, as
+// tasks are, and apart from them.
+func TestScheduleCountsCached(t *testing.T) {
+	var tasks, schedules atomic.Int64
+	c := bothCounter{
+		counterFunc: func(context.Context) (map[string]map[task.State]int64, error) {
+			tasks.Add(1)
+			return map[string]map[task.State]int64{"a": {task.Scheduled: 1}}, nil
+		},
+		schedules: func(context.Context) (map[string]map[task.ScheduleState]int64, error) {
+			schedules.Add(1)
+			return map[string]map[task.ScheduleState]int64{"a": {task.ScheduleActive: 2}}, nil
+		},
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, nil, c)
+	for range 10 {
+		got, err := m.ScheduleCounts(context.Background())
+		if err != nil || got["a"][task.ScheduleActive] != 2 {
+			t.Fatalf("ScheduleCounts = %v, %v", got, err)
+		}
+	}
+	if schedules.Load() != 1 || tasks.Load() != 0 {
+		t.Errorf("counted schedules %d times and tasks %d times in 10 calls, want once and never", schedules.Load(), tasks.Load())
+	}
+	if _, err := reg.Gather(); err != nil { // a scrape takes the cached count
+		t.Fatal(err)
+	}
+	if schedules.Load() != 1 || tasks.Load() != 1 {
+		t.Errorf("after a scrape: counted schedules %d times and tasks %d times, want once each", schedules.Load(), tasks.Load())
+	}
+}
+
+// bothCounter counts tasks and schedules.
+type bothCounter struct {
+	counterFunc
+	schedules func(context.Context) (map[string]map[task.ScheduleState]int64, error)
+}
+
+func (b bothCounter) CountSchedules(ctx context.Context) (map[string]map[task.ScheduleState]int64, error) {
+	return b.schedules(ctx)
+}
+
+// TestSchedulesThroughBackend: serve.go hands New the measured store as
+// its counter; toc_schedules finds the schedules of the store under it.
+func TestSchedulesThroughBackend(t *testing.T) {
+	inner := memstore.New()
+	st := metrics.NewBackend(prometheus.NewRegistry()).Store(inner)
+	counts, ok := st.(store.Counter)
+	if !ok {
+		t.Fatal("the measured store is not a store.Counter")
+	}
+	var g task.IDGenerator
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i, state := range []task.ScheduleState{task.ScheduleActive, task.ScheduleEnded} {
+		sc := &task.Schedule{ID: g.New(now, 0), App: "shop", Key: fmt.Sprint("k", i), Every: task.Duration(time.Minute), Timezone: "UTC",
+			CatchUp: task.CatchUpOne, State: state, Target: task.Target{Pull: &task.PullTarget{}}, CreatedAt: now, UpdatedAt: now}
+		if _, _, err := inner.CreateSchedule(context.Background(), sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, nil, counts)
+	byName := gather(t, reg)
+	want := map[string]float64{"app=shop,state=active": 1, "app=shop,state=paused": 0, "app=shop,state=ended": 1}
+	if diff := cmp.Diff(want, values(byName, "toc_schedules")); diff != "" {
+		t.Errorf("toc_schedules (-want +got):\n%s", diff)
+	}
+}
+
+// gather reads reg's metrics by family name.
+func gather(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
 }

@@ -468,6 +468,8 @@ func TestConformance(t *testing.T) {
 		t.Errorf("bulk cancel repeated: %s, want a count of 0", got)
 	}
 
+	schedulesCheck(t, c, target(ok))
+
 	// 429 from a server at its limit of concurrent requests: one, held by
 	// a create whose body has not finished arriving.
 	busyCheck(t, c, s, []call{
@@ -475,6 +477,7 @@ func TestConformance(t *testing.T) {
 		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 429},
 		{op: "GET /v1/admin/backup", want: 429},
 		{op: "GET /v1/admin/export", want: 429},
+		{op: "POST /v1/schedules", body: `{"app":"shop","key":"busy","every":"1h","target":{"pull":{}}}`, want: 429},
 		{op: "POST /v1/admin/import", body: "{}", ctype: "application/x-ndjson", want: 429},
 	})
 
@@ -495,6 +498,7 @@ func TestConformance(t *testing.T) {
 	c.do(call{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 503})
 	c.do(call{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 503})
 	c.do(call{op: "POST /v1/admin/import", body: deadLine, ctype: ndjson, want: 503})
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"shop","key":"late","every":"1h","target":{"pull":{}}}`, want: 503})
 
 	// Every operation of the spec was called, with a success and (where
 	// the spec has any) an error.
@@ -529,6 +533,122 @@ func TestConformance(t *testing.T) {
 			t.Logf("%s: documented but not exercised: %v", o, untested)
 		}
 	}
+}
+
+// schedulesCheck calls every schedule route, successes and errors.
+func schedulesCheck(t *testing.T, c *checker, target string) {
+	t.Helper()
+	schedOf := func(body []byte) *task.Schedule {
+		t.Helper()
+		var s task.Schedule
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatalf("decode schedule: %v: %s", err, body)
+		}
+		return &s
+	}
+	create := func(body string) *task.Schedule {
+		t.Helper()
+		return schedOf(c.do(call{op: "POST /v1/schedules", body: body, want: http.StatusCreated}))
+	}
+	report := `{"app":"shop","key":"daily-report","cron":"0 9 * * MON-FRI","timezone":"Europe/Berlin","start_at":"2030-01-01T00:00:00Z",` +
+		`"end_at":"2099-01-01T00:00:00.5Z","catch_up":"all","payload":{"report":"daily"},"target":` + target + `,"retry":{"max_attempts":3},"deadline_after":"10m"}`
+	sc := create(report)
+	sweep := create(`{"app":"billing","key":"sweep","every":"15m","payload_base64":"AAE=","target":` + target + `}`)
+	over := create(`{"app":"shop","key":"over","every":"1h","end_at":"2001-01-01T00:00:00Z","target":{"pull":{}}}`)
+	if sc.NextAt == nil || over.State != task.ScheduleEnded {
+		t.Fatalf("schedules: next_at %v, a schedule past its end is %s", sc.NextAt, over.State)
+	}
+	id := func(s *task.Schedule) map[string]string { return map[string]string{"id": s.ID.String()} }
+	absent := map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}
+	shop, billing := map[string]string{"app": "shop"}, map[string]string{"app": "billing"}
+	byKey := func(app, key string) map[string]string { return map[string]string{"app": app, "key": key} }
+	const (
+		get, patch, del = "GET /v1/schedules/{id}", "PATCH /v1/schedules/{id}", "DELETE /v1/schedules/{id}"
+		pause, resume   = "POST /v1/schedules/{id}/pause", "POST /v1/schedules/{id}/resume"
+		next, list      = "GET /v1/schedules/{id}/next", "GET /v1/apps/{app}/schedules"
+		getKey, delKey  = "GET /v1/apps/{app}/schedules/{key}", "DELETE /v1/apps/{app}/schedules/{key}"
+		createS, big    = "POST /v1/schedules", 100_000
+	)
+	for _, cl := range []call{
+		{op: createS, body: report, token: shopToken, want: 200},
+		{op: createS, body: `{"app":"shop","key":"x","cron":"61 * * * *","target":{"pull":{}}}`, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","every":"soon","target":{"pull":{}}}`, invalid: true, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","every":"1h","colour":"red"}`, invalid: true, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","every":"1h","catch_up":"most"}`, invalid: true, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","every":"1h","target":{"pull":{}}}`, token: "-", want: 401},
+		{op: createS, body: `{"app":"billing","key":"x","every":"1h","target":{"pull":{}}}`, token: shopToken, want: 403},
+		{op: createS, body: `{"app":"shop","key":"x","every":"1h","payload_base64":"` + strings.Repeat("A", big) + `","target":{"pull":{}}}`, want: 413},
+
+		{op: get, params: id(sc), token: shopToken, want: 200},
+		{op: get, params: id(sweep), token: shopToken, want: 404},
+		{op: get, params: absent, want: 404},
+		{op: get, params: map[string]string{"id": "nope"}, want: 404},
+		{op: get, params: id(sc), token: "-", want: 401},
+
+		{op: next, params: id(sc), query: "n=3", want: 200},
+		{op: next, params: id(over), want: 200},
+		{op: next, params: id(sc), query: "n=0", invalid: true, want: 400},
+		{op: next, params: id(sc), query: "n=101", invalid: true, want: 400},
+		{op: next, params: id(sweep), token: shopToken, want: 404},
+		{op: next, params: id(sc), token: "-", want: 401},
+
+		// The occurrence pending for sc, with its schedule_id.
+		{op: "GET /v1/apps/{app}/keys/{key}", params: byKey("shop", task.OccurrenceKey("daily-report", *sc.NextAt)), want: 200},
+
+		{op: patch, params: id(sc), body: `{"every":"2h","deadline_after":null,"payload":{"report":"v2"}}`, want: 200},
+		{op: patch, params: id(sc), body: `{"start_at":null,"end_at":"2098-01-01T00:00:00Z","timezone":"UTC","payload_base64":"aGk=","retry":{"max_attempts":5}}`, token: shopToken, want: 200},
+		{op: patch, params: id(sc), body: `{}`, invalid: true, want: 400},
+		{op: patch, params: id(sc), body: `{"cron":"* *"}`, want: 400},
+		{op: patch, params: id(sc), body: `{"colour":1}`, invalid: true, want: 400},
+		{op: patch, params: id(sweep), body: `{"every":"1h"}`, token: shopToken, want: 404},
+		{op: patch, params: absent, body: `{"every":"1h"}`, want: 404},
+		{op: patch, params: id(sc), body: `{"payload_base64":"` + strings.Repeat("A", big) + `"}`, want: 413},
+		{op: patch, params: id(sc), body: `{"every":"1h"}`, token: "-", want: 401},
+
+		{op: pause, params: id(sc), want: 200},
+		{op: pause, params: id(sc), token: shopToken, want: 200},
+		{op: pause, params: id(over), want: 409},
+		{op: pause, params: id(sweep), token: shopToken, want: 404},
+		{op: pause, params: id(sc), token: "-", want: 401},
+		{op: resume, params: id(sc), want: 200},
+		{op: resume, params: id(over), want: 409},
+		{op: resume, params: id(sweep), token: shopToken, want: 404},
+		{op: resume, params: id(sc), token: "-", want: 401},
+
+		{op: list, params: shop, query: "limit=1", token: shopToken, want: 200},
+		{op: list, params: map[string]string{"app": "nobody"}, want: 200},
+		{op: list, params: shop, query: "limit=0", invalid: true, want: 400},
+		{op: list, params: shop, query: "cursor=xyz", want: 400},
+		{op: list, params: billing, token: shopToken, want: 403},
+		{op: list, params: shop, token: "-", want: 401},
+
+		{op: getKey, params: byKey("shop", "daily-report"), token: shopToken, want: 200},
+		{op: getKey, params: byKey("shop", "nobody"), want: 404},
+		{op: getKey, params: byKey("billing", "sweep"), token: shopToken, want: 404},
+		{op: getKey, params: byKey("shop", "daily-report"), token: "-", want: 401},
+
+		{op: delKey, params: byKey("billing", "sweep"), token: shopToken, want: 404},
+		{op: delKey, params: byKey("shop", "nobody"), want: 404},
+		{op: delKey, params: byKey("shop", "over"), token: "-", want: 401},
+		{op: delKey, params: byKey("shop", "over"), want: 204},
+
+		{op: del, params: id(sweep), token: shopToken, want: 404},
+		{op: del, params: id(sc), token: "-", want: 401},
+		{op: del, params: id(sc), token: shopToken, want: 204},
+		{op: del, params: id(sc), want: 404},
+	} {
+		c.do(cl)
+	}
+	// The list's first page of two has a next_cursor.
+	create(`{"app":"shop","key":"second","cron":"@daily","target":{"pull":{}}}`)
+	create(`{"app":"shop","key":"third","cron":"@weekly","target":{"pull":{}}}`)
+	var page struct {
+		NextCursor string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(c.do(call{op: list, params: shop, query: "limit=1", want: 200}), &page); err != nil || page.NextCursor == "" {
+		t.Fatalf("first page of schedules: %v, next_cursor %q", err, page.NextCursor)
+	}
+	c.do(call{op: list, params: shop, query: "limit=1000&cursor=" + page.NextCursor, want: 200})
 }
 
 // busyCheck sends calls to a second server over s's engine that serves one

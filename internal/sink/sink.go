@@ -16,6 +16,9 @@ const (
 	HeaderKey     = "Toc-Key" // only when the task has a key
 	HeaderAttempt = "Toc-Attempt"
 	HeaderDueAt   = "Toc-Due-At" // RFC 3339, ms
+	// HeaderScheduleID names the schedule that made the task (an
+	// occurrence of a recurring schedule); only on occurrences.
+	HeaderScheduleID = "Toc-Schedule-Id"
 )
 
 // Sink delivers a due task. A nil error means the receiver has the task and

@@ -27,6 +27,8 @@ const (
 	HeaderKey     = sink.HeaderKey
 	HeaderAttempt = sink.HeaderAttempt
 	HeaderDueAt   = sink.HeaderDueAt
+	// HeaderScheduleID is set on occurrences of a schedule only.
+	HeaderScheduleID = sink.HeaderScheduleID
 )
 
 // Defaults of [Config].
@@ -304,6 +306,9 @@ func publishing(t *task.Task) amqp.Publishing {
 	}
 	if t.Key != "" {
 		h[HeaderKey] = t.Key
+	}
+	if !t.ScheduleID.IsZero() {
+		h[HeaderScheduleID] = t.ScheduleID.String()
 	}
 	return amqp.Publishing{
 		Headers:      h,

@@ -192,10 +192,11 @@ func TestDeliver(t *testing.T) {
 		want   func(tk *task.Task) received
 	}{
 		{
-			name: "json payload with key",
+			name: "json payload with key, an occurrence of a schedule",
 			task: func() *task.Task {
 				tk := newTask("billing", task.AMQPTarget{Exchange: b.exchange, RoutingKey: b.key})
 				tk.Key, tk.Attempts, tk.Payload = "order-42", 3, []byte(`{"order":42}`)
+				tk.ScheduleID = task.ID{7}
 				return tk
 			},
 			want: func(tk *task.Task) received {
@@ -205,6 +206,7 @@ func TestDeliver(t *testing.T) {
 					Headers: amqp.Table{
 						HeaderTaskID: tk.ID.String(), HeaderApp: "billing", HeaderKey: "order-42",
 						HeaderAttempt: int64(3), HeaderDueAt: "2030-01-02T03:04:05.006Z",
+						HeaderScheduleID: tk.ScheduleID.String(),
 					},
 					Body: []byte(`{"order":42}`),
 				}

@@ -17,7 +17,8 @@
 // time as Timestamp, Content-Type application/json when the payload is valid
 // JSON (else application/octet-stream), and the headers [HeaderTaskID],
 // [HeaderApp], [HeaderKey] (when the task has a key), [HeaderAttempt] (an
-// integer) and [HeaderDueAt] (RFC 3339, UTC).
+// integer), [HeaderDueAt] (RFC 3339, UTC) and [HeaderScheduleID] (when the
+// task is an occurrence of a schedule).
 //
 // # Connections and channels
 //

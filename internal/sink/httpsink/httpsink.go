@@ -51,6 +51,8 @@ const (
 	HeaderKey     = sink.HeaderKey
 	HeaderAttempt = sink.HeaderAttempt
 	HeaderDueAt   = sink.HeaderDueAt
+	// HeaderScheduleID is set on occurrences of a schedule only.
+	HeaderScheduleID = sink.HeaderScheduleID
 	// HeaderSignature is set when the app has secrets: see [client.Sign].
 	HeaderSignature = client.HeaderSignature
 )
@@ -252,6 +254,9 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	req.Header.Set(HeaderApp, t.App)
 	if t.Key != "" {
 		req.Header.Set(HeaderKey, t.Key)
+	}
+	if !t.ScheduleID.IsZero() {
+		req.Header.Set(HeaderScheduleID, t.ScheduleID.String())
 	}
 	// client.Sign formats the attempt as strconv.Itoa does, so the
 	// signature covers the header value sent.

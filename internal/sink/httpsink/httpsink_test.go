@@ -98,22 +98,31 @@ func TestDeliver(t *testing.T) {
 	s := newSink(t, httpsink.Config{})
 	tk := newTask("billing", rc.srv.URL+"/expire", `{"order":42}`)
 	tk.Key = "order-42"
+	tk.ScheduleID = task.ID{7}
 	tk.Target.HTTP.Headers = map[string]string{"X-Extra": "1"}
 	if err := s.Deliver(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
 	p := <-rc.pushes
 	for k, want := range map[string]string{
-		httpsink.HeaderTaskID: tk.ID.String(),
-		httpsink.HeaderApp:    "billing",
-		httpsink.HeaderKey:    "order-42",
-		"Content-Type":        "application/json",
-		"X-Extra":             "1",
-		"User-Agent":          "toc",
+		httpsink.HeaderTaskID:     tk.ID.String(),
+		httpsink.HeaderApp:        "billing",
+		httpsink.HeaderKey:        "order-42",
+		httpsink.HeaderScheduleID: tk.ScheduleID.String(),
+		"Content-Type":            "application/json",
+		"X-Extra":                 "1",
+		"User-Agent":              "toc",
 	} {
 		if got := p.header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
+	}
+	// A task that is no schedule's occurrence has no schedule header.
+	if err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL, "")); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-rc.pushes; p.header.Get(httpsink.HeaderScheduleID) != "" || p.header.Get(httpsink.HeaderKey) != "" {
+		t.Errorf("a plain task's push has %s %q", httpsink.HeaderScheduleID, p.header.Get(httpsink.HeaderScheduleID))
 	}
 	if p.header.Get(httpsink.HeaderSignature) != "" {
 		t.Errorf("unsigned sink sent %s", httpsink.HeaderSignature)

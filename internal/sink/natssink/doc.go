@@ -13,8 +13,9 @@
 // an error, and the engine tries again with backoff.
 //
 // The message carries the headers [HeaderTaskID], [HeaderApp], [HeaderKey]
-// (when the task has a key), [HeaderAttempt] and [HeaderDueAt] (RFC 3339,
-// UTC), as httpsink does.
+// (when the task has a key), [HeaderAttempt], [HeaderDueAt] (RFC 3339,
+// UTC) and [HeaderScheduleID] (when the task is an occurrence of a
+// schedule), as httpsink does.
 //
 // # Connections
 //

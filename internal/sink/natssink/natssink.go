@@ -28,6 +28,8 @@ const (
 	HeaderKey     = sink.HeaderKey
 	HeaderAttempt = sink.HeaderAttempt
 	HeaderDueAt   = sink.HeaderDueAt
+	// HeaderScheduleID is set on occurrences of a schedule only.
+	HeaderScheduleID = sink.HeaderScheduleID
 )
 
 // Defaults of [Config].
@@ -238,6 +240,9 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	h.Set(HeaderApp, t.App)
 	if t.Key != "" {
 		h.Set(HeaderKey, t.Key)
+	}
+	if !t.ScheduleID.IsZero() {
+		h.Set(HeaderScheduleID, t.ScheduleID.String())
 	}
 	h.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
 	h.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))

@@ -143,10 +143,11 @@ func TestDeliver(t *testing.T) {
 		want func(tk *task.Task) received
 	}{
 		{
-			name: "json payload with key",
+			name: "json payload with key, an occurrence of a schedule",
 			task: func() *task.Task {
 				tk := newTask("billing", task.NATSTarget{Subject: b.subject})
 				tk.Key, tk.Attempts, tk.Payload = "order-42", 3, []byte(`{"order":42}`)
+				tk.ScheduleID = task.ID{7}
 				return tk
 			},
 			want: func(tk *task.Task) received {
@@ -156,6 +157,7 @@ func TestDeliver(t *testing.T) {
 						"Nats-Msg-Id": {tk.ID.String()},
 						HeaderTaskID:  {tk.ID.String()}, HeaderApp: {"billing"}, HeaderKey: {"order-42"},
 						HeaderAttempt: {"3"}, HeaderDueAt: {"2030-01-02T03:04:05.006Z"},
+						HeaderScheduleID: {tk.ScheduleID.String()},
 					},
 					Data: []byte(`{"order":42}`),
 				}
