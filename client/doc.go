@@ -1,5 +1,6 @@
 // Package client is the Go client of toc's HTTP API: schedule, look up,
-// move, cancel, list and retry tasks, and claim, ack and nack pull tasks.
+// move, cancel, list and retry tasks, claim, ack and nack pull tasks, and
+// manage recurring schedules.
 // It uses the standard library and package [task] only.
 //
 // # Use
@@ -44,6 +45,27 @@
 //		}
 //		c.Ack(ctx, t.ID, t.Lease)
 //	}
+//
+// # Recurring schedules
+//
+// A schedule makes a task, an occurrence, at each time of its rule: a cron
+// expression or a fixed interval, in a time zone. Each occurrence is an
+// ordinary task of the app with the key "<schedule key>@<due time>" (see
+// [task.OccurrenceKey]) and ScheduleID set.
+//
+//	s, created, err := c.CreateSchedule(ctx, client.CreateScheduleRequest{
+//		App:      "shop",
+//		Key:      "daily-report",
+//		Cron:     "0 9 * * MON-FRI",
+//		Timezone: "Europe/Berlin",
+//		Target:   task.Target{HTTP: &task.HTTPTarget{URL: "https://shop/report"}},
+//	})
+//	times, err := c.NextScheduleTimes(ctx, s.ID, 5)
+//	_, err = c.PauseSchedule(ctx, s.ID)
+//
+// [Client.PatchSchedule], [Client.ResumeSchedule], [Client.ListSchedules]
+// and [Client.DeleteSchedule] (or [Client.DeleteScheduleByKey]) do the
+// rest. Cancelling an occurrence by its key skips that one time only.
 //
 // # Errors
 //

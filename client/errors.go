@@ -65,11 +65,12 @@ func (e *Error) Error() string {
 }
 
 // IsNotFound reports whether err is an [*Error] with status 404: no task
-// has that id, or that app and key.
+// (or schedule) has that id, or that app and key.
 func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
 
 // IsConflict reports whether err is an [*Error] with status 409: the task's
-// state does not allow the call, or a lease is no longer current. The
+// (or schedule's) state does not allow the call, or a lease is no longer
+// current. The
 // *Error's Task, when set, is the task as it is.
 func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 

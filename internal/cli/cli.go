@@ -64,6 +64,7 @@ func commands() []command {
 		{"list", "--app A --state S [--limit N] [--cursor C] [--all] [--json] [flags]", "list an app's tasks in one state", runList},
 		{"retry", "ID [flags]", "schedule a dead or expired task again, now", runRetry},
 		{"bulk", "(retry | cancel) --app A [--state S] [--key-prefix P] [--due-after T] [--due-before T] [--limit N] [--all] [flags]", "retry or cancel every task of an app that a filter matches", runBulk},
+		{"schedules", "(create | get | list | pause | resume | delete | next) [flags]", "create and manage recurring schedules (cron or every)", runSchedules},
 		{"backup", "--to DIR [flags]", "copy a running embedded server's store into DIR", runBackup},
 		{"export", "[--app A] [--state S] [--data DIR] [flags] > tasks.ndjson", "write tasks as NDJSON, from a server or an embedded store", runExport},
 		{"import", "[--from FILE] [flags] < tasks.ndjson", "re-create exported tasks on a server, keeping their ids", runImport},
@@ -246,19 +247,25 @@ func addRefFlags(fs *flag.FlagSet) (app, key *string) {
 
 // resolveRef reads the task a command is about from its arguments.
 func resolveRef(cmd string, pos []string, app, key string) (taskRef, error) {
+	return resolveRefOf(cmd, "task", pos, app, key)
+}
+
+// resolveRefOf reads the object (noun: "task" or "schedule") a command is
+// about from its arguments: an ID, or an app and a key.
+func resolveRefOf(cmd, noun string, pos []string, app, key string) (taskRef, error) {
 	switch {
 	case len(pos) > 1:
-		return taskRef{}, usagef("%s: want one task ID, got %d arguments: %q", cmd, len(pos), pos)
+		return taskRef{}, usagef("%s: want one %s ID, got %d arguments: %q", cmd, noun, len(pos), pos)
 	case len(pos) == 1 && (app != "" || key != ""):
-		return taskRef{}, usagef("%s: give a task ID or --app and --key, not both", cmd)
+		return taskRef{}, usagef("%s: give a %s ID or --app and --key, not both", cmd, noun)
 	case len(pos) == 1:
 		id, err := task.ParseID(pos[0])
 		if err != nil {
-			return taskRef{}, usagef("%s: %q is not a task ID (26 characters like 01JD8X5C2M0000ABCDEFGHJKMN)", cmd, pos[0])
+			return taskRef{}, usagef("%s: %q is not a %s ID (26 characters like 01JD8X5C2M0000ABCDEFGHJKMN)", cmd, pos[0], noun)
 		}
 		return taskRef{id: id}, nil
 	case app == "" && key == "":
-		return taskRef{}, usagef("%s: give a task ID, or --app and --key", cmd)
+		return taskRef{}, usagef("%s: give a %s ID, or --app and --key", cmd, noun)
 	case app == "":
 		return taskRef{}, usagef("%s: --app is required with --key", cmd)
 	case key == "":

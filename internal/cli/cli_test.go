@@ -36,6 +36,15 @@ var routes = []string{
 	"GET /v1/apps/{app}/tasks",
 	"POST /v1/apps/{app}/tasks:retry",
 	"POST /v1/apps/{app}/tasks:cancel",
+	"POST /v1/schedules",
+	"GET /v1/schedules/{id}",
+	"DELETE /v1/schedules/{id}",
+	"POST /v1/schedules/{id}/pause",
+	"POST /v1/schedules/{id}/resume",
+	"GET /v1/schedules/{id}/next",
+	"GET /v1/apps/{app}/schedules",
+	"GET /v1/apps/{app}/schedules/{key}",
+	"DELETE /v1/apps/{app}/schedules/{key}",
 }
 
 // request is one request as the fake API received it.
@@ -206,7 +215,7 @@ func checkUsageError(t *testing.T, err error, want string) {
 	}
 }
 
-var commandNames = []string{"serve", "schedule", "get", "cancel", "list", "retry", "bulk"}
+var commandNames = []string{"serve", "schedule", "get", "cancel", "list", "retry", "bulk", "schedules"}
 
 func TestHelp(t *testing.T) {
 	t.Parallel()

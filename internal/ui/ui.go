@@ -10,9 +10,10 @@
 // apps.
 //
 // What the page shows: tasks by state and app (every 2 s), delivery
-// lateness over the last minutes, one app's settings and its tasks in a
-// state (dead letters first) with Retry, Retry all and Cancel, and any
-// task by id or by app and key with its history.
+// lateness over the last minutes, one app's settings, its tasks in a state
+// (dead letters first) with Retry, Retry all and Cancel, and its recurring
+// schedules (rule, zone, state, next and last occurrence) with Pause and
+// Resume, and any task by id or by app and key with its history.
 package ui
 
 import (

@@ -313,7 +313,7 @@
 
   // ---- views ----------------------------------------------------------------
 
-  const current = {view: '', app: '', taskGen: 0, listGen: 0};
+  const current = {view: '', app: '', taskGen: 0, listGen: 0, schedGen: 0};
 
   function show(view) {
     current.view = view;
@@ -345,6 +345,7 @@
     cards($('app-totals'), ((lastStats && lastStats.apps) || {})[app] || {});
     loadSettings(app);
     loadList(false);
+    loadSchedules(false);
   }
 
   async function loadSettings(app) {
@@ -411,6 +412,71 @@
   $('list-state').addEventListener('change', () => loadList(false));
   $('list-refresh').addEventListener('click', () => loadList(false));
   $('list-more').addEventListener('click', () => loadList(true));
+
+  // ---- schedules ------------------------------------------------------------
+
+  // The app's schedules, a page at a time, each with Pause or Resume.
+  let schedCursor = '';
+  async function loadSchedules(more) {
+    const gen = more ? current.schedGen : ++current.schedGen;
+    const app = current.app;
+    const body = $('schedules-table').tBodies[0];
+    if (!more) { body.replaceChildren(); schedCursor = ''; }
+    let q = 'limit=50';
+    if (more && schedCursor) q += `&cursor=${seg(schedCursor)}`;
+    try {
+      const page = await api('GET', `/v1/apps/${seg(app)}/schedules?${q}`);
+      if (gen !== current.schedGen) return;
+      for (const s of page.schedules) body.append(scheduleRow(app, s));
+      schedCursor = page.next_cursor || '';
+      $('schedules-more').hidden = !schedCursor;
+      $('schedules-empty').hidden = body.rows.length > 0;
+      $('schedules-empty').textContent = 'No schedules.';
+    } catch (e) {
+      if (gen !== current.schedGen) return;
+      $('schedules-more').hidden = true;
+      $('schedules-empty').hidden = false;
+      $('schedules-empty').textContent = e.status === 501 ? 'This server keeps no schedules.' : e.message;
+    }
+  }
+  $('schedules-refresh').addEventListener('click', () => loadSchedules(false));
+  $('schedules-more').addEventListener('click', () => loadSchedules(true));
+
+  const ruleText = (s) => s.cron ? s.cron : `every ${s.every}`;
+  // occurrenceKey is the key of a schedule's occurrence due at due:
+  // daily-report@2026-11-24T08:00:00.000Z.
+  const occurrenceKey = (s, due) => `${s.key}@${new Date(due).toISOString()}`;
+
+  function scheduleRow(app, s) {
+    const tr = el('tr', {dataset: {id: s.id, key: s.key}});
+    // A due time links to its occurrence, a task of the app.
+    const when = (v) => v
+      ? [el('a', {href: `#/keys/${seg(app)}/${seg(occurrenceKey(s, v))}`, title: v}, fmtTime(v)), el('span', {class: 'rel'}, rel(v))]
+      : ['—'];
+    const fill = (s) => {
+      tr.dataset.state = s.state;
+      const actions = el('td', {class: 'actions'});
+      const act = (label, cls, op, done) => el('button', {class: `small ${cls}`, type: 'button', onclick: async (ev) => {
+        ev.target.disabled = true;
+        try {
+          fill(await api('POST', `/v1/schedules/${seg(s.id)}/${op}`));
+          banner(`Schedule ${s.key} ${done}.`, 'info');
+        } catch (e) { failed(e); ev.target.disabled = false; }
+      }}, label);
+      if (s.state === 'active') actions.append(act('Pause', 'quiet pause', 'pause', 'paused: its pending occurrence is cancelled'));
+      if (s.state === 'paused') actions.append(act('Resume', 'resume', 'resume', 'resumed from now'));
+      tr.replaceChildren(
+        el('td', {class: 'key', title: s.key}, s.key),
+        el('td', {class: 'mono rule', title: `schedule ${s.id}`}, ruleText(s)),
+        el('td', {class: 'nowrap zone'}, s.timezone),
+        el('td', {class: 'state-cell nowrap'}, stateBadge(s.state)),
+        el('td', {class: 'nowrap next'}, ...when(s.next_at)),
+        el('td', {class: 'nowrap last'}, ...when(s.last_at)),
+        actions);
+    };
+    fill(s);
+    return tr;
+  }
 
   function targetText(tg) {
     if (!tg) return '';
