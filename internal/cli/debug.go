@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"time"
 )
 
@@ -21,11 +22,17 @@ import (
 //
 //	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=5
 //	go tool pprof -top -sample_index=alloc_space http://127.0.0.1:6060/debug/pprof/allocs
+//	go tool pprof -top http://127.0.0.1:6060/debug/pprof/mutex
 func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("debug listener on %s: %w", addr, err)
 	}
+	// Sample contended mutexes (1 in 100) and blocking events (one per
+	// 10 µs blocked) for /debug/pprof/mutex and /block; a little overhead,
+	// paid only when the profiler is asked for.
+	runtime.SetMutexProfileFraction(100)
+	runtime.SetBlockProfileRate(10_000)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
