@@ -1,11 +1,8 @@
 package task
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // ScheduleState is where a schedule is in its life.
@@ -109,12 +106,10 @@ type scheduleJSON struct {
 type scheduleAlias Schedule
 
 // MarshalJSON writes the schedule with payload_base64 always, and payload
-// when the bytes are valid JSON in valid UTF-8.
+// when the bytes are valid JSON in valid UTF-8, as for a task.
 func (s Schedule) MarshalJSON() ([]byte, error) {
-	w := scheduleJSON{scheduleAlias: scheduleAlias(s), PayloadBase64: base64.StdEncoding.EncodeToString(s.Payload)}
-	if len(s.Payload) > 0 && utf8.Valid(s.Payload) && json.Valid(s.Payload) {
-		w.Payload = s.Payload
-	}
+	w := scheduleJSON{scheduleAlias: scheduleAlias(s)}
+	w.Payload, w.PayloadBase64 = payloadOut(s.Payload)
 	return json.Marshal(w)
 }
 
@@ -125,19 +120,9 @@ func (s *Schedule) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = Schedule(w.scheduleAlias)
-	switch {
-	case w.PayloadBase64 != "":
-		p, err := base64.StdEncoding.DecodeString(w.PayloadBase64)
-		if err != nil {
-			return fmt.Errorf("payload_base64: %w", err)
-		}
-		s.Payload = p
-	case len(w.Payload) > 0:
-		s.Payload = append([]byte(nil), w.Payload...)
-	default:
-		s.Payload = nil
-	}
-	return nil
+	p, err := payloadIn(w.Payload, w.PayloadBase64)
+	s.Payload = p
+	return err
 }
 
 // Clone returns a deep copy of s.

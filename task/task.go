@@ -130,11 +130,37 @@ type taskAlias Task // has Task's fields, not its methods
 // the payload bytes are valid JSON in valid UTF-8 (encoding/json accepts
 // invalid UTF-8 inside strings; a client reading it would get other bytes).
 func (t Task) MarshalJSON() ([]byte, error) {
-	w := taskJSON{taskAlias: taskAlias(t), PayloadBase64: base64.StdEncoding.EncodeToString(t.Payload)}
-	if len(t.Payload) > 0 && utf8.Valid(t.Payload) && json.Valid(t.Payload) {
-		w.Payload = t.Payload
-	}
+	w := taskJSON{taskAlias: taskAlias(t)}
+	w.Payload, w.PayloadBase64 = payloadOut(t.Payload)
 	return json.Marshal(w)
+}
+
+// payloadOut is a payload's two wire forms: payload, only when the bytes
+// are valid JSON in valid UTF-8 (encoding/json accepts invalid UTF-8 inside
+// strings; a client reading it would get other bytes), and payload_base64,
+// always.
+func payloadOut(p []byte) (json.RawMessage, string) {
+	b64 := base64.StdEncoding.EncodeToString(p)
+	if len(p) > 0 && utf8.Valid(p) && json.Valid(p) {
+		return p, b64
+	}
+	return nil, b64
+}
+
+// payloadIn reads a payload back from its two wire forms, payload_base64
+// first.
+func payloadIn(raw json.RawMessage, b64 string) ([]byte, error) {
+	switch {
+	case b64 != "":
+		p, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return nil, fmt.Errorf("payload_base64: %w", err)
+		}
+		return p, nil
+	case len(raw) > 0:
+		return append([]byte(nil), raw...), nil
+	}
+	return nil, nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -144,19 +170,9 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*t = Task(w.taskAlias)
-	switch {
-	case w.PayloadBase64 != "":
-		p, err := base64.StdEncoding.DecodeString(w.PayloadBase64)
-		if err != nil {
-			return fmt.Errorf("payload_base64: %w", err)
-		}
-		t.Payload = p
-	case len(w.Payload) > 0:
-		t.Payload = append([]byte(nil), w.Payload...)
-	default:
-		t.Payload = nil
-	}
-	return nil
+	p, err := payloadIn(w.Payload, w.PayloadBase64)
+	t.Payload = p
+	return err
 }
 
 // Clone returns a deep copy of t.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -32,10 +33,7 @@ func runList(ctx context.Context, e *env, args []string) error {
 	conn := addConnFlags(fs)
 	app := fs.String("app", "", "`app` whose tasks to list (required)")
 	state := fs.String("state", "", "`state` to list (required): "+statesList())
-	limit := fs.Int("limit", 0, "most tasks per page (default: the server's)")
-	cursor := fs.String("cursor", "", "start at this `cursor`, from a previous page")
-	all := fs.Bool("all", false, "follow the cursor to the last page")
-	asJSON := fs.Bool("json", false, "print JSON")
+	pf := addPageFlags(fs, "tasks")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -50,43 +48,94 @@ func runList(ctx context.Context, e *env, args []string) error {
 		return usagef("list: --state is required: %s", statesList())
 	case !st.Valid():
 		return usagef("list: --state: want one of %s, got %q", statesList(), *state)
-	case *limit < 0:
-		return usagef("list: --limit must not be negative, got %d", *limit)
+	case *pf.limit < 0:
+		return usagef("list: --limit must not be negative, got %d", *pf.limit)
 	}
 	c, err := conn.client(e, "list")
 	if err != nil {
 		return err
 	}
 
-	opts := &client.ListOptions{Limit: *limit, Cursor: *cursor}
-	var tasks []*task.Task // kept for --json
+	l := listing[*task.Task]{
+		cmd: "list",
+		page: func(ctx context.Context, cursor string) (any, []*task.Task, string, error) {
+			p, err := c.List(ctx, *app, task.State(*state), &client.ListOptions{Limit: *pf.limit, Cursor: cursor})
+			if err != nil {
+				return nil, nil, "", err
+			}
+			return p, p.Tasks, p.NextCursor, nil
+		},
+		lines: printLines,
+		whole: func(ts []*task.Task) any { return &client.ListPage{Tasks: ts} },
+	}
+	return l.print(ctx, e, pf)
+}
+
+// pageFlags are the paging flags of a list command.
+type pageFlags struct {
+	limit       *int    // --limit: most items per page, 0 for the server's
+	cursor      *string // --cursor: where to start
+	all, asJSON *bool   // --all, --json
+}
+
+// addPageFlags adds --limit, --cursor, --all and --json to fs; items
+// ("tasks", "schedules") names what is listed.
+func addPageFlags(fs *flag.FlagSet, items string) pageFlags {
+	return pageFlags{
+		limit:  fs.Int("limit", 0, "most "+items+" per page (default: the server's)"),
+		cursor: fs.String("cursor", "", "start at this `cursor`, from a previous page"),
+		all:    fs.Bool("all", false, "follow the cursor to the last page"),
+		asJSON: fs.Bool("json", false, "print JSON"),
+	}
+}
+
+// A listing is what a list command pages through ("toc list", "toc
+// schedules list"): items of type T.
+type listing[T any] struct {
+	cmd string // names the command in errors
+	// page reads the page at cursor: the page as the server sent it, its
+	// items and the cursor of the next page ("" on the last).
+	page func(ctx context.Context, cursor string) (page any, items []T, next string, err error)
+	// lines prints items, one a line.
+	lines func(w io.Writer, items []T) error
+	// whole is the page --json --all prints: every item, no cursor.
+	whole func(items []T) any
+}
+
+// print prints l from --cursor: each page's items as lines, or with
+// --json as one JSON page. Without --all it prints one page and, when there
+// are more, the --cursor of the next on stderr (with --json, the page as
+// the server sent it, its next_cursor included).
+func (l listing[T]) print(ctx context.Context, e *env, pf pageFlags) error {
+	cursor, all, asJSON := *pf.cursor, *pf.all, *pf.asJSON
+	var kept []T // for --json
 	for {
-		page, err := c.List(ctx, *app, task.State(*state), opts)
+		page, items, next, err := l.page(ctx, cursor)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			tasks = append(tasks, page.Tasks...)
-		} else if err := printLines(e.stdout, page.Tasks); err != nil {
+		if asJSON {
+			kept = append(kept, items...)
+		} else if err := l.lines(e.stdout, items); err != nil {
 			return err
 		}
-		if page.NextCursor == "" {
+		if next == "" {
 			break
 		}
-		if !*all {
-			if *asJSON {
+		if !all {
+			if asJSON {
 				return printJSON(e.stdout, page)
 			}
-			fmt.Fprintf(e.stderr, "more: --cursor %s\n", page.NextCursor)
+			fmt.Fprintf(e.stderr, "more: --cursor %s\n", next)
 			return nil
 		}
-		if page.NextCursor == opts.Cursor {
-			return fmt.Errorf("list: the server answered cursor %q with the same cursor", opts.Cursor)
+		if next == cursor {
+			return fmt.Errorf("%s: the server answered cursor %q with the same cursor", l.cmd, cursor)
 		}
-		opts.Cursor = page.NextCursor
+		cursor = next
 	}
-	if *asJSON {
-		return printJSON(e.stdout, &client.ListPage{Tasks: append([]*task.Task{}, tasks...)})
+	if asJSON {
+		return printJSON(e.stdout, l.whole(append([]T{}, kept...)))
 	}
 	return nil
 }

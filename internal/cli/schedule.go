@@ -108,10 +108,9 @@ func runSchedule(ctx context.Context, e *env, args []string) error {
 		return usagef("schedule: --url or --pull is required")
 	}
 	if set["payload"] {
-		if !json.Valid([]byte(*payload)) {
-			return usagef("schedule: --payload must be a JSON value (quote text: --payload '\"text\"'), got %q", *payload)
+		if req.Payload, err = payloadArg("schedule", *payload); err != nil {
+			return err
 		}
-		req.Payload = json.RawMessage(*payload)
 	}
 	if set["deadline"] {
 		t, err := parseTime("schedule", "deadline", *deadline)
@@ -120,11 +119,8 @@ func runSchedule(ctx context.Context, e *env, args []string) error {
 		}
 		req.Deadline = &t
 	}
-	if *maxAttempts < 0 {
-		return usagef("schedule: --max-attempts must not be negative, got %d", *maxAttempts)
-	}
-	if *maxAttempts > 0 {
-		req.Retry = &task.RetryPolicy{MaxAttempts: *maxAttempts}
+	if req.Retry, err = maxAttemptsArg("schedule", *maxAttempts); err != nil {
+		return err
 	}
 	c, err := conn.client(e, "schedule")
 	if err != nil {
@@ -135,7 +131,13 @@ func runSchedule(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := printJSON(e.stdout, t); err != nil {
+	return printCreated(e, t, created)
+}
+
+// printCreated prints v, what a create call returned, as JSON, and on
+// stderr "created", or "exists" when the call found v already there.
+func printCreated(e *env, v any, created bool) error {
+	if err := printJSON(e.stdout, v); err != nil {
 		return err
 	}
 	if created {
@@ -144,6 +146,26 @@ func runSchedule(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "exists")
 	}
 	return nil
+}
+
+// payloadArg reads --payload, a JSON value.
+func payloadArg(cmd, s string) (json.RawMessage, error) {
+	if !json.Valid([]byte(s)) {
+		return nil, usagef("%s: --payload must be a JSON value (quote text: --payload '\"text\"'), got %q", cmd, s)
+	}
+	return json.RawMessage(s), nil
+}
+
+// maxAttemptsArg reads --max-attempts: the retry policy to send, nil for
+// 0 (the server's).
+func maxAttemptsArg(cmd string, n int) (*task.RetryPolicy, error) {
+	if n < 0 {
+		return nil, usagef("%s: --max-attempts must not be negative, got %d", cmd, n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return &task.RetryPolicy{MaxAttempts: n}, nil
 }
 
 // parseTime reads an RFC 3339 time given to --name.

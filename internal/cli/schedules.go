@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -265,10 +264,9 @@ func runSchedulesCreate(ctx context.Context, e *env, args []string) error {
 		req.Target.Pull = &task.PullTarget{}
 	}
 	if set["payload"] {
-		if !json.Valid([]byte(*payload)) {
-			return usagef("%s: --payload must be a JSON value (quote text: --payload '\"text\"'), got %q", cmd, *payload)
+		if req.Payload, err = payloadArg(cmd, *payload); err != nil {
+			return err
 		}
-		req.Payload = json.RawMessage(*payload)
 	}
 	if set["deadline-after"] {
 		if *deadlineAfter <= 0 {
@@ -276,11 +274,8 @@ func runSchedulesCreate(ctx context.Context, e *env, args []string) error {
 		}
 		req.DeadlineAfter = task.Duration(*deadlineAfter)
 	}
-	if *maxAttempts < 0 {
-		return usagef("%s: --max-attempts must not be negative, got %d", cmd, *maxAttempts)
-	}
-	if *maxAttempts > 0 {
-		req.Retry = &task.RetryPolicy{MaxAttempts: *maxAttempts}
+	if req.Retry, err = maxAttemptsArg(cmd, *maxAttempts); err != nil {
+		return err
 	}
 	c, err := conn.client(e, cmd)
 	if err != nil {
@@ -291,15 +286,7 @@ func runSchedulesCreate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := printJSON(e.stdout, s); err != nil {
-		return err
-	}
-	if created {
-		fmt.Fprintln(e.stderr, "created")
-	} else {
-		fmt.Fprintln(e.stderr, "exists")
-	}
-	return nil
+	return printCreated(e, s, created)
 }
 
 const schedulesGetHelp = `
@@ -347,10 +334,7 @@ func runSchedulesList(ctx context.Context, e *env, args []string) error {
 	fs := newActionFlagSet(e, "list")
 	conn := addConnFlags(fs)
 	app := fs.String("app", "", "`app` whose schedules to list (required)")
-	limit := fs.Int("limit", 0, "most schedules per page (default: the server's)")
-	cursor := fs.String("cursor", "", "start at this `cursor`, from a previous page")
-	all := fs.Bool("all", false, "follow the cursor to the last page")
-	asJSON := fs.Bool("json", false, "print JSON")
+	pf := addPageFlags(fs, "schedules")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -361,45 +345,27 @@ func runSchedulesList(ctx context.Context, e *env, args []string) error {
 	switch {
 	case *app == "":
 		return usagef("%s: --app is required", cmd)
-	case *limit < 0:
-		return usagef("%s: --limit must not be negative, got %d", cmd, *limit)
+	case *pf.limit < 0:
+		return usagef("%s: --limit must not be negative, got %d", cmd, *pf.limit)
 	}
 	c, err := conn.client(e, cmd)
 	if err != nil {
 		return err
 	}
 
-	opts := &client.ListSchedulesOptions{Limit: *limit, Cursor: *cursor}
-	var kept []*task.Schedule // for --json
-	for {
-		page, err := c.ListSchedules(ctx, *app, opts)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			kept = append(kept, page.Schedules...)
-		} else if err := printScheduleLines(e.stdout, page.Schedules); err != nil {
-			return err
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		if !*all {
-			if *asJSON {
-				return printJSON(e.stdout, page)
+	l := listing[*task.Schedule]{
+		cmd: cmd,
+		page: func(ctx context.Context, cursor string) (any, []*task.Schedule, string, error) {
+			p, err := c.ListSchedules(ctx, *app, &client.ListSchedulesOptions{Limit: *pf.limit, Cursor: cursor})
+			if err != nil {
+				return nil, nil, "", err
 			}
-			fmt.Fprintf(e.stderr, "more: --cursor %s\n", page.NextCursor)
-			return nil
-		}
-		if page.NextCursor == opts.Cursor {
-			return fmt.Errorf("%s: the server answered cursor %q with the same cursor", cmd, opts.Cursor)
-		}
-		opts.Cursor = page.NextCursor
+			return p, p.Schedules, p.NextCursor, nil
+		},
+		lines: printScheduleLines,
+		whole: func(ss []*task.Schedule) any { return &client.SchedulesPage{Schedules: ss} },
 	}
-	if *asJSON {
-		return printJSON(e.stdout, &client.SchedulesPage{Schedules: append([]*task.Schedule{}, kept...)})
-	}
-	return nil
+	return l.print(ctx, e, pf)
 }
 
 // ruleText is a schedule's rule as one column: its cron expression or

@@ -26,10 +26,17 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	if e.Why != "" {
-		return fmt.Sprintf("toc: cannot %s task %s: %s", e.Op, e.Task.ID, e.Why)
+	return conflictText(e.Op, "task", e.Task.ID, string(e.Task.State), e.Why)
+}
+
+// conflictText is the message of a *ConflictError or a
+// *ScheduleConflictError: op refused on the kind ("task", "schedule") with
+// id, because of why or, when why is "", its state.
+func conflictText(op, kind string, id task.ID, state, why string) string {
+	if why == "" {
+		why = "it is " + state
 	}
-	return fmt.Sprintf("toc: cannot %s task %s: it is %s", e.Op, e.Task.ID, e.Task.State)
+	return fmt.Sprintf("toc: cannot %s %s %s: %s", op, kind, id, why)
 }
 
 func conflict(op string, t *task.Task, why string) error {

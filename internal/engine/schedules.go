@@ -125,6 +125,15 @@ func (e *Engine) scheduleStore() (store.Schedules, error) {
 	return e.schedules, nil
 }
 
+// readyScheduleStore is scheduleStore for the calls that change
+// schedules: they also need the engine ready (checkReady, first).
+func (e *Engine) readyScheduleStore() (store.Schedules, error) {
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	return e.scheduleStore()
+}
+
 // CreateSchedule stores a new schedule and creates its first occurrence:
 // the rule's first time after now, or from StartAt when that is later. A
 // schedule whose rule has no such time (before EndAt) is stored ended.
@@ -136,10 +145,7 @@ func (e *Engine) scheduleStore() (store.Schedules, error) {
 // already names a schedule, that one is returned unchanged and created is
 // false.
 func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Schedule, bool, error) {
-	if err := e.checkReady(); err != nil {
-		return nil, false, err
-	}
-	ss, err := e.scheduleStore()
+	ss, err := e.readyScheduleStore()
 	if err != nil {
 		return nil, false, err
 	}
@@ -334,10 +340,7 @@ func (e *Engine) ListSchedules(ctx context.Context, app string, after task.ID, l
 // cancelled and replaced, or updated in place when its due time stays. A
 // paused schedule stays paused: resume computes its next occurrence.
 func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch) (*task.Schedule, error) {
-	if err := e.checkReady(); err != nil {
-		return nil, err
-	}
-	ss, err := e.scheduleStore()
+	ss, err := e.readyScheduleStore()
 	if err != nil {
 		return nil, err
 	}
@@ -437,10 +440,7 @@ func (e *Engine) ResumeSchedule(ctx context.Context, id task.ID) (*task.Schedule
 }
 
 func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.Schedule, error) {
-	if err := e.checkReady(); err != nil {
-		return nil, err
-	}
-	ss, err := e.scheduleStore()
+	ss, err := e.readyScheduleStore()
 	if err != nil {
 		return nil, err
 	}
@@ -489,10 +489,7 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 // occurrence is cancelled unless started. Occurrences already started
 // finish.
 func (e *Engine) DeleteSchedule(ctx context.Context, id task.ID) error {
-	if err := e.checkReady(); err != nil {
-		return err
-	}
-	ss, err := e.scheduleStore()
+	ss, err := e.readyScheduleStore()
 	if err != nil {
 		return err
 	}
@@ -505,10 +502,7 @@ func (e *Engine) DeleteSchedule(ctx context.Context, id task.ID) error {
 
 // DeleteScheduleByKey deletes app's schedule with key.
 func (e *Engine) DeleteScheduleByKey(ctx context.Context, app, key string) error {
-	if err := e.checkReady(); err != nil {
-		return err
-	}
-	ss, err := e.scheduleStore()
+	ss, err := e.readyScheduleStore()
 	if err != nil {
 		return err
 	}
@@ -1016,10 +1010,7 @@ type ScheduleConflictError struct {
 }
 
 func (e *ScheduleConflictError) Error() string {
-	if e.Why != "" {
-		return fmt.Sprintf("toc: cannot %s schedule %s: %s", e.Op, e.Schedule.ID, e.Why)
-	}
-	return fmt.Sprintf("toc: cannot %s schedule %s: it is %s", e.Op, e.Schedule.ID, e.Schedule.State)
+	return conflictText(e.Op, "schedule", e.Schedule.ID, string(e.Schedule.State), e.Why)
 }
 
 func scheduleConflict(op string, s *task.Schedule, why string) error {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -687,40 +688,59 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, badField("state", "is required: one of %v", task.States))
 		return
 	}
-	limit := 100
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			h.writeError(w, r, badField("limit", "must be a number between 1 and %d", engine.MaxList))
-			return
-		}
-		limit = n
-	}
-	var after task.ID
-	if c := q.Get("cursor"); c != "" {
-		id, err := task.ParseID(c)
-		if err != nil {
-			h.writeError(w, r, badField("cursor", "is not a cursor this server gave out"))
-			return
-		}
-		after = id
+	after, limit, err := pageParams(q)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	ts, next, err := h.eng.List(r.Context(), r.PathValue("app"), state, after, limit)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	body := struct {
+	writeJSON(w, http.StatusOK, struct {
 		Tasks      []*task.Task `json:"tasks"`
 		NextCursor string       `json:"next_cursor,omitempty"`
-	}{Tasks: ts}
-	if body.Tasks == nil {
-		body.Tasks = []*task.Task{}
+	}{nonNil(ts), nextCursor(next)})
+}
+
+// listLimitDefault is the page size of a list request that gives no limit.
+const listLimitDefault = 100
+
+// pageParams reads the paging parameters of a list request (GET
+// /v1/apps/{app}/tasks and /v1/apps/{app}/schedules): limit, whose range
+// the engine checks, and cursor, the id to list after.
+func pageParams(q url.Values) (after task.ID, limit int, err error) {
+	limit = listLimitDefault
+	if s := q.Get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil {
+			return after, 0, badField("limit", "must be a number between 1 and %d", engine.MaxList)
+		}
 	}
-	if !next.IsZero() {
-		body.NextCursor = next.String()
+	if c := q.Get("cursor"); c != "" {
+		if after, err = task.ParseID(c); err != nil {
+			return after, 0, badField("cursor", "is not a cursor this server gave out")
+		}
 	}
-	writeJSON(w, http.StatusOK, body)
+	return after, limit, nil
+}
+
+// nextCursor is a page's next_cursor: the id to list after, "" (left out)
+// on the last page.
+func nextCursor(next task.ID) string {
+	if next.IsZero() {
+		return ""
+	}
+	return next.String()
+}
+
+// nonNil returns s, or an empty slice for nil, so that a page of nothing
+// reads [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // appSettings is GET /v1/apps/{app}: the settings in force for the app,

@@ -203,41 +203,20 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	q := r.URL.Query()
-	limit := 100
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			h.writeError(w, r, badField("limit", "must be a number between 1 and %d", engine.MaxList))
-			return
-		}
-		limit = n
-	}
-	var after task.ID
-	if c := q.Get("cursor"); c != "" {
-		id, err := task.ParseID(c)
-		if err != nil {
-			h.writeError(w, r, badField("cursor", "is not a cursor this server gave out"))
-			return
-		}
-		after = id
+	after, limit, err := pageParams(r.URL.Query())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	ss, next, err := h.eng.ListSchedules(r.Context(), app, after, limit)
 	if err != nil {
 		h.writeScheduleError(w, r, err)
 		return
 	}
-	body := struct {
+	writeJSON(w, http.StatusOK, struct {
 		Schedules  []*task.Schedule `json:"schedules"`
 		NextCursor string           `json:"next_cursor,omitempty"`
-	}{Schedules: ss}
-	if body.Schedules == nil {
-		body.Schedules = []*task.Schedule{}
-	}
-	if !next.IsZero() {
-		body.NextCursor = next.String()
-	}
-	writeJSON(w, http.StatusOK, body)
+	}{nonNil(ss), nextCursor(next)})
 }
 
 // schedulePatchRequest is the body of PATCH /v1/schedules/{id}. start_at,

@@ -257,11 +257,7 @@ func (s *Store) List(ctx context.Context, app string, state task.State, after ta
 		}
 	}
 	slices.SortFunc(out, func(a, b *task.Task) int { return compareIDs(a.ID, b.ID) })
-	out = truncate(out, limit)
-	for i, t := range out {
-		out[i] = t.Clone()
-	}
-	return out, nil
+	return cloneAll(truncate(out, limit)), nil
 }
 
 // Sweep implements [store.Store]. FinishedAt and cutoff are compared at
@@ -328,6 +324,15 @@ func truncate[S ~[]E, E any](s S, limit int) S {
 	}
 	if len(s) > limit {
 		s = s[:limit]
+	}
+	return s
+}
+
+// cloneAll replaces each task or schedule of s, a slice of the caller's,
+// by a copy, and returns s.
+func cloneAll[T interface{ Clone() T }](s []T) []T {
+	for i, v := range s {
+		s[i] = v.Clone()
 	}
 	return s
 }

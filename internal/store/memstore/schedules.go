@@ -187,12 +187,3 @@ func (s *Store) CountSchedules(ctx context.Context) (map[string]map[task.Schedul
 	}
 	return out, nil
 }
-
-// cloneAll returns copies of ss.
-func cloneAll(ss []*task.Schedule) []*task.Schedule {
-	out := make([]*task.Schedule, len(ss))
-	for i, sc := range ss {
-		out[i] = sc.Clone()
-	}
-	return out
-}

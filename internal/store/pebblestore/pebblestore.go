@@ -222,6 +222,22 @@ func (s *Store) keyStripe(app, key string) int {
 	return int(h.Sum64() % stripes)
 }
 
+// lockID locks the stripe of id in idLocks and returns the function that
+// unlocks it.
+func (s *Store) lockID(id task.ID) (unlock func()) {
+	mu := &s.idLocks[s.idStripe(id)]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// lockKey locks the stripe of (app, key) in keyLocks and returns the
+// function that unlocks it.
+func (s *Store) lockKey(app, key string) (unlock func()) {
+	mu := &s.keyLocks[s.keyStripe(app, key)]
+	mu.Lock()
+	return mu.Unlock
+}
+
 // Create implements [store.Store].
 func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
 	if err := s.enter(ctx); err != nil {
@@ -503,16 +519,10 @@ func (s *Store) Claimable(ctx context.Context, app string, now time.Time, limit 
 	if ms := now.UnixMilli(); ms < math.MaxInt64 {
 		upper = appendMs(pullPrefix(app), ms+1)
 	}
-	var out []task.ID
-	err := scan(s.db, prefix, upper, func(k, _ []byte) (bool, error) {
+	return scanIDs(s.db, prefix, upper, limit, func(k []byte) (task.ID, error) {
 		_, id, err := parsePullKey(k, len(prefix))
-		if err != nil {
-			return false, err
-		}
-		out = append(out, id)
-		return len(out) < limit, nil
+		return id, err
 	})
-	return out, err
 }
 
 // List implements [store.Store].
@@ -533,14 +543,8 @@ func (s *Store) List(ctx context.Context, app string, state task.State, after ta
 	// A snapshot, so that the tasks read are those the index listed.
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	var ids []task.ID
-	err = scan(snap, lower, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
-		id, err := parseAppStateKey(k, len(prefix))
-		if err != nil {
-			return false, err
-		}
-		ids = append(ids, id)
-		return len(ids) < limit, nil
+	ids, err := scanIDs(snap, lower, prefixEnd(prefix), limit, func(k []byte) (task.ID, error) {
+		return parseAppStateKey(k, len(prefix))
 	})
 	if err != nil {
 		return nil, err
@@ -567,14 +571,9 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, er
 		return 0, nil
 	}
 	cutoffMs := cutoff.UnixMilli()
-	var ids []task.ID
-	err := scan(s.db, []byte{prefixFinished}, finishedBound(cutoffMs), func(k, _ []byte) (bool, error) {
+	ids, err := scanIDs(s.db, []byte{prefixFinished}, finishedBound(cutoffMs), limit, func(k []byte) (task.ID, error) {
 		_, id, err := parseFinishedKey(k)
-		if err != nil {
-			return false, err
-		}
-		ids = append(ids, id)
-		return len(ids) < limit, nil
+		return id, err
 	})
 	if err != nil || len(ids) == 0 {
 		return 0, err
@@ -680,24 +679,52 @@ func get(r reader, id task.ID) (*task.Task, error) {
 
 // getByKey reads the task that has the key entry kk.
 func getByKey(r reader, kk []byte) (*task.Task, error) {
-	v, closer, err := r.Get(kk)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, store.ErrNotFound
-	}
+	id, ok, err := keyEntry(r, kk, "key")
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
+		return nil, err
 	}
-	var id task.ID
-	n := copy(id[:], v)
-	closer.Close()
-	if n != idLen || len(v) != idLen {
-		return nil, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
+	if !ok {
+		return nil, store.ErrNotFound
 	}
 	t, err := get(r, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("pebblestore: key entry %q points to missing task %s", kk, id)
 	}
 	return t, err
+}
+
+// keyEntry reads the key entry kk (of a task or a schedule): the id it
+// holds, ok false when there is none. what names the entry in errors:
+// "key", "schedule key".
+func keyEntry(r reader, kk []byte, what string) (id task.ID, ok bool, err error) {
+	v, closer, err := r.Get(kk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return id, false, nil
+	}
+	if err != nil {
+		return id, false, fmt.Errorf("pebblestore: get %s %q: %w", what, kk, err)
+	}
+	n := copy(id[:], v)
+	closer.Close()
+	if n != idLen || len(v) != idLen {
+		return id, false, fmt.Errorf("pebblestore: malformed %s entry %q → %x", what, kk, v)
+	}
+	return id, true, nil
+}
+
+// scanIDs returns the ids that parse reads from the keys in [lower,
+// upper), the first limit (> 0) of them; on an error, those read before it.
+func scanIDs(r reader, lower, upper []byte, limit int, parse func(k []byte) (task.ID, error)) ([]task.ID, error) {
+	var ids []task.ID
+	err := scan(r, lower, upper, func(k, _ []byte) (bool, error) {
+		id, err := parse(k)
+		if err != nil {
+			return false, err
+		}
+		ids = append(ids, id)
+		return len(ids) < limit, nil
+	})
+	return ids, err
 }
 
 // scan calls fn with each key and value in [lower, upper) until fn returns
@@ -789,6 +816,13 @@ func writeTask(b *pebble.Batch, old, new *task.Task) error {
 			return err
 		}
 	}
+	return writeEntries(b, olds, news)
+}
+
+// writeEntries adds to b the change of index entries from olds to news:
+// it deletes the old keys news lacks and sets the new entries olds lack or
+// hold with another value.
+func writeEntries(b *pebble.Batch, olds, news []entry) error {
 	for _, o := range olds {
 		if !slices.ContainsFunc(news, func(n entry) bool { return string(n.key) == string(o.key) }) {
 			if err := b.Delete(o.key, nil); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -63,12 +62,8 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Sc
 	if err != nil {
 		return nil, false, err
 	}
-	idMu := &s.idLocks[s.idStripe(c.ID)]
-	idMu.Lock()
-	defer idMu.Unlock()
-	keyMu := &s.keyLocks[s.keyStripe(c.App, c.Key)]
-	keyMu.Lock()
-	defer keyMu.Unlock()
+	defer s.lockID(c.ID)()
+	defer s.lockKey(c.App, c.Key)()
 
 	owner, err := getScheduleByKey(s.db, schedKeyKey(c.App, c.Key))
 	switch {
@@ -83,13 +78,8 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Sc
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, false, err
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := writeSchedule(b, nil, c, rec); err != nil {
+	if err := s.commitSchedule("create", c.ID, nil, c, rec); err != nil {
 		return nil, false, err
-	}
-	if err := b.Commit(s.wo); err != nil {
-		return nil, false, fmt.Errorf("pebblestore: create schedule %s: %w", c.ID, err)
 	}
 	return c, true, nil
 }
@@ -133,14 +123,8 @@ func (s *Store) ListSchedules(ctx context.Context, app string, after task.ID, li
 	// A snapshot, so that the schedules read are those the list holds.
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	var ids []task.ID
-	err := scan(snap, lower, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
-		id, err := parseSchedListKey(k, len(prefix))
-		if err != nil {
-			return false, err
-		}
-		ids = append(ids, id)
-		return len(ids) < limit, nil
+	ids, err := scanIDs(snap, lower, prefixEnd(prefix), limit, func(k []byte) (task.ID, error) {
+		return parseSchedListKey(k, len(prefix))
 	})
 	if err != nil {
 		return nil, err
@@ -155,9 +139,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, id task.ID, fn func(*task.Sc
 		return nil, err
 	}
 	defer s.leave()
-	mu := &s.idLocks[s.idStripe(id)]
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockID(id)()
 
 	old, err := getSchedule(s.db, id)
 	if err != nil {
@@ -171,13 +153,8 @@ func (s *Store) UpdateSchedule(ctx context.Context, id task.ID, fn func(*task.Sc
 	if err != nil {
 		return nil, err
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := writeSchedule(b, old, c, rec); err != nil {
+	if err := s.commitSchedule("update", id, old, c, rec); err != nil {
 		return nil, err
-	}
-	if err := b.Commit(s.wo); err != nil {
-		return nil, fmt.Errorf("pebblestore: update schedule %s: %w", id, err)
 	}
 	return c, nil
 }
@@ -188,25 +165,13 @@ func (s *Store) DeleteSchedule(ctx context.Context, id task.ID) error {
 		return err
 	}
 	defer s.leave()
-	mu := &s.idLocks[s.idStripe(id)]
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockID(id)()
 	old, err := getSchedule(s.db, id)
 	if err != nil {
 		return err
 	}
-	keyMu := &s.keyLocks[s.keyStripe(old.App, old.Key)]
-	keyMu.Lock()
-	defer keyMu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := writeSchedule(b, old, nil, nil); err != nil {
-		return err
-	}
-	if err := b.Commit(s.wo); err != nil {
-		return fmt.Errorf("pebblestore: delete schedule %s: %w", id, err)
-	}
-	return nil
+	defer s.lockKey(old.App, old.Key)()
+	return s.commitSchedule("delete", id, old, nil, nil)
 }
 
 // DueSchedules implements [store.Schedules]. Times are compared at
@@ -225,14 +190,9 @@ func (s *Store) DueSchedules(ctx context.Context, until time.Time, limit int) ([
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	var ids []task.ID
-	err := scan(snap, []byte{prefixScheduleWake}, upper, func(k, _ []byte) (bool, error) {
+	ids, err := scanIDs(snap, []byte{prefixScheduleWake}, upper, limit, func(k []byte) (task.ID, error) {
 		_, id, err := parseSchedWakeKey(k)
-		if err != nil {
-			return false, err
-		}
-		ids = append(ids, id)
-		return len(ids) < limit, nil
+		return id, err
 	})
 	if err != nil {
 		return nil, err
@@ -290,18 +250,12 @@ func getSchedule(r reader, id task.ID) (*task.Schedule, error) {
 
 // getScheduleByKey reads the schedule that has the key entry kk.
 func getScheduleByKey(r reader, kk []byte) (*task.Schedule, error) {
-	v, closer, err := r.Get(kk)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, scheduleNotFound(fmt.Sprintf("with key entry %q", kk))
-	}
+	id, ok, err := keyEntry(r, kk, "schedule key")
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: get schedule key %q: %w", kk, err)
+		return nil, err
 	}
-	var id task.ID
-	n := copy(id[:], v)
-	closer.Close()
-	if n != idLen || len(v) != idLen {
-		return nil, fmt.Errorf("pebblestore: malformed schedule key entry %q → %x", kk, v)
+	if !ok {
+		return nil, scheduleNotFound(fmt.Sprintf("with key entry %q", kk))
 	}
 	sc, err := getSchedule(r, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -342,6 +296,21 @@ func scheduleEntries(sc *task.Schedule) ([]entry, error) {
 	return es, nil
 }
 
+// commitSchedule writes the change from old to new (whose record is rec)
+// in one batch, committed as the store's task writes are; op ("create",
+// "update", "delete") names it in errors.
+func (s *Store) commitSchedule(op string, id task.ID, old, new *task.Schedule, rec []byte) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := writeSchedule(b, old, new, rec); err != nil {
+		return err
+	}
+	if err := b.Commit(s.wo); err != nil {
+		return fmt.Errorf("pebblestore: %s schedule %s: %w", op, id, err)
+	}
+	return nil
+}
+
 // writeSchedule adds to b the change from old to new, whose record is rec:
 // the record and the index entries that differ. old nil creates new; new
 // nil deletes old.
@@ -361,21 +330,5 @@ func writeSchedule(b *pebble.Batch, old, new *task.Schedule, rec []byte) error {
 	} else if err := b.Delete(schedRecordKey(old.ID), nil); err != nil {
 		return err
 	}
-	for _, o := range olds {
-		if !slices.ContainsFunc(news, func(n entry) bool { return bytes.Equal(n.key, o.key) }) {
-			if err := b.Delete(o.key, nil); err != nil {
-				return err
-			}
-		}
-	}
-	for _, n := range news {
-		i := slices.IndexFunc(olds, func(o entry) bool { return bytes.Equal(n.key, o.key) })
-		if i >= 0 && bytes.Equal(olds[i].value, n.value) {
-			continue
-		}
-		if err := b.Set(n.key, n.value, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeEntries(b, olds, news)
 }

@@ -263,13 +263,12 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 			created++
 			continue
 		}
-		var id, rec []byte
-		err := tx.QueryRowContext(ctx, hq.sql, hq.args(map[string]any{"app": it.t.App, "key": []byte(it.t.Key)})...).Scan(&id, &rec)
+		id, rec, held, err := readKeyHolder(ctx, tx, hq, it.t.App, it.t.Key)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			again = append(again, it)
 		case err != nil:
-			return nil, fmt.Errorf("read the holder of key %q of app %q: %w", it.t.Key, it.t.App, err)
+			return nil, err
+		case !held:
+			again = append(again, it)
 		case bytes.Equal(id, it.t.ID[:]):
 			res[it.i] = store.CreateResult{Task: it.t, Created: true}
 			created++
@@ -286,6 +285,20 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 		return nil, fmt.Errorf("insert into %s stored %d rows, but %d tasks are new: an id is already stored", db.tables[table], n, created)
 	}
 	return again, nil
+}
+
+// readKeyHolder runs hq, which selects the id and record of the row that
+// holds (app, key), in tx: held is false when no row does (its holder is
+// gone since the insert found the key taken).
+func readKeyHolder(ctx context.Context, tx *sql.Tx, hq query, app, key string) (id, rec []byte, held bool, err error) {
+	err = tx.QueryRowContext(ctx, hq.sql, hq.args(map[string]any{"app": app, "key": []byte(key)})...).Scan(&id, &rec)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil, false, nil
+	case err != nil:
+		return nil, nil, false, fmt.Errorf("read the holder of key %q of app %q: %w", key, app, err)
+	}
+	return id, rec, true, nil
 }
 
 // inTx runs fn in a transaction of db and commits, running it again (up to
@@ -1023,19 +1036,27 @@ func (s *Store) Counts(ctx context.Context) (map[string]map[task.State]int64, er
 		return nil, err
 	}
 	defer s.leave()
+	return countAll(ctx, s, "counts", func(db *database) query { return db.counts }, parseStateCode)
+}
+
+// countAll runs the query pick(db) of every database, which selects (app,
+// state code, count) rows, and sums the counts by app and by state (S, the
+// state parse reads from a code): Counts and CountSchedules.
+func countAll[S comparable](ctx context.Context, s *Store, what string, pick func(*database) query,
+	parse func(code int64) (S, error)) (map[string]map[S]int64, error) {
 	type row struct {
 		app   string
-		state task.State
+		state S
 		n     int64
 	}
-	rows, err := scanAll(ctx, s, "counts", func(db *database) query { return db.counts }, map[string]any{},
+	rows, err := scanAll(ctx, s, what, pick, map[string]any{},
 		func(r *sql.Rows) (row, error) {
 			var x row
 			var code int64
 			if err := r.Scan(&x.app, &code, &x.n); err != nil {
 				return x, err
 			}
-			st, err := parseStateCode(code)
+			st, err := parse(code)
 			x.state = st
 			return x, err
 		},
@@ -1043,10 +1064,10 @@ func (s *Store) Counts(ctx context.Context) (map[string]map[task.State]int64, er
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[task.State]int64{}
+	out := map[string]map[S]int64{}
 	for _, r := range rows {
 		if out[r.app] == nil {
-			out[r.app] = map[task.State]int64{}
+			out[r.app] = map[S]int64{}
 		}
 		out[r.app][r.state] += r.n
 	}

@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -172,14 +171,12 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Sc
 				return nil
 			}
 			// The key is taken: by whom?
-			q := db.schedules.keyHolder
-			var idb, rec []byte
-			err = tx.QueryRowContext(ctx, q.sql, q.args(map[string]any{"app": c.App, "key": []byte(c.Key)})...).Scan(&idb, &rec)
+			idb, rec, held, err := readKeyHolder(ctx, tx, db.schedules.keyHolder, c.App, c.Key)
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				continue // deleted meanwhile: insert again
 			case err != nil:
-				return fmt.Errorf("read the holder of key %q of app %q: %w", c.Key, c.App, err)
+				return err
+			case !held:
+				continue // deleted meanwhile: insert again
 			case bytes.Equal(idb, c.ID[:]):
 				// Its own row: MySQL counts an insert that changed
 				// nothing as 0 rows, but this one did insert it.
@@ -364,32 +361,5 @@ func (s *Store) CountSchedules(ctx context.Context) (map[string]map[task.Schedul
 		return nil, err
 	}
 	defer s.leave()
-	type row struct {
-		app   string
-		state task.ScheduleState
-		n     int64
-	}
-	rows, err := scanAll(ctx, s, "count schedules", func(db *database) query { return db.schedules.counts }, map[string]any{},
-		func(r *sql.Rows) (row, error) {
-			var x row
-			var code int64
-			if err := r.Scan(&x.app, &code, &x.n); err != nil {
-				return x, err
-			}
-			st, err := parseScheduleStateCode(code)
-			x.state = st
-			return x, err
-		},
-		func(a, b row) int { return 0 }, math.MaxInt)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[task.ScheduleState]int64{}
-	for _, r := range rows {
-		if out[r.app] == nil {
-			out[r.app] = map[task.ScheduleState]int64{}
-		}
-		out[r.app][r.state] += r.n
-	}
-	return out, nil
+	return countAll(ctx, s, "count schedules", func(db *database) query { return db.schedules.counts }, parseScheduleStateCode)
 }
