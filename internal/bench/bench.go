@@ -107,6 +107,11 @@ type Result struct {
 	// milliseconds. For schedule runs every job is due at the same instant,
 	// so it measures how fast a burst drains, not timer accuracy.
 	LatenessMs Lateness `json:"lateness_ms"`
+	// Timeline is the lateness per bucket of due time, TimelineMs wide,
+	// from the first due time on (fire runs with [FireOptions.Timeline]
+	// only): where in the run the late deliveries fall.
+	TimelineMs float64  `json:"timeline_ms,omitempty"`
+	Timeline   []Bucket `json:"timeline,omitempty"`
 
 	// RSSBytes is the server's resident memory at the end, summed over the
 	// nodes of a cluster (0 when unknown); DiskBytes the size on disk of its

@@ -72,6 +72,48 @@ func TestRecorder(t *testing.T) {
 	}
 }
 
+// TestRecorderTimeline buckets fixed deliveries by due time: a bucket is
+// [from, from+width) of the due time minus the first, undelivered jobs and
+// empty buckets are left out, and duplicates count once.
+func TestRecorderTimeline(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Job seq is due seq*30ms after the first: jobs 0-3 in bucket 0 (0, 30,
+	// 60, 90 ms), 4-6 in bucket 1 (120, 150, 180), 7 missing (210), 8-9 in
+	// bucket 2 (240, 270), 10-16 missing, 17 in bucket 5 (510).
+	sinceFirst := func(seq int) time.Duration { return time.Duration(seq) * 30 * time.Millisecond }
+	late := map[int]time.Duration{
+		0: 1 * time.Millisecond, 1: 4 * time.Millisecond, 2: 2 * time.Millisecond, 3: 3 * time.Millisecond,
+		4: 50 * time.Millisecond, 5: -500 * time.Microsecond, 6: 7 * time.Millisecond,
+		8: 2500 * time.Microsecond, 9: 100 * time.Millisecond,
+		17: 9 * time.Millisecond,
+	}
+	r := bench.NewRecorder(18)
+	for seq, l := range late {
+		at := due.Add(sinceFirst(seq))
+		r.Record(seq, at, at.Add(l))
+	}
+	r.Record(4, due, due.Add(time.Hour)) // a duplicate: the first delivery counts
+	want := []bench.Bucket{
+		{FromMs: 0, N: 4, P50: 2, P99: 4, Max: 4},
+		{FromMs: 100, N: 3, P50: 7, P99: 50, Max: 50},
+		{FromMs: 200, N: 2, P50: 2.5, P99: 100, Max: 100},
+		{FromMs: 500, N: 1, P50: 9, P99: 9, Max: 9},
+	}
+	if d := cmp.Diff(want, r.Timeline(100*time.Millisecond, sinceFirst)); d != "" {
+		t.Errorf("Timeline(100ms) (-want +got):\n%s", d)
+	}
+	// Negative offsets (due before the first) floor to the bucket below.
+	neg := func(seq int) time.Duration { return sinceFirst(seq) - 45*time.Millisecond }
+	got := r.Timeline(100*time.Millisecond, neg)
+	if len(got) == 0 || got[0].FromMs != -100 || got[0].N != 2 {
+		t.Errorf("Timeline with offsets from -45ms starts %+v, want bucket -100 holding jobs 0 and 1", got)
+	}
+	if got := bench.NewRecorder(3).Timeline(time.Second, sinceFirst); len(got) != 0 {
+		t.Errorf("Timeline with nothing delivered = %+v, want none", got)
+	}
+}
+
 // fakeSystem delivers each job at its due time, by a timer, once or twice.
 type fakeSystem struct {
 	rec   *bench.Recorder
@@ -140,6 +182,44 @@ func TestFire(t *testing.T) {
 	}
 	if s := progress.String(); s != "" && !strings.HasPrefix(s, "\r") {
 		t.Errorf("progress %q, want \\r lines", s)
+	}
+	if res.Timeline != nil || res.TimelineMs != 0 {
+		t.Errorf("timeline %+v without FireOptions.Timeline, want none", res.Timeline)
+	}
+}
+
+// TestFireTimeline: with a timeline, every delivered job is in one bucket
+// of its due time, and the buckets cover the spread.
+func TestFireTimeline(t *testing.T) {
+	t.Parallel()
+	rec := bench.NewRecorder(100)
+	sys := &fakeSystem{rec: rec}
+	defer sys.stop()
+	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{
+		N: 100, Spread: 200 * time.Millisecond, Lead: 100 * time.Millisecond, Grace: time.Second, Timeline: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Job seq is due 2ms*seq after the first: 25 jobs in each of 4 buckets.
+	var from []float64
+	for _, b := range res.Timeline {
+		from = append(from, b.FromMs)
+		if b.N != 25 || b.Max < b.P99 || b.P99 < b.P50 {
+			t.Errorf("bucket %+v: want 25 jobs and p50 <= p99 <= max", b)
+		}
+	}
+	if d := cmp.Diff([]float64{0, 50, 100, 150}, from); d != "" || res.TimelineMs != 50 {
+		t.Errorf("timeline of %g ms buckets from (-want +got):\n%s", res.TimelineMs, d)
+	}
+	var out bytes.Buffer
+	if err := bench.WriteTable(&out, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"per 50 ms of due time", "+0.000s", "+0.150s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

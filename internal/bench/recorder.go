@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -98,4 +99,47 @@ func Summarize(ds []time.Duration) Lateness {
 // ms converts d to milliseconds, rounded to the microsecond.
 func ms(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Microsecond)) / 1000
+}
+
+// Bucket is the lateness of the jobs of a run due within one bucket of its
+// timeline: from FromMs to FromMs plus the bucket's width after the first
+// due time. Percentiles are nearest-rank, in milliseconds, of the first
+// delivery of each job delivered; N counts those jobs.
+type Bucket struct {
+	FromMs float64 `json:"from_ms"`
+	N      int     `json:"n"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+	Max    float64 `json:"max"`
+}
+
+// Timeline groups the lateness recorded so far by due time: job seq falls
+// in bucket offset(seq)/width, offset(seq) being its due time minus the
+// first due time of the run. It returns the buckets that hold a delivered
+// job, in order of due time; jobs not delivered count in none. width must
+// be positive.
+func (r *Recorder) Timeline(width time.Duration, offset func(seq int) time.Duration) []Bucket {
+	if width <= 0 {
+		panic("bench: Timeline width must be positive")
+	}
+	byBucket := map[int64][]time.Duration{}
+	for seq := range r.count {
+		if r.count[seq].Load() == 0 {
+			continue
+		}
+		o := offset(seq)
+		i := int64(o / width)
+		if o < 0 && o%width != 0 {
+			i-- // floor, so a bucket is always [from, from+width)
+		}
+		byBucket[i] = append(byBucket[i], time.Duration(r.late[seq].Load()))
+	}
+	keys := slices.Sorted(maps.Keys(byBucket))
+	out := make([]Bucket, 0, len(keys))
+	for _, i := range keys {
+		ds := byBucket[i]
+		l := Summarize(ds)
+		out = append(out, Bucket{FromMs: ms(time.Duration(i) * width), N: len(ds), P50: l.P50, P99: l.P99, Max: l.Max})
+	}
+	return out
 }

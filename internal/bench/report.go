@@ -131,6 +131,12 @@ func WriteTable(w io.Writer, r *Result) error {
 		row("early", "%d", r.Early)
 		l := r.LatenessMs
 		row("lateness ms", "p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  (min %.2f)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Min)
+		if len(r.Timeline) > 0 {
+			row("timeline", "lateness ms per %g ms of due time, from the first due time", r.TimelineMs)
+		}
+		for _, b := range r.Timeline {
+			row(fmt.Sprintf("  +%.3fs", b.FromMs/1000), "n %-6d p50 %-8.2f p99 %-8.2f max %.2f", b.N, b.P50, b.P99, b.Max)
+		}
 	}
 	row("schedule", "%.0f tasks/s (%.3fs)", r.SchedulePerSec, r.ScheduleSec)
 	if r.FillPerSec > 0 {

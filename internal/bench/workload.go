@@ -46,6 +46,10 @@ type FireOptions struct {
 	// result's Cost has the figures. The window opens just before the first
 	// job falls due.
 	Cost *CostProbe
+	// Timeline, when positive, is the width of the buckets of due time the
+	// result's Timeline gives the lateness of, from the first due time on.
+	// Default 0: no timeline.
+	Timeline time.Duration
 	// Progress, when set, gets a progress line rewritten with \r.
 	Progress io.Writer
 }
@@ -64,15 +68,16 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 	if err := checkSizes(o.N, o.Batch, o.Concurrency, rec); err != nil {
 		return nil, err
 	}
-	if o.Spread < 0 || o.Lead < 0 || o.Grace < 0 || o.MaxWait < 0 {
-		return nil, errors.New("bench: spread, lead, grace and max wait must not be negative")
+	if o.Spread < 0 || o.Lead < 0 || o.Grace < 0 || o.MaxWait < 0 || o.Timeline < 0 {
+		return nil, errors.New("bench: spread, lead, grace, max wait and timeline must not be negative")
 	}
 	start := time.Now()
 	first := start.Add(o.Lead)
 	n := int64(o.N)
-	due := func(seq int) time.Time {
-		return first.Add(time.Duration(int64(o.Spread) * int64(seq) / n))
+	sinceFirst := func(seq int) time.Duration {
+		return time.Duration(int64(o.Spread) * int64(seq) / n)
 	}
+	due := func(seq int) time.Time { return first.Add(sinceFirst(seq)) }
 	took, err := scheduleAll(ctx, sys, o.N, o.Batch, o.Concurrency, due, o.Progress, "fire: scheduling")
 	if err != nil {
 		return nil, err
@@ -102,6 +107,9 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 	}
 	last := time.Now()
 	r.fill(rec, o.MaxWait)
+	if o.Timeline > 0 {
+		r.TimelineMs, r.Timeline = ms(o.Timeline), rec.Timeline(o.Timeline, sinceFirst)
+	}
 	if cost != nil {
 		r.Cost = cost.end(ctx, r, last, r.Fired)
 		if err := ctx.Err(); err != nil {

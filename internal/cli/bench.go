@@ -41,6 +41,9 @@ Workloads:
             from now; reports the lateness of each delivery (receive time
             minus Toc-Due-At) at a webhook receiver in this process, or with
             --pull at --consumers pull consumers (claim return time minus due).
+            With --timeline 100ms, also per 100 ms of due time (from the
+            first due time): the count, p50, p99 and max lateness, to see
+            when in the run the late deliveries fall.
   schedule  tasks accepted durably per second: one per request (--batch 1)
             or in batches, from --concurrency clients; then the tasks fire
             (all due --hold after the start) and each is checked off.
@@ -77,12 +80,14 @@ it (group commit: the requests that come during an fsync share the next).
 
 Prints a table, or with --json one object with the keys workload, nodes, n,
 fired, missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99,
-p999, max}, rss_bytes, disk_bytes and more (pending on a cluster:
-redis_bytes, redis_bytes_per_task, redis_prefix_bytes, sql_bytes,
-sql_bytes_per_task; fire with a cost: cost {window_sec, fires,
-cpu_us_per_fire {total, toc, sql, redis}, sql_xacts_per_fire,
-sql_statements_per_fire, redis_commands_per_fire, and the totals}). Nothing
-asserts the targets; the output says which were met.
+p999, max}, rss_bytes, disk_bytes and more (fire with --timeline:
+timeline_ms, the width, and timeline [{from_ms, n, p50, p99, max}], the
+buckets that hold a delivery; pending on a cluster: redis_bytes,
+redis_bytes_per_task, redis_prefix_bytes, sql_bytes, sql_bytes_per_task;
+fire with a cost: cost {window_sec, fires, cpu_us_per_fire {total, toc,
+sql, redis}, sql_xacts_per_fire, sql_statements_per_fire,
+redis_commands_per_fire, and the totals}). Nothing asserts the targets; the
+output says which were met.
 
 "toc bench suite" runs the whole suite (toc embedded, pending, cluster and
 the peers asynq and River) and rewrites bench/RESULTS.md: see
@@ -123,6 +128,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule or pending")
 	n := fs.Int("n", 0, "number of tasks (default 100000 for fire and schedule, 1000000 for pending)")
 	spread := fs.Duration("spread", 10*time.Second, "fire: spread the due times over this `duration`")
+	timeline := fs.Duration("timeline", 0, "fire: also report the lateness per bucket of due time this `wide` (like 100ms; default none)")
 	lead := fs.Duration("lead", 0, "fire: the first task is due this long after the start (default 2s plus 100µs per task)")
 	grace := fs.Duration("grace", bench.GraceDefault, "fire, schedule: after the last due time, stop waiting once no delivery has come for this long (at most --max-wait)")
 	maxWait := fs.Duration("max-wait", bench.MaxWait, "fire, schedule: stop waiting this `long` after the last due time; tasks not delivered by then count as missing")
@@ -190,6 +196,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("bench: --spread, --lead, --grace, --hold, --max-wait and --sql-stats-wait must not be negative")
 	case *pull && *workload == bench.WorkloadPending:
 		return usagef("bench: --pull is for fire and schedule")
+	case set["timeline"] && *workload != bench.WorkloadFire:
+		return usagef("bench: --timeline is for --workload fire")
+	case *timeline < 0:
+		return usagef("bench: --timeline must not be negative")
 	}
 
 	delivery := bench.DeliveryPush
@@ -203,7 +213,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !*asJSON && isTerminal(stdout) {
 		progress = stdout
 	}
-	fire := bench.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	fire := bench.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Timeline: *timeline, Progress: progress}
 	schedule := bench.ScheduleOptions{N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress}
 	if *baseline {
 		res, err := runBaseline(ctx, *workload, *app, fire, schedule)

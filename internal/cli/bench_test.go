@@ -185,6 +185,47 @@ func TestBenchBaseline(t *testing.T) {
 	}
 }
 
+// TestBenchTimeline: --timeline gives the lateness per bucket of due
+// time, in the JSON and one line a bucket in the table.
+func TestBenchTimeline(t *testing.T) {
+	t.Parallel()
+	got := runBenchJSON(t, "fire", 200, "--n", "200", "--spread", "400ms", "--timeline", "100ms")
+	tl, _ := got["timeline"].([]any)
+	if got["timeline_ms"] != 100.0 || len(tl) != 4 {
+		t.Fatalf("timeline_ms %v, timeline %v: want 4 buckets of 100 ms", got["timeline_ms"], got["timeline"])
+	}
+	n := 0.0
+	for i, b := range tl {
+		b, _ := b.(map[string]any)
+		for _, k := range []string{"from_ms", "n", "p50", "p99", "max"} {
+			if jsonType(b[k]) != "number" {
+				t.Errorf("timeline[%d].%s = %v, want a number", i, k, b[k])
+			}
+		}
+		if b["from_ms"] != float64(100*i) {
+			t.Errorf("timeline[%d].from_ms = %v, want %d", i, b["from_ms"], 100*i)
+		}
+		c, _ := b["n"].(float64)
+		n += c
+	}
+	if n != 200 {
+		t.Errorf("the buckets hold %v jobs, want 200", n)
+	}
+	if _, ok := runBenchJSON(t, "fire", 50, "--n", "50", "--spread", "100ms")["timeline"]; ok {
+		t.Error("timeline in the JSON without --timeline")
+	}
+
+	stdout, stderr, err := runCLI(t, nil, "bench", "--embedded", "--workload", "fire", "--n", "50", "--spread", "200ms", "--timeline", "100ms")
+	if err != nil {
+		t.Fatalf("%v\nstderr: %s", err, stderr)
+	}
+	for _, want := range []string{"timeline     lateness ms per 100 ms of due time", "+0.000s    n 25 ", "+0.100s    n 25 "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
 func TestBenchFirePull(t *testing.T) {
 	t.Parallel()
 	runBenchJSON(t, "fire", 100, "--n", "100", "--spread", "500ms", "--pull")
@@ -262,6 +303,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--server", "http://127.0.0.1:1", "--workload", "pending", "--redis-prefix", "p"}, "--redis-prefix needs --redis"},
 		{[]string{"--embedded", "--workload", "pending", "--sql", "postgres://x/y"}, "give --embedded or --server"},
 		{[]string{"--embedded", "--max-wait", "-1s"}, "must not be negative"},
+		{[]string{"--embedded", "--workload", "schedule", "--timeline", "100ms"}, "--timeline is for --workload fire"},
+		{[]string{"--embedded", "--timeline", "-1s"}, "--timeline must not be negative"},
 	} {
 		_, _, err := runCLI(t, nil, append([]string{"bench"}, tc.args...)...)
 		checkUsageError(t, err, tc.want)

@@ -101,11 +101,23 @@ type Options struct {
 	FS vfs.FS
 }
 
-// memTableSize is Pebble's memtable size. A task is written about three
-// times within seconds (created, leased, delivered), each write replacing
-// index entries: in a memtable large enough to hold those seconds, the
-// replaced versions never reach an sstable; with Pebble's default of 4 MiB,
-// compactions spend much of the fire path's CPU rewriting them.
+// memTableSize is Pebble's memtable size. A task is written twice (created,
+// then its outcome), each write replacing index entries: when both land in
+// one memtable, the replaced versions never reach an sstable; with Pebble's
+// default of 4 MiB, compactions spent much of the fire path's CPU rewriting
+// them.
+//
+// Pebble's other defaults stand: tried against them with toc bench
+// --embedded --workload fire --timeline 100ms on 2 cores (alternating runs),
+// none clearly helped. Nothing stalls writes: a flush and its L0->L6
+// compactions (one every ~7 s at 10 000 fires/s) cost the 100 ms buckets
+// under them p99 25-65 ms through the CPU they take, and 64 or 128 MiB
+// memtables, MemTableStopWritesThreshold 4, no compression and
+// CompactionConcurrencyRange 2 left p99 and max within the noise or worse
+// (128 MiB: +50 MiB of RSS; no compression: +25% of disk). An
+// L0CompactionThreshold of 8 made it worse (p99 41 and 381 ms against 28
+// and 21), likely as it skips the compaction before the fires and leaves
+// each read more L0 files to look through.
 const memTableSize = 32 << 20
 
 // CacheSizeDefault is the default [Options.CacheSize]: 64 MiB.
@@ -165,10 +177,12 @@ func Open(opts Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
 	defer cache.Unref() // the database holds its own reference
+	pl := pebbleLogger{logger.With(slog.String("component", "pebble"))}
 	po := &pebble.Options{
 		Cache:              cache,
 		FS:                 opts.FS,
-		Logger:             pebbleLogger{logger.With(slog.String("component", "pebble"))},
+		Logger:             pl,
+		EventListener:      eventListener(pl),
 		FormatMajorVersion: pebble.FormatNewest,
 		MemTableSize:       memTableSize,
 	}
@@ -189,6 +203,21 @@ func Open(opts Options) (*Store, error) {
 		s.wo = pebble.NoSync
 	}
 	return s, nil
+}
+
+// eventListener logs Pebble's flushes, compactions, write stalls and slow
+// disk operations through l, at Debug as Pebble's other informational
+// messages: with --log-level debug they can be laid beside the lateness of
+// fires over time (toc bench --timeline). Pebble's default listener logs
+// none of them. The other events keep Pebble's defaults.
+func eventListener(l pebbleLogger) *pebble.EventListener {
+	return &pebble.EventListener{
+		FlushEnd:        func(i pebble.FlushInfo) { l.Infof("%s", i) },
+		CompactionEnd:   func(i pebble.CompactionInfo) { l.Infof("%s", i) },
+		WriteStallBegin: func(i pebble.WriteStallBeginInfo) { l.Infof("%s", i) },
+		WriteStallEnd:   func() { l.Infof("write stall ending") },
+		DiskSlow:        func(i pebble.DiskSlowInfo) { l.Infof("%s", i) },
+	}
 }
 
 // enter starts a call: it fails once the store is closed and otherwise
