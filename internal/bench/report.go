@@ -36,11 +36,16 @@ const (
 	Target13BatchPerSec   = 150_000
 	Target13BaselineRatio = 3.0 // the goal: fire p99 within 3x the baseline's
 
-	Target12SQLXactsPerFire  = 0.05
-	Target12RedisCmdsPerFire = 0.5
-	Target12CPUUsPerFire     = 100.0 // node, PostgreSQL and Redis together
-	Target12NodesP99Ratio    = 2.0   // three nodes' fire p99 over one node's
-	Target12NodesCPURatio    = 1.3   // three nodes' CPU per fire over one node's
+	Target12SQLXactsPerFire   = 0.05
+	Target12RedisCmdsPerFire  = 0.5
+	Target12CPUUsPerFire      = 100.0 // node, PostgreSQL and Redis together
+	Target12NodesP99Ratio     = 2.0   // three nodes' fire p99 over one node's
+	Target12NodesCPURatio     = 1.3   // three nodes' CPU per fire over one node's
+	Target12FireP99Ms         = 50.0  // one node, at TargetFireRate
+	Target12FireMaxMs         = 250.0 // one node, at TargetFireRate
+	Target12SinglePerSec      = 10_000
+	Target12BatchPerSec       = 60_000
+	Target12RedisBytesPerTask = 1.0 // far-future pending tasks: Redis does not grow with them
 )
 
 // TocTargets returns the targets that apply to r, a run against toc, each
@@ -611,6 +616,7 @@ func suiteTargets(results []*Result) []suiteTarget {
 		})
 	}
 	groups := clusterGroups(results)
+	ts = append(ts, oneNodeTargets(groups[1], results)...)
 	one, three := groups[1], groups[3]
 	if one == nil || three == nil || one.fire == nil || three.fire == nil {
 		return ts
@@ -630,6 +636,39 @@ func suiteTargets(results []*Result) []suiteTarget {
 			Met:  u3 <= Target12NodesCPURatio*u1,
 			Got:  fmt.Sprintf("%s µs, %sx one node's %s µs", num(u3), ratioString(u3, u1), num(u1)),
 		}, of: of})
+	}
+	return ts
+}
+
+// oneNodeTargets are #12's targets for one cluster node: fire lateness at
+// TargetFireRate (and never early), creates one per request and in
+// batches, and no Redis growth with far-future pending tasks.
+func oneNodeTargets(one *clusterRuns, results []*Result) []suiteTarget {
+	if one == nil {
+		return nil
+	}
+	var ts []suiteTarget
+	add := func(of, name string, met bool, format string, args ...any) {
+		ts = append(ts, suiteTarget{Check: Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
+	}
+	if f := one.fire; f != nil && f.SpreadSec > 0 && float64(f.N)/f.SpreadSec >= TargetFireRate*0.99 {
+		of := "fire, cluster, 1 node"
+		l := f.LatenessMs
+		add(of, fmt.Sprintf("#12: one node's fire p99 <= %g ms at %d fires/s", Target12FireP99Ms, TargetFireRate), l.P99 <= Target12FireP99Ms && f.Missing == 0, "%.2f ms", l.P99)
+		add(of, fmt.Sprintf("#12: one node's fire max <= %g ms at %d fires/s, never early", Target12FireMaxMs, TargetFireRate), l.Max <= Target12FireMaxMs && f.Early == 0 && f.Missing == 0, "%.2f ms, %d early", l.Max, f.Early)
+	}
+	if r := one.single; r != nil && r.Concurrency == 16 {
+		add("schedule, cluster, 1 node", fmt.Sprintf("#12: one node's creates >= %d/s one per request from 16 clients", Target12SinglePerSec), r.SchedulePerSec >= Target12SinglePerSec, "%.0f/s", r.SchedulePerSec)
+	}
+	if r := one.batch; r != nil && r.Batch >= 1000 {
+		add("schedule, cluster, 1 node", fmt.Sprintf("#12: one node's creates >= %d/s in batches of 1000", Target12BatchPerSec), r.SchedulePerSec >= Target12BatchPerSec, "%.0f/s", r.SchedulePerSec)
+	}
+	for _, r := range results {
+		if r.System == "toc" && r.Workload == WorkloadPending && strings.Contains(r.Variant, "cluster") && r.RedisPrefixBytes != nil && r.N > 0 {
+			per := float64(*r.RedisPrefixBytes) / float64(r.N)
+			add("pending, cluster, 1 node", fmt.Sprintf("#12: Redis does not grow with far-future pending tasks (<= %g B each under the prefix)", Target12RedisBytesPerTask), per <= Target12RedisBytesPerTask, "%.2f B per task", per)
+			break
+		}
 	}
 	return ts
 }
