@@ -472,3 +472,58 @@ func TestScheduleCatchUpAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleSkipAndEnd: cancelling the pending occurrence by its key
+// skips that one occurrence and the schedule goes on; a schedule with
+// start_at and end_at makes exactly the occurrences between them, then
+// is ended with no next time.
+func TestScheduleSkipAndEnd(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	rcv := newReceiver(t)
+	start := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	end := start.Add(4 * time.Second)
+	body := fmt.Sprintf(`{"app":"shop","key":"five","every":"1s","start_at":%q,"end_at":%q,"target":{"http":{"url":%q}}}`,
+		start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano), rcv.URL+"/hook")
+	code, sc, m := doSchedule(t, "POST", s.url+"/v1/schedules", body)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	if sc.NextAt == nil || !sc.NextAt.Equal(start) {
+		t.Fatalf("next_at %v, want start_at %v", sc.NextAt, start)
+	}
+	// Skip the first occurrence: cancel it by its key before it is due.
+	skipped := task.OccurrenceKey("five", start)
+	if code, m := do(t, "DELETE", s.url+"/v1/apps/shop/keys/"+url.PathEscape(skipped), ""); code != http.StatusNoContent {
+		t.Fatalf("cancel the pending occurrence by key: %d %v", code, m)
+	}
+	waitFor(t, 15*time.Second, "the schedule to end", func() bool {
+		_, got, _ := doSchedule(t, "GET", s.url+"/v1/schedules/"+sc.ID.String(), "")
+		return got != nil && got.State == task.ScheduleEnded
+	})
+	waitFor(t, 5*time.Second, "four occurrences delivered", func() bool { return len(rcv.arrivals()) >= 4 })
+	time.Sleep(1500 * time.Millisecond) // one past end_at would land now
+	var dues []time.Time
+	for _, a := range rcv.arrivals() {
+		d, err := time.Parse(time.RFC3339Nano, a.header.Get("Toc-Due-At"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dues = append(dues, d)
+	}
+	slices.SortFunc(dues, time.Time.Compare)
+	var want []time.Time
+	for k := 1; k <= 4; k++ { // start is skipped; start+4s is end_at, the last
+		want = append(want, start.Add(time.Duration(k)*time.Second))
+	}
+	if !slices.EqualFunc(dues, want, time.Time.Equal) {
+		t.Errorf("occurrences delivered at due times %v, want %v (the first skipped, none after end_at)", dues, want)
+	}
+	_, got, m := doSchedule(t, "GET", s.url+"/v1/schedules/"+sc.ID.String(), "")
+	if got.NextAt != nil || got.LastAt == nil || !got.LastAt.Equal(end) {
+		t.Errorf("ended schedule: next_at %v, last_at %v; want none and %v (%v)", got.NextAt, got.LastAt, end, m)
+	}
+	if tk, err := s.client.GetByKey(context.Background(), "shop", skipped); err != nil || tk.State != task.Cancelled {
+		t.Errorf("the skipped occurrence: %v %v", tk, err)
+	}
+}
