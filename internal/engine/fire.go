@@ -18,8 +18,8 @@ import (
 // A fire job is a pipeline over the tasks the wheel says are due:
 //
 //	pace     rated apps' tasks wait for their app's limits before the store is read
-//	look     one store call for the batch reads each task under its row lock and
-//	         decides it: a push attempt to start, an expiry, a lease that ran out,
+//	look     one store call for the batch reads each task (under its row lock,
+//	         or optimistically: fireWrite) and decides it: a push attempt to start, an expiry, a lease that ran out,
 //	         a pull task due. It writes only what needs no claim (an expiry, a
 //	         pull task due, a wake for a deadline); a push attempt is not
 //	         written at all
@@ -47,7 +47,7 @@ import (
 // other node starts the attempt again before then; a node that dies leaves
 // the member to run out there, and the slot's next owner delivers it.
 
-// verdict is what lease decided for one task.
+// verdict is what look decided for one task.
 type verdict uint8
 
 const (
@@ -73,7 +73,6 @@ type firing struct {
 	claim   claimFor      // what the cluster index must give this node first
 	until   time.Time     // the claim's hold
 	timeout time.Duration // of the push attempt
-	inIndex bool          // the index holds the task's member for this node (PrepareQueue)
 }
 
 // claimFor says why a task needs the cluster index's claim.
@@ -111,7 +110,7 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	})
 	wrote()
 	e.claimAll(wctx, fs, ws, errs, now)
-	e.rollBack(wctx, fs, ws, errs, now)
+	e.writeRollbacks(wctx, fs, ws, errs, now)
 	var mirror []written
 	var push []*task.Task
 	for i := range fs {
@@ -156,7 +155,7 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 }
 
 // look is the store call of a fire job: it decides each task of ts (the
-// rows of fs, held) and returns, per task, nil to store the change decide
+// rows of fs) and returns, per task, nil to store the change decide
 // made or errSkip to leave the row as it is: a push attempt and a rollback
 // waiting for the index's claim are not written here.
 func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
@@ -179,7 +178,7 @@ func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
 	return errs
 }
 
-// decide is look's verdict on one task t, due at now, with its row held: it
+// decide is look's verdict on one task t, due at now, as look read it: it
 // sets f.v, and f.claim when the cluster index must give the task to this
 // node before the change is made.
 func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
@@ -288,9 +287,9 @@ func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs [
 	}
 }
 
-// rollBack writes the rollbacks the index gave to this node, each only if
-// its lease is still the one that ran out.
-func (e *Engine) rollBack(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+// writeRollbacks writes the rollbacks the index gave to this node, each
+// only if its lease is still the one that ran out.
+func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
 	var which []int
 	for i := range fs {
 		if fs[i].v == vRollback {
@@ -416,8 +415,7 @@ var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 // which, in one round trip, and reports which this node holds (always all
 // on a single node). A failing index does not stop delivery: the fenced
 // outcome write keeps a stale attempt from overwriting a newer one, and the
-// index only spares nodes duplicate work. It marks the firings whose member
-// the index now holds.
+// index only spares nodes duplicate work.
 func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []bool {
 	held := make([]bool, len(which))
 	if e.cfg.Index == nil {
@@ -438,9 +436,6 @@ func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firi
 			held[k] = true
 		}
 		return held
-	}
-	for k, i := range which {
-		fs[i].inIndex = got[k]
 	}
 	return got
 }

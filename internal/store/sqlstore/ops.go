@@ -525,13 +525,11 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			}
 			return nil
 		}
-		var changed map[int]bool
-		var err error
-		if optimistic {
-			changed, err = s.writeManyFenced(ctx, tx, db, ws, raws)
-		} else {
-			err = s.writeMany(ctx, tx, db, ws)
+		fence := raws
+		if !optimistic {
+			fence = nil
 		}
+		changed, err := s.writeMany(ctx, tx, db, ws, fence)
 		if err != nil {
 			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
 			for _, w := range ws {
@@ -636,74 +634,44 @@ func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []
 // writeMany stores ws, the tasks of an UpdateMany to write in db, in tx
 // (one update_many per table and maxRows tasks), and commits tx. It sorts
 // ws.
-func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []item) error {
-	slices.SortFunc(ws, func(a, b item) int {
-		return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(a.t.ID, b.t.ID))
-	})
-	for chunk := range chunks(ws) {
-		table := chunk[0].table
-		q, err := s.sizedQuery(db, "update_many", table, len(chunk))
-		if err != nil {
-			return err
-		}
-		// The columns of update_many's rows: id, then all but app and key.
-		args := make([]any, 0, len(q.params))
-		for _, w := range chunk {
-			args = append(append(args, w.cols[0]), w.cols[3:]...)
-		}
-		if len(args) != len(q.params) {
-			return fmt.Errorf("sqlstore: update of %d rows has %d parameters, not %d", len(chunk), len(q.params), len(args))
-		}
-		if _, err := tx.ExecContext(ctx, q.sql, args...); err != nil {
-			return fmt.Errorf("update %s: %w", db.tables[table], err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
-// writeManyFenced is writeMany for UpdateOpts.Optimistic: each row is
-// written only if its record is still raws[i], the one read
-// (update_many_fenced). It returns the indexes of the tasks not written
+//
+// With raws (UpdateOpts.Optimistic) each row is written only if its record
+// is still raws[i], the one read (update_many_fenced, which returns the ids
+// it wrote), and writeMany returns the indexes of the tasks not written
 // because their row changed meanwhile.
-func (s *Store) writeManyFenced(ctx context.Context, tx *sql.Tx, db *database, ws []item, raws [][]byte) (map[int]bool, error) {
+func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []item, raws [][]byte) (changed map[int]bool, err error) {
 	slices.SortFunc(ws, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(a.t.ID, b.t.ID))
 	})
-	var changed map[int]bool
+	name := "update_many"
+	if raws != nil {
+		name = "update_many_fenced"
+	}
 	for chunk := range chunks(ws) {
 		table := chunk[0].table
-		q, err := s.sizedQuery(db, "update_many_fenced", table, len(chunk))
+		q, err := s.sizedQuery(db, name, table, len(chunk))
 		if err != nil {
 			return nil, err
 		}
-		// update_many's columns, then the record read.
+		// The columns of update_many's rows: id, then all but app and key;
+		// fenced, the record read after them.
 		args := make([]any, 0, len(q.params))
 		for _, w := range chunk {
-			args = append(append(append(args, w.cols[0]), w.cols[3:]...), raws[w.i])
+			args = append(append(args, w.cols[0]), w.cols[3:]...)
+			if raws != nil {
+				args = append(args, raws[w.i])
+			}
 		}
 		if len(args) != len(q.params) {
-			return nil, fmt.Errorf("sqlstore: fenced update of %d rows has %d parameters, not %d", len(chunk), len(q.params), len(args))
+			return nil, fmt.Errorf("sqlstore: %s of %d rows has %d parameters, not %d", name, len(chunk), len(q.params), len(args))
 		}
-		rows, err := tx.QueryContext(ctx, q.sql, args...)
-		if err != nil {
-			return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
-		}
-		wrote := make(map[task.ID]bool, len(chunk))
-		for rows.Next() {
-			var idb []byte
-			if err := rows.Scan(&idb); err != nil {
-				rows.Close()
+		if raws == nil {
+			if _, err := tx.ExecContext(ctx, q.sql, args...); err != nil {
 				return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
 			}
-			if id, err := readID(idb); err == nil {
-				wrote[id] = true
-			}
+			continue
 		}
-		err = rows.Err()
-		rows.Close()
+		wrote, err := queryIDs(ctx, tx, q.sql, args)
 		if err != nil {
 			return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
 		}
@@ -720,6 +688,28 @@ func (s *Store) writeManyFenced(ctx context.Context, tx *sql.Tx, db *database, w
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return changed, nil
+}
+
+// queryIDs runs a statement that returns task ids, and returns them.
+func queryIDs(ctx context.Context, tx *sql.Tx, query string, args []any) (map[task.ID]bool, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := map[task.ID]bool{}
+	for rows.Next() {
+		var idb []byte
+		if err := rows.Scan(&idb); err != nil {
+			return nil, err
+		}
+		id, err := readID(idb)
+		if err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	return ids, rows.Err()
 }
 
 // The scans (Wakeups, Claimable, List, Sweep) read every shard: one UNION
