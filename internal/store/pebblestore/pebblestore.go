@@ -50,6 +50,7 @@
 package pebblestore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -156,6 +157,7 @@ type Store struct {
 	idLocks  [stripes]stripe    // by task id; see the package doc for the lock order
 	keyLocks [stripes]stripe    // by (app, key)
 	recent   [stripes]recentSet // by id stripe, under its lock (recent.go)
+	pull     pullFloors         // where Claimable's scans start (pullfloor.go)
 
 	mu struct {
 		// Held for reading by every call for its duration, for writing by
@@ -331,6 +333,7 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	}
 	now := time.Now()
 	for _, c := range created {
+		s.pull.wrote(nil, c)
 		s.recent[s.idStripe(c.ID)].keep(c.ID, c, now)
 	}
 	return res, nil
@@ -386,6 +389,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 	if err := b.Commit(s.writeOptions(opts)); err != nil {
 		return nil, fmt.Errorf("pebblestore: update %s: %w", id, err)
 	}
+	s.pull.wrote(old.t, c)
 	s.recent[stripe].keep(id, c, time.Now())
 	return c.Clone(), nil
 }
@@ -442,6 +446,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 	now := time.Now()
 	for i, c := range cs {
 		if c != nil && errs[i] == nil {
+			s.pull.wrote(olds[i].t, c)
 			s.recent[stripes[i]].keep(c.ID, c, now)
 			res[i] = c.Clone()
 		}
@@ -548,10 +553,26 @@ func (s *Store) Claimable(ctx context.Context, app string, now time.Time, limit 
 	if ms := now.UnixMilli(); ms < math.MaxInt64 {
 		upper = appendMs(pullPrefix(app), ms+1)
 	}
-	return scanIDs(s.db, prefix, upper, limit, func(k []byte) (task.ID, error) {
+	lower, gen := s.pull.start(app)
+	if lower == nil {
+		lower = prefix
+	}
+	var first []byte
+	ids, err := scanIDs(s.db, lower, upper, limit, func(k []byte) (task.ID, error) {
+		if first == nil {
+			first = bytes.Clone(k)
+		}
 		_, id, err := parsePullKey(k, len(prefix))
 		return id, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	if first == nil {
+		first = upper
+	}
+	s.pull.raise(app, gen, first)
+	return ids, nil
 }
 
 // List implements [store.Store].
