@@ -683,7 +683,7 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 		if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
 			return nil, fmt.Errorf("read schedule %s again: %w", s.ID, gerr)
 		}
-		e.dropStray(ctx, s, cur, made, now)
+		e.dropStray(ctx, s, cur, made, fresh, now)
 		if cur == nil {
 			return nil, fmt.Errorf("schedule %s: %w", s.ID, store.ErrNotFound)
 		}
@@ -863,14 +863,20 @@ func sameTemplate(a, b *task.Task) bool {
 		a.Retry == b.Retry && equalTimes(a.Deadline, b.Deadline)
 }
 
-// dropStray cancels the future occurrences a step created for s whose
-// write then lost to a PATCH, pause or delete: those cur (nil: deleted)
-// does not name as pending. Occurrences already due stay: they were due by
-// the rule in force when they came due.
-func (e *Engine) dropStray(ctx context.Context, s, cur *task.Schedule, made []store.CreateResult, now time.Time) {
-	for _, r := range made {
+// dropStray cancels the future occurrences a step created for s, or
+// revived for it (synced: made[0], by syncOccurrence), whose write then
+// lost to a PATCH, pause or delete: those cur (nil: deleted) does not name
+// as pending. Occurrences already due stay: they were due by the rule in
+// force when they came due.
+//
+// The revived one counts too: a step that read s before a delete, and
+// synced the occurrence the delete had just cancelled, brought it back for
+// a schedule that no longer exists, and it fired (a flaky
+// TestScheduleDeleteFreesKey, one run in a few hundred).
+func (e *Engine) dropStray(ctx context.Context, s, cur *task.Schedule, made []store.CreateResult, synced bool, now time.Time) {
+	for i, r := range made {
 		t := r.Task
-		if !r.Created || !t.DueAt.After(now) {
+		if (!r.Created && !(synced && i == 0)) || !t.DueAt.After(now) {
 			continue
 		}
 		if cur != nil && cur.State == task.ScheduleActive && equalTimes(cur.NextAt, &t.DueAt) {
