@@ -205,6 +205,18 @@ func (c *Client) Schedule(ctx context.Context, req ScheduleRequest) (t *task.Tas
 // fails alone, in its result's Err; the error returned is for the batch as a
 // whole. An empty reqs sends nothing.
 func (c *Client) ScheduleBatch(ctx context.Context, reqs []ScheduleRequest) ([]BatchResult, error) {
+	return c.scheduleBatch(ctx, reqs, nil)
+}
+
+// ScheduleBatchMinimal is [Client.ScheduleBatch] for producers that read
+// nothing back: the server answers each task with its id alone ("Prefer:
+// return=minimal"), which spares it and this client the encoding of every
+// task. Each result's Task has only its ID set.
+func (c *Client) ScheduleBatchMinimal(ctx context.Context, reqs []ScheduleRequest) ([]BatchResult, error) {
+	return c.scheduleBatch(ctx, reqs, http.Header{"Prefer": {"return=minimal"}})
+}
+
+func (c *Client) scheduleBatch(ctx context.Context, reqs []ScheduleRequest, hdr http.Header) ([]BatchResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -219,7 +231,7 @@ func (c *Client) ScheduleBatch(ctx context.Context, reqs []ScheduleRequest) ([]B
 	in := struct {
 		Tasks []ScheduleRequest `json:"tasks"`
 	}{reqs}
-	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks:batch", nil, in, &resp); err != nil {
+	if _, err := c.doWith(ctx, http.MethodPost, "/v1/tasks:batch", nil, hdr, in, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(reqs) {
@@ -387,6 +399,52 @@ func (c *Client) Ack(ctx context.Context, id task.ID, lease string) error {
 	return err
 }
 
+// AckItem is one task of [Client.AckMany]: its id and the lease token its
+// claim returned.
+type AckItem struct {
+	ID    task.ID `json:"id"`
+	Lease string  `json:"lease"`
+}
+
+// AckMany reports up to 1000 claimed tasks of app delivered, in one request
+// and one durable write on the server, as [Client.Ack] does each. The
+// errors are in the order of acks, nil for a task acked, else an *Error
+// with the Status a single Ack would have had: [IsConflict] when the lease
+// is no longer current, [IsNotFound] when app has no task with the id (a
+// task of another app included), 400 naming the item's field (like
+// "acks.3.lease") for a bad item or an id given twice. The error returned
+// is for the request as a whole (nothing was acked). An empty acks sends
+// nothing.
+func (c *Client) AckMany(ctx context.Context, app string, acks []AckItem) ([]error, error) {
+	if app == "" {
+		return nil, errors.New("toc: ack many: app is required")
+	}
+	if len(acks) == 0 {
+		return nil, nil
+	}
+	var resp struct {
+		Results []struct {
+			Error *apiError `json:"error"`
+		} `json:"results"`
+	}
+	in := struct {
+		Acks []AckItem `json:"acks"`
+	}{acks}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/apps/"+pathSegment(app)+"/tasks:ack", nil, in, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(acks) {
+		return nil, fmt.Errorf("toc: ack of %d tasks answered with %d results", len(acks), len(resp.Results))
+	}
+	errs := make([]error, len(acks))
+	for i, r := range resp.Results {
+		if e := r.Error; e != nil {
+			errs[i] = &Error{Status: statusOfCode(e.Code), Code: e.Code, Message: e.Message, Field: e.Field}
+		}
+	}
+	return errs, nil
+}
+
 // Nack reports a failed attempt at a claimed task; the task is retried by
 // its policy or goes dead. [IsConflict] as for [Client.Ack].
 func (c *Client) Nack(ctx context.Context, id task.ID, req NackRequest) error {
@@ -445,6 +503,11 @@ const maxErrorBody = 64 << 10
 // do sends one request with in as its JSON body (none when nil), and decodes
 // a 2xx answer into out (ignored when nil). Other answers become *Error.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
+	return c.doWith(ctx, method, path, query, nil, in, out)
+}
+
+// doWith is do with headers of the caller's (hdr, nil for none) as well.
+func (c *Client) doWith(ctx context.Context, method, path string, query url.Values, hdr http.Header, in, out any) (int, error) {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -460,6 +523,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return 0, fmt.Errorf("toc: %w", err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "toc-go-client")

@@ -43,6 +43,7 @@ var routes = []string{
 	"POST /v1/apps/{app}/tasks:retry",
 	"POST /v1/apps/{app}/tasks:cancel",
 	"POST /v1/apps/{app}/claim",
+	"POST /v1/apps/{app}/tasks:ack",
 	"POST /v1/schedules",
 	"GET /v1/schedules/{id}",
 	"PATCH /v1/schedules/{id}",
@@ -362,6 +363,67 @@ func TestScheduleBatchEmptySendsNothing(t *testing.T) {
 	}
 	if n := len(f.requests()); n != 0 {
 		t.Errorf("sent %d requests", n)
+	}
+}
+
+// TestAckMany: one request for many acks, the app escaped in the path;
+// each item's error tests as a single ack's would.
+func TestAckMany(t *testing.T) {
+	t.Parallel()
+	id2, id3, id4 := mustID("01JD8X5C2M0000ABCDEFGHJKMP"), mustID("01JD8X5C2M0000ABCDEFGHJKMQ"), mustID("01JD8X5C2M0000ABCDEFGHJKMR")
+	c, f := setup(t, reply{200, `{"results":[
+		{},
+		{"error":{"code":"conflict","message":"toc: cannot ack task 01JD8X5C2M0000ABCDEFGHJKMP: the lease is no longer current"}},
+		{"error":{"code":"not_found","message":"no such task"}},
+		{"error":{"code":"invalid_field","message":"acks.3.lease: is required","field":"acks.3.lease"}}]}`})
+	errs, err := c.AckMany(context.Background(), "shop floor", []client.AckItem{
+		{ID: id1, Lease: "l1"}, {ID: id2, Lease: "l2"}, {ID: id3, Lease: "l3"}, {ID: id4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.last(t)
+	checkRoute(t, s, "POST /v1/apps/{app}/tasks:ack", map[string]string{"app": "shop floor"})
+	checkJSON(t, "body", `{"acks":[
+		{"id":"01JD8X5C2M0000ABCDEFGHJKMN","lease":"l1"},
+		{"id":"01JD8X5C2M0000ABCDEFGHJKMP","lease":"l2"},
+		{"id":"01JD8X5C2M0000ABCDEFGHJKMQ","lease":"l3"},
+		{"id":"01JD8X5C2M0000ABCDEFGHJKMR","lease":""}]}`, s.Body)
+	want := []error{
+		nil,
+		&client.Error{Status: 409, Code: "conflict", Message: "toc: cannot ack task 01JD8X5C2M0000ABCDEFGHJKMP: the lease is no longer current"},
+		&client.Error{Status: 404, Code: "not_found", Message: "no such task"},
+		&client.Error{Status: 400, Code: "invalid_field", Message: "acks.3.lease: is required", Field: "acks.3.lease"},
+	}
+	if d := cmp.Diff(want, errs); d != "" {
+		t.Errorf("errors mismatch (-want +got):\n%s", d)
+	}
+	if errs[0] != nil || !client.IsConflict(errs[1]) || !client.IsNotFound(errs[2]) || client.IsConflict(errs[3]) {
+		t.Errorf("IsConflict/IsNotFound of %v", errs)
+	}
+}
+
+func TestAckManyRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	one := []client.AckItem{{ID: id1, Lease: "l"}}
+	c, f := setup(t, reply{200, `{"results":[]}`})
+	if _, err := c.AckMany(ctx, "a", one); err == nil || !strings.Contains(err.Error(), "1 tasks answered with 0 results") {
+		t.Errorf("a short answer: %v, want a count mismatch", err)
+	}
+	if errs, err := c.AckMany(ctx, "a", nil); errs != nil || err != nil {
+		t.Errorf("AckMany(nil) = %v, %v; want nil, nil", errs, err)
+	}
+	if _, err := c.AckMany(ctx, "", one); err == nil {
+		t.Error("AckMany without an app: no error")
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("sent %d requests, want only the first", n)
+	}
+	c, _ = setup(t, reply{403, `{"error":{"code":"forbidden","message":"this token does not reach app a"}}`})
+	var ce *client.Error
+	if errs, err := c.AckMany(ctx, "a", one); !errors.As(err, &ce) || ce.Status != 403 || errs != nil {
+		t.Errorf("a refused request: %v, %v; want a 403 for the whole call", errs, err)
 	}
 }
 
@@ -721,6 +783,7 @@ func TestErrorsOnEveryMethod(t *testing.T) {
 		"Retry":         second(c.Retry(ctx, id1)),
 		"Claim":         second(c.Claim(ctx, "a", client.ClaimRequest{})),
 		"Ack":           c.Ack(ctx, id1, "l"),
+		"AckMany":       second(c.AckMany(ctx, "a", []client.AckItem{{ID: id1, Lease: "l"}})),
 		"Nack":          c.Nack(ctx, id1, client.NackRequest{Lease: "l"}),
 		"Healthy":       c.Healthy(ctx),
 		"Ready":         c.Ready(ctx),

@@ -46,6 +46,10 @@
 //		c.Ack(ctx, t.ID, t.Lease)
 //	}
 //
+// A consumer that claims many tasks at a time can ack them together with
+// [Client.AckMany]: one request and one durable write for up to 1000 acks,
+// each with its own outcome.
+//
 // # Recurring schedules
 //
 // A schedule makes a task, an occurrence, at each time of its rule: a cron

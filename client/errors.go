@@ -16,7 +16,8 @@ import (
 type Error struct {
 	// Status is the HTTP status: 400 (bad request; Field names the field),
 	// 404, 409 (conflict; Task is the task as it is), 413, 429 or 503. It is
-	// 0 for a refusal inside a batch result.
+	// 0 for a refusal inside a [Client.ScheduleBatch] result; inside a
+	// [Client.AckMany] result it is the status the Code stands for.
 	Status int
 	// Code is the server's machine-readable reason, "" when the answer was
 	// not toc's JSON error (a proxy's page, say).
@@ -77,6 +78,34 @@ func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 func hasStatus(err error, status int) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Status == status
+}
+
+// statusOfCode is the HTTP status an error code stands for (the API's
+// ErrorBody.code), 0 for a code it does not know.
+func statusOfCode(code string) int {
+	switch code {
+	case "invalid_json", "invalid_field":
+		return http.StatusBadRequest
+	case "unauthenticated":
+		return http.StatusUnauthorized
+	case "forbidden":
+		return http.StatusForbidden
+	case "not_found":
+		return http.StatusNotFound
+	case "conflict":
+		return http.StatusConflict
+	case "too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limited", "too_many_requests":
+		return http.StatusTooManyRequests
+	case "internal":
+		return http.StatusInternalServerError
+	case "not_implemented":
+		return http.StatusNotImplemented
+	case "not_ready":
+		return http.StatusServiceUnavailable
+	}
+	return 0
 }
 
 // apiError is the "error" object of an error answer.

@@ -31,6 +31,11 @@ const (
 	// the schedule baseline.
 	VariantTimers   = "timers + HTTP push"
 	VariantGroupLog = "HTTP + log fsync, group commit"
+
+	// TimersMaxInFlight bounds the POSTs of [Timers] under way at once, as
+	// toc bounds an app's pushes (half of its --max-in-flight default of
+	// 1024): a burst of timers must not open a connection per job.
+	TimersMaxInFlight = 512
 )
 
 // TimersConfig configures [NewTimers].
@@ -46,8 +51,9 @@ type TimersConfig struct {
 // job is a Go runtime timer (time.AfterFunc) that at the job's due time
 // POSTs what toc's webhook sink would send for it (httpsink itself, with
 // the same payload and headers and a transport configured as toc's) to a
-// receiver like [Toc]'s, which measures lateness the same way. A failed
-// POST is not retried: its job is missing.
+// receiver like [Toc]'s, which measures lateness the same way, at most
+// [TimersMaxInFlight] at once. A failed POST is not retried: its job is
+// missing.
 type Timers struct {
 	recv   *receiver
 	hc     *http.Client
@@ -63,6 +69,8 @@ type Timers struct {
 	// returns.
 	wg     sync.WaitGroup
 	failed atomic.Int64
+	// slots holds a token per POST under way, TimersMaxInFlight at most.
+	slots chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -94,7 +102,7 @@ func NewTimers(cfg TimersConfig) (*Timers, error) {
 	return &Timers{
 		recv: recv, hc: hc, sink: httpsink.New(httpsink.Config{Client: hc}),
 		app: cfg.App, run: cfg.Run, target: task.Target{HTTP: &task.HTTPTarget{URL: recv.url}},
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, slots: make(chan struct{}, TimersMaxInFlight),
 	}, nil
 }
 
@@ -114,6 +122,12 @@ func (t *Timers) Schedule(ctx context.Context, jobs []Job) error {
 		t.wg.Add(1)
 		t.mu.timers = append(t.mu.timers, time.AfterFunc(time.Until(j.DueAt), func() {
 			defer t.wg.Done()
+			select {
+			case t.slots <- struct{}{}:
+			case <-t.ctx.Done():
+				return
+			}
+			defer func() { <-t.slots }()
 			if err := t.sink.Deliver(t.ctx, tk); err != nil && t.ctx.Err() == nil {
 				t.failed.Add(1)
 			}

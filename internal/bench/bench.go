@@ -112,6 +112,11 @@ type Result struct {
 	// only): where in the run the late deliveries fall.
 	TimelineMs float64  `json:"timeline_ms,omitempty"`
 	Timeline   []Bucket `json:"timeline,omitempty"`
+	// DrainPerSec, when every job was due at one instant (a fire run of no
+	// spread, a burst; and schedule runs), is the jobs delivered per second
+	// from that instant to the last first delivery: Fired over the max
+	// lateness. 0 otherwise, or when nothing fired.
+	DrainPerSec float64 `json:"drain_per_sec,omitempty"`
 
 	// RSSBytes is the server's resident memory at the end, summed over the
 	// nodes of a cluster (0 when unknown); DiskBytes the size on disk of its
@@ -136,6 +141,10 @@ type Result struct {
 
 	// Cost is what the fires cost (fire runs with a [CostProbe] only).
 	Cost *Cost `json:"cost,omitempty"`
+	// CreateCost is what the creates cost (schedule runs with a
+	// [CostProbe] only): the same figures over the scheduling window, per
+	// job accepted instead of per fire.
+	CreateCost *Cost `json:"create_cost,omitempty"`
 
 	ElapsedSec float64  `json:"elapsed_sec"`
 	Targets    []Check  `json:"targets,omitempty"`

@@ -129,5 +129,19 @@ func BenchmarkCreate(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "tasks/s")
 		})
+		// As toc bench schedules: answers with the ids alone.
+		b.Run(name+"/parallel/minimal", func(b *testing.B) {
+			c := startAPI(b)
+			b.SetParallelism(2)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.ScheduleBatchMinimal(ctx, batch()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "tasks/s")
+		})
 	}
 }

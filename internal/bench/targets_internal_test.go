@@ -45,3 +45,77 @@ func TestOneNodeTargets(t *testing.T) {
 		t.Error("Redis growing 2 B per pending task marked met")
 	}
 }
+
+// TestBurstAndPullTargets: #13's burst and pull targets apply to the runs
+// they name, and are met or missed by their figures.
+func TestBurstAndPullTargets(t *testing.T) {
+	burst := func(variant string, fired int, maxMs float64) *Result {
+		n := max(fired, 100_000)
+		if fired < 10_000 {
+			n = fired
+		}
+		r := &Result{System: "toc", Variant: variant, Workload: WorkloadFire, N: n, Fired: fired, Missing: n - fired, LatenessMs: Lateness{Max: maxMs}}
+		r.drained()
+		return r
+	}
+	marked := func(r *Result, name string) (met, ok bool) {
+		for _, c := range TocTargets(r) {
+			if strings.Contains(c.Name, name) {
+				return c.Met, true
+			}
+		}
+		return false, false
+	}
+	cases := []struct {
+		name   string
+		r      *Result
+		target string
+		met    bool
+	}{
+		{"push burst, 100000 in 1.9 s", burst("push, embedded", 100_000, 1900), "by push", true},
+		{"push burst, 100000 in 5 s", burst("push, embedded", 100_000, 5000), "by push", false},
+		{"pull burst, 100000 in 0.6 s", burst("pull, embedded", 100_000, 600), "by pull", true},
+		{"pull burst, 100000 in 1 s", burst("pull, embedded", 100_000, 1000), "by pull", false},
+		{"pull burst with one missing", burst("pull, embedded", 99_999, 100), "by pull", false},
+		{"pull at 50000/s, p99 30 ms", &Result{System: "toc", Variant: "pull, embedded", Workload: WorkloadFire, N: 250_000, SpreadSec: 5, LatenessMs: Lateness{P99: 30}}, "pull fire p99", true},
+		{"pull at 50000/s, p99 80 ms", &Result{System: "toc", Variant: "pull, embedded", Workload: WorkloadFire, N: 250_000, SpreadSec: 5, LatenessMs: Lateness{P99: 80}}, "pull fire p99", false},
+	}
+	for _, c := range cases {
+		met, ok := marked(c.r, c.target)
+		if !ok || met != c.met {
+			t.Errorf("%s: %q met=%v (marked: %v), want met=%v", c.name, c.target, met, ok, c.met)
+		}
+	}
+	// Where they do not apply: a pull run at 2 000/s, a burst of 1000, a
+	// push run spread out.
+	for _, r := range []*Result{
+		{System: "toc", Variant: "pull, embedded", Workload: WorkloadFire, N: 10_000, SpreadSec: 5},
+		burst("push, embedded", 1000, 100),
+		{System: "toc", Variant: "push, embedded", Workload: WorkloadFire, N: 100_000, SpreadSec: 10},
+	} {
+		for _, name := range []string{"pull fire p99", "burst"} {
+			if _, ok := marked(r, name); ok {
+				t.Errorf("%s run of %d over %gs: %q marked", r.Variant, r.N, r.SpreadSec, name)
+			}
+		}
+	}
+	if r := burst("push, embedded", 100_000, 2000); r.DrainPerSec != 50_000 {
+		t.Errorf("100000 drained in 2 s: %v/s, want 50000", r.DrainPerSec)
+	}
+}
+
+// TestCPUPerTask: the results table's CPU per task is per fire for fire
+// runs and per create for schedule runs.
+func TestCPUPerTask(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	fire := &Result{Workload: WorkloadFire, Cost: &Cost{CPUUsPerFire: CPUCost{Toc: f(80)}}, CreateCost: &Cost{CPUUsPerFire: CPUCost{Toc: f(9)}}}
+	sched := &Result{Workload: WorkloadSchedule, Cost: &Cost{CPUUsPerFire: CPUCost{Toc: f(80)}}, CreateCost: &Cost{CPUUsPerFire: CPUCost{Toc: f(12.5)}}}
+	for _, c := range []struct {
+		r    *Result
+		want string
+	}{{fire, "80"}, {sched, "12.5"}, {&Result{Workload: WorkloadSchedule}, ""}} {
+		if got := tocCPUPerTask(c.r); got != c.want {
+			t.Errorf("%s: %q, want %q", c.r.Workload, got, c.want)
+		}
+	}
+}

@@ -33,12 +33,11 @@ const (
 
 // Defaults of TocConfig.
 const (
-	TocAppDefault      = "bench"
-	ConsumersDefault   = 4
-	ClaimMaxDefault    = 100
-	AckWorkersPerClaim = 4
-	claimWait          = 5 * time.Second
-	claimLease         = time.Minute
+	TocAppDefault    = "bench"
+	ConsumersDefault = 4
+	ClaimMaxDefault  = 1000 // the server's most
+	claimWait        = 5 * time.Second
+	claimLease       = time.Minute
 )
 
 // TocConfig configures a [Toc].
@@ -110,13 +109,10 @@ func NewToc(cfg TocConfig) (*Toc, error) {
 		t.target = task.Target{HTTP: &task.HTTPTarget{URL: recv.url}}
 	case DeliveryPull:
 		t.target = task.Target{Pull: &task.PullTarget{}}
-		acks := make(chan *task.Task, cfg.ClaimMax*cfg.Consumers)
 		for i := range cfg.Consumers {
 			c := cfg.Clients[i%len(cfg.Clients)]
+			acks := make(chan []*task.Task, 1) // the consumer claims the next batch while its acker acks one
 			t.wg.Go(func() { t.consume(ctx, c, acks) })
-		}
-		for i := range cfg.Consumers * AckWorkersPerClaim {
-			c := cfg.Clients[i%len(cfg.Clients)]
 			t.wg.Go(func() { t.ack(ctx, c, acks) })
 		}
 	case DeliveryNone:
@@ -153,7 +149,8 @@ func (t *Toc) Notes() []string {
 }
 
 // Schedule creates jobs as tasks: one POST /v1/tasks for a single job, else
-// POST /v1/tasks:batch (up to 1000 at a time), at the next node in turn.
+// POST /v1/tasks:batch (up to 1000 at a time) asking for minimal answers (a
+// producer that reads nothing back), at the next node in turn.
 func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
 	c := t.cfg.Clients[(t.next.Add(1)-1)%uint64(len(t.cfg.Clients))]
 	if len(jobs) == 1 {
@@ -167,7 +164,7 @@ func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
 	for i, j := range jobs {
 		reqs[i] = t.request(j)
 	}
-	res, err := c.ScheduleBatch(ctx, reqs)
+	res, err := c.ScheduleBatchMinimal(ctx, reqs)
 	if err != nil {
 		return err
 	}
@@ -263,9 +260,9 @@ func (r *receiver) close() error {
 	return err
 }
 
-// consume claims tasks from c until ctx is done and hands them to the
-// ackers.
-func (t *Toc) consume(ctx context.Context, c *client.Client, acks chan<- *task.Task) {
+// consume claims tasks from c until ctx is done and hands each claim to
+// its acker.
+func (t *Toc) consume(ctx context.Context, c *client.Client, acks chan<- []*task.Task) {
 	req := client.ClaimRequest{Max: t.cfg.ClaimMax, Lease: task.Duration(claimLease), Wait: task.Duration(claimWait)}
 	for ctx.Err() == nil {
 		got, err := c.Claim(ctx, t.cfg.App, req)
@@ -280,24 +277,40 @@ func (t *Toc) consume(ctx context.Context, c *client.Client, acks chan<- *task.T
 		}
 		for _, tk := range got {
 			t.cfg.Recorder.Record(t.seq(tk.Key), tk.DueAt, at)
-			select {
-			case acks <- tk:
-			case <-ctx.Done():
-				return
-			}
+		}
+		if len(got) == 0 {
+			continue
+		}
+		select {
+		case acks <- got:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
 
-// ack acks the claimed tasks at c until ctx is done.
-func (t *Toc) ack(ctx context.Context, c *client.Client, acks <-chan *task.Task) {
+// ack acks each claim at c, in one request, until ctx is done.
+func (t *Toc) ack(ctx context.Context, c *client.Client, acks <-chan []*task.Task) {
+	var items []client.AckItem
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case tk := <-acks:
-			if err := c.Ack(ctx, tk.ID, tk.Lease); err != nil && ctx.Err() == nil {
-				t.ackErrors.Add(1)
+		case got := <-acks:
+			items = items[:0]
+			for _, tk := range got {
+				items = append(items, client.AckItem{ID: tk.ID, Lease: tk.Lease})
+			}
+			errs, err := c.AckMany(ctx, t.cfg.App, items)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				t.ackErrors.Add(int64(len(items)))
+			case err == nil:
+				for _, err := range errs {
+					if err != nil {
+						t.ackErrors.Add(1)
+					}
+				}
 			}
 		}
 	}

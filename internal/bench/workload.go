@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,9 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 	}
 	last := time.Now()
 	r.fill(rec, o.MaxWait)
+	if o.Spread == 0 {
+		r.drained()
+	}
 	if o.Timeline > 0 {
 		r.TimelineMs, r.Timeline = ms(o.Timeline), rec.Timeline(o.Timeline, sinceFirst)
 	}
@@ -136,7 +140,11 @@ type ScheduleOptions struct {
 	Grace time.Duration
 	// MaxWait bounds the wait after the due time; jobs not delivered by then
 	// count as missing. Default [MaxWait].
-	MaxWait  time.Duration
+	MaxWait time.Duration
+	// Cost, when set, says what to measure the cost of the creates on: the
+	// result's CreateCost has the figures, over the scheduling window, per
+	// job accepted.
+	Cost     *CostProbe
 	Progress io.Writer
 }
 
@@ -161,20 +169,23 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 	if o.Hold < 0 || o.Grace < 0 || o.MaxWait < 0 {
 		return nil, errors.New("bench: hold, grace and max wait must not be negative")
 	}
+	r := &Result{Workload: WorkloadSchedule, N: o.N, Batch: o.Batch, Concurrency: o.Concurrency}
+	var cost *costMeter
+	if o.Cost != nil {
+		p := *o.Cost
+		p.Settle = time.Nanosecond // a create is done when answered
+		cost = p.begin(ctx, r)
+	}
 	start := time.Now()
 	at := start.Add(o.Hold)
 	took, clean, err := scheduleUntil(ctx, sys, o.N, o.Batch, o.Concurrency, func(int) time.Time { return at }, at, o.Progress, "schedule")
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{
-		Workload:       WorkloadSchedule,
-		N:              o.N,
-		Batch:          o.Batch,
-		Concurrency:    o.Concurrency,
-		SchedulePerSec: rate(o.N, took),
-		ScheduleSec:    took.Seconds(),
+	if cost != nil {
+		r.CreateCost = cost.end(ctx, r, time.Now(), o.N)
 	}
+	r.SchedulePerSec, r.ScheduleSec = rate(o.N, took), took.Seconds()
 	if took > o.Hold {
 		// The jobs began to fire before the last was scheduled: only the
 		// window before that measures scheduling alone.
@@ -191,6 +202,7 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		return nil, err
 	}
 	r.fill(rec, o.MaxWait)
+	r.drained()
 	r.notef("all %d jobs were due at one instant: lateness is how fast the burst drained", o.N)
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
@@ -353,6 +365,13 @@ func (r *Result) fill(rec *Recorder, maxWait time.Duration) {
 	}
 	if t.Missing > 0 {
 		r.notef("%d jobs not delivered when the wait ended (after the grace without a delivery, or at the latest %s after the last due time): late or lost, the run cannot tell", t.Missing, maxWait)
+	}
+}
+
+// drained sets DrainPerSec, of a run whose jobs were all due at one instant.
+func (r *Result) drained() {
+	if r.Fired > 0 && r.LatenessMs.Max > 0 {
+		r.DrainPerSec = math.Round(float64(r.Fired) / (r.LatenessMs.Max / 1000))
 	}
 }
 

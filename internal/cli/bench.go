@@ -40,7 +40,9 @@ Workloads:
   fire      --n tasks due at instants spread over --spread, the first --lead
             from now; reports the lateness of each delivery (receive time
             minus Toc-Due-At) at a webhook receiver in this process, or with
-            --pull at --consumers pull consumers (claim return time minus due).
+            --pull at --consumers pull consumers, each claiming up to 1000
+            at a time and acking each claim in one request (lateness: claim
+            return time minus due).
             With --timeline 100ms, also per 100 ms of due time (from the
             first due time): the count, p50, p99 and max lateness, to see
             when in the run the late deliveries fall.
@@ -56,9 +58,11 @@ Workloads:
             under its prefix (--redis, --redis-prefix) and of its PostgreSQL
             databases (--sql), in all and per pending task.
 
-Cost per fire (fire): with --embedded, --server-pid, --redis or --sql, what
-the fires cost over the firing window (from just before the first task is
-due to a second after the last delivery), per task delivered: the CPU time
+Cost per fire (fire) and per create (schedule): with --embedded,
+--server-pid, --redis or --sql, what the fires cost over the firing window
+(from just before the first task is due to a second after the last
+delivery), per task delivered, or what the creates cost over the
+scheduling window, per task accepted: the CPU time
 (user + system, /proc/PID/stat at 100 ticks/s) of the toc servers
 (--server-pid; with --embedded this process, bench clients and receiver
 included), of the PostgreSQL server of --sql (the postmaster and all its
@@ -117,7 +121,7 @@ var benchNDefault = map[string]int{
 // start listening.
 const embeddedStartTimeout = 30 * time.Second
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	if len(args) > 0 && args[0] == "suite" {
 		return runBenchSuite(ctx, args[1:], stdout, stderr)
 	}
@@ -147,6 +151,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	baseline := fs.Bool("baseline", false, "fire, schedule: run the workload with no toc, the physical-limit baseline (see above)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
+	memProfile := fs.String("memprofile", "", "write the allocations of this process, from its start to the workload's end, to `file` (go tool pprof -sample_index=alloc_space)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -231,7 +236,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		notes   []string
 		rss     func() (int64, error)
 		dir     = *dataDir
-		conns   = *concurrency + *consumers*(1+bench.AckWorkersPerClaim) + 8
+		conns   = *concurrency + *consumers*2 + 8 // a consumer claims on one connection and acks on another
 		where   = "server"
 	)
 	hc := bench.NewHTTPClient(conns)
@@ -289,30 +294,38 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		dsns := strings.Split(*sqlDSN, ",")
 		pending.SQL = func(ctx context.Context) (int64, error) { return storesize.PostgresSize(ctx, dsns) }
 	}
-	if *workload == bench.WorkloadFire && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
-		fire.Cost = &bench.CostProbe{Toc: pids}
+	if *workload != bench.WorkloadPending && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
+		probe := &bench.CostProbe{Toc: pids}
 		if *embedded {
-			fire.Cost.Toc = []int{os.Getpid()}
+			probe.Toc = []int{os.Getpid()}
 			notes = append(notes, "embedded: the cost's toc CPU is this process's (server, bench clients and receiver)")
 		}
 		if *redisAddr != "" {
 			r := storesize.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
 			defer r.Close()
-			fire.Cost.Redis = redisCounters(r)
+			probe.Redis = redisCounters(r)
 		}
 		if *redisAddr != "" || *sqlDSN != "" {
 			notes = append(notes, "cost: the SQL server's CPU and transactions and the Redis's commands count all their clients' work, not the cluster's alone")
 		}
 		if *sqlDSN != "" {
 			dsns := strings.Split(*sqlDSN, ",")
-			fire.Cost.SQL = sqlCounters(dsns)
-			fire.Cost.SQLWait = *sqlStatsWait
+			probe.SQL = sqlCounters(dsns)
+			probe.SQLWait = *sqlStatsWait
 			if !set["sql-stats-wait"] && !strings.HasPrefix(dsns[0], "postgres") {
-				fire.Cost.SQLWait = 0 // MySQL's status counters are current
+				probe.SQLWait = 0 // MySQL's status counters are current
 			}
 		}
+		fire.Cost, schedule.Cost = probe, probe
 	}
 
+	if *memProfile != "" {
+		defer func() {
+			if perr := writeHeapProfile(*memProfile); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -627,11 +640,12 @@ bench/RESULTS.md (--out) with the figures, the machine and the exact
 commands; "bash bench/run.sh" runs it from a checkout. The default run takes
 about ten minutes:
 
-  1. toc embedded: fire (push, and pull), schedule (one task per request,
-     and in batches), each a "toc bench --embedded" process, and after each
-     push fire and schedule run its baseline of the same size ("toc bench
-     --baseline": no toc, the physical limit), which RESULTS.md sets it
-     beside;
+  1. toc embedded: fire (push at --fire-n over --fire-spread, and pull at
+     --pull-n), a burst (--burst-n tasks due at one instant, by push and by
+     pull), schedule (one task per request, and in batches), each a "toc
+     bench --embedded" process, and after each push fire, burst and
+     schedule run its baseline of the same size ("toc bench --baseline": no
+     toc, the physical limit), which RESULTS.md sets it beside;
   2. toc pending: --pending-n far-future tasks on a separate "toc serve";
   3. toc's cluster mode: each workload on a fresh cluster of each of
      --cluster-nodes "toc serve" nodes over PostgreSQL database --cluster-db
@@ -664,6 +678,7 @@ func benchSuiteFlags(fs *flag.FlagSet, c *suite.Config) (embedded, peers, cluste
 	fs.IntVar(&c.FireN, "fire-n", suite.FireNDefault, "embedded fire: tasks over --fire-spread")
 	fs.DurationVar(&c.FireSpread, "fire-spread", suite.FireSpreadDefault, "fire: spread the due times over this `duration` (embedded and the peers)")
 	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: tasks over --fire-spread")
+	fs.IntVar(&c.BurstN, "burst-n", suite.BurstNDefault, "embedded burst, by push and by pull consumers: tasks due at one instant")
 	fs.IntVar(&c.SingleN, "single-n", suite.SingleNDefault, "embedded schedule, one task per request from 16 clients: tasks")
 	fs.DurationVar(&c.SingleHold, "single-hold", suite.SingleHoldDefault, "embedded schedule, one per request: the tasks are due this `long` after the start")
 	fs.IntVar(&c.BatchN, "batch-n", suite.BatchNDefault, "embedded schedule in batches of 1000: tasks")
@@ -793,4 +808,20 @@ func runBenchSuite(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return helpOK(err)
 	}
 	return suite.Run(ctx, c) // its errors say "suite: "
+}
+
+// writeHeapProfile writes the process's allocations profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
 }

@@ -446,7 +446,7 @@ func TestBenchSuiteFlags(t *testing.T) {
 	}
 	want := suite.Config{
 		Exe: "/bin/toc", Root: "/src/toc", Out: "/src/toc/bench/RESULTS.md", Command: "toc bench suite", Stderr: io.Discard,
-		FireN: 50_000, FireSpread: 5 * time.Second, PullN: 10_000, SingleN: 20_000, SingleHold: 6 * time.Second,
+		FireN: 50_000, FireSpread: 5 * time.Second, PullN: 250_000, BurstN: 100_000, SingleN: 20_000, SingleHold: 6 * time.Second,
 		BatchN: 100_000, BatchHold: 10 * time.Second, PendingN: 1_000_000,
 		PeerFireN: 50_000, PeerSingleN: 10_000, PeerBatchN: 50_000, RedisDB: 13, PGURL: "postgres://postgres@127.0.0.1:5432/postgres",
 		ClusterNodes: []int{1, 2, 3}, ClusterFireN: 20_000, ClusterFireSpread: 5 * time.Second, ClusterFireLead: 8 * time.Second,
@@ -522,7 +522,7 @@ func TestBenchSuiteHelp(t *testing.T) {
 
 // tinySuite are the sizes of a suite that takes seconds.
 var tinySuite = []string{
-	"--fire-n", "200", "--fire-spread", "500ms", "--pull-n", "100", "--single-n", "200", "--single-hold", "1s",
+	"--fire-n", "200", "--fire-spread", "500ms", "--pull-n", "100", "--burst-n", "300", "--single-n", "200", "--single-hold", "1s",
 	"--batch-n", "1000", "--batch-hold", "1s", "--pending-n", "2000", "--peers=false",
 }
 
@@ -589,13 +589,16 @@ func TestBenchSuite(t *testing.T) {
 	doc := runSuite(t, "--cluster=false")
 
 	fire := tableRows(t, doc, "## Fire and schedule")
-	if len(fire) != 7 {
-		t.Fatalf("fire and schedule: %d rows, want 7:\n%s", len(fire), doc)
+	if len(fire) != 10 {
+		t.Fatalf("fire and schedule: %d rows, want 10:\n%s", len(fire), doc)
 	}
 	for i, want := range [][]string{
 		{"toc", "push, embedded", "fire", "200", "0.5", "1000", "16", "200", "0"},
 		{"baseline", "timers + HTTP push", "fire", "200", "0.5", "1000", "16", "200", "0"},
 		{"toc", "pull, embedded", "fire", "100", "0.5", "1000", "16", "100", "0"},
+		{"toc", "push, embedded", "fire", "300", "", "1000", "16", "300", "0"},
+		{"baseline", "timers + HTTP push", "fire", "300", "", "1000", "16", "300", "0"},
+		{"toc", "pull, embedded", "fire", "300", "", "1000", "16", "300", "0"},
 		{"toc", "push, embedded", "schedule", "200", "", "1", "16", "200", "0"},
 		{"baseline", "HTTP + log fsync, group commit", "schedule", "200", "", "1", "16", "0", "0"},
 		{"toc", "push, embedded", "schedule", "1000", "", "1000", "16", "1000", "0"},
@@ -604,15 +607,21 @@ func TestBenchSuite(t *testing.T) {
 		if diff := cmp.Diff(want, fire[i][:9]); diff != "" {
 			t.Errorf("fire and schedule row %d (-want +got):\n%s", i, diff)
 		}
-		checkNumbers(t, "fire and schedule", fire[i], 11, 12, 13, 14, 15, 16, 17)
+		checkNumbers(t, "fire and schedule", fire[i], 11, 14, 15, 16, 17, 18, 19)
+		if fire[i][0] == "toc" {
+			checkNumbers(t, "fire and schedule", fire[i], 13) // CPU per task
+		}
+		if fire[i][4] == "" && fire[i][7] != "0" { // all due at one instant
+			checkNumbers(t, "fire and schedule", fire[i], 12) // drained per second
+		}
 	}
 	// toc beside the baselines: the fire's p99 and max, each schedule's
 	// rate.
 	base := tableRows(t, doc, "## Baseline")
-	if len(base) != 4 {
-		t.Fatalf("baseline: %d rows, want 4:\n%s", len(base), doc)
+	if len(base) != 6 {
+		t.Fatalf("baseline: %d rows, want 6:\n%s", len(base), doc)
 	}
-	for i, figure := range []string{"p99 ms", "max ms", "tasks/s", "tasks/s"} {
+	for i, figure := range []string{"p99 ms", "max ms", "drained/s", "max ms", "tasks/s", "tasks/s"} {
 		if base[i][5] != figure {
 			t.Errorf("baseline row %d: %q, want %s", i, base[i], figure)
 		}

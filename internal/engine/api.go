@@ -495,10 +495,116 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 // Ack marks a claimed task delivered. The lease must be the task's current
 // one; otherwise it is a *ConflictError.
 func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
-	return e.settle(ctx, "ack", id, lease, func(t *task.Task, now time.Time) {
-		finish(t, task.Delivered, now)
-		t.LastError = ""
+	return e.settle(ctx, "ack", id, lease, acked)
+}
+
+// acked is what an ack does to a task whose lease it holds.
+func acked(t *task.Task, now time.Time) {
+	finish(t, task.Delivered, now)
+	t.LastError = ""
+}
+
+// AckParams is one task of AckMany: its id and the lease its claim gave.
+type AckParams struct {
+	ID    task.ID
+	Lease string
+}
+
+// AckMany acks up to MaxClaim claimed tasks of app, as Ack does each, in one
+// durable write. The errors are in the order of acks, nil for a task acked;
+// else a *task.FieldError naming acks.N.lease (empty) or acks.N.id (given
+// twice: only its first ack counts), a *ConflictError when the lease is no
+// longer current, an error matching store.ErrNotFound when app has no task
+// with the id (a task of another app is answered so too), or the store's
+// error. The error returned is for the whole call: not ready, a bad app, a
+// count outside 1..MaxClaim, or a store that failed every task it was
+// given.
+func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]error, error) {
+	if err := e.checkReady(); err != nil {
+		return nil, err
+	}
+	if err := task.ValidateApp(app); err != nil {
+		return nil, err
+	}
+	if len(acks) < 1 || len(acks) > MaxClaim {
+		return nil, &task.FieldError{Field: "acks", Message: fmt.Sprintf("must hold 1 to %d acks, got %d", MaxClaim, len(acks))}
+	}
+	errs := make([]error, len(acks))
+	ids := make([]task.ID, 0, len(acks))
+	idx := make([]int, 0, len(acks)) // the index in acks of each of ids
+	seen := make(map[task.ID]bool, len(acks))
+	for i, a := range acks {
+		if a.Lease == "" {
+			errs[i] = &task.FieldError{Field: fmt.Sprintf("acks.%d.lease", i), Message: leaseRequired}
+			continue
+		}
+		// The store takes each id once (Store.UpdateMany).
+		if seen[a.ID] {
+			errs[i] = &task.FieldError{Field: fmt.Sprintf("acks.%d.id", i), Message: "appears twice: only the first ack of a task is tried"}
+			continue
+		}
+		seen[a.ID] = true
+		ids, idx = append(ids, a.ID), append(idx, i)
+	}
+	if len(ids) == 0 {
+		return errs, nil
+	}
+	ws, werrs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
+		now := msNow()
+		errs := make([]error, len(ts))
+		for j, t := range ts {
+			switch {
+			case t == nil: // not stored: the store answers its own error
+			case t.App != app:
+				errs[j] = errNoTask(t.ID) // another app's task looks absent
+			default:
+				if errs[j] = leaseHeld("ack", t, acks[idx[j]].Lease); errs[j] == nil {
+					acked(t, now)
+				}
+			}
+		}
+		return errs
 	})
+	var stored []written
+	var failed error // the first store failure
+	failures := 0
+	for j, err := range werrs {
+		i := idx[j]
+		switch {
+		case err == nil:
+			stored = append(stored, ws[j])
+		case errors.Is(err, store.ErrNotFound):
+			// One answer however the store said it, the same as for
+			// another app's task.
+			errs[i] = errNoTask(ids[j])
+		case errors.As(err, new(*ConflictError)):
+			errs[i] = err
+		default:
+			errs[i] = fmt.Errorf("ack task %s: %w", ids[j], err)
+			failed = cmp.Or(failed, errs[i])
+			failures++
+		}
+	}
+	e.wrote(ctx, stored...)
+	if failures == len(ids) {
+		return nil, failed
+	}
+	return errs, nil
+}
+
+// errNoTask is AckMany's answer for a task that is absent or of another
+// app.
+func errNoTask(id task.ID) error { return fmt.Errorf("%w: %s", store.ErrNotFound, id) }
+
+// leaseRequired is the message of an ack or nack without a lease.
+const leaseRequired = "is required: send the lease token the claim returned"
+
+// leaseHeld refuses op (ack, nack) on t unless t is delivering under lease.
+func leaseHeld(op string, t *task.Task, lease string) error {
+	if t.State != task.Delivering || t.Lease != lease {
+		return conflict(op, t, "the lease is no longer current (it ran out, or the task was claimed again)")
+	}
+	return nil
 }
 
 // Nack records a failed attempt of a claimed task: it is retried after
@@ -517,11 +623,11 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 		return err
 	}
 	if lease == "" {
-		return &task.FieldError{Field: "lease", Message: "is required: send the lease token the claim returned"}
+		return &task.FieldError{Field: "lease", Message: leaseRequired}
 	}
 	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
-		if t.State != task.Delivering || t.Lease != lease {
-			return conflict(op, t, "the lease is no longer current (it ran out, or the task was claimed again)")
+		if err := leaseHeld(op, t, lease); err != nil {
+			return err
 		}
 		apply(t, msNow())
 		return nil

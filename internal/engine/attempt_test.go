@@ -13,11 +13,29 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// writeCounter counts the tasks each Update and UpdateMany stored.
+// writeCounter counts the tasks each Update and UpdateMany stored, and the
+// calls of each.
 type writeCounter struct {
 	store.Store
 	mu     sync.Mutex
 	writes map[task.ID]int
+	calls  map[string]int // "Update", "UpdateMany"
+}
+
+func (c *writeCounter) called(method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[method]++
+}
+
+// callsOf returns how many times method was called.
+func (c *writeCounter) callsOf(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[method]
 }
 
 func (c *writeCounter) count(t *task.Task) {
@@ -33,6 +51,7 @@ func (c *writeCounter) of(id task.ID) int {
 }
 
 func (c *writeCounter) Update(ctx context.Context, id task.ID, o *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
+	c.called("Update")
 	t, err := c.Store.Update(ctx, id, o, fn)
 	if err == nil {
 		c.count(t)
@@ -41,6 +60,7 @@ func (c *writeCounter) Update(ctx context.Context, id task.ID, o *store.UpdateOp
 }
 
 func (c *writeCounter) UpdateMany(ctx context.Context, ids []task.ID, o *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	c.called("UpdateMany")
 	ts, errs := c.Store.UpdateMany(ctx, ids, o, fn)
 	for i, err := range errs {
 		if err == nil {

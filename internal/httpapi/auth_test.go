@@ -27,8 +27,8 @@ func digest(token string) string {
 //
 // Every route that names another app's task (by id or by key) answers 404,
 // exactly as for a task that does not exist; routes that name another app
-// (create, list, claim, settings, bulk retry and cancel) answer 403; no or
-// a bad token answers 401.
+// (create, list, claim, settings, bulk retry, cancel and ack) answer 403; no
+// or a bad token answers 401.
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
@@ -75,6 +75,7 @@ func TestAuthMatrix(t *testing.T) {
 			{"claim", "POST", "/v1/apps/shop/claim", `{}`, true, 200},
 			{"ack", "POST", "/v1/tasks/" + id + "/ack", `{"lease":"x"}`, false, 409},
 			{"nack", "POST", "/v1/tasks/" + id + "/nack", `{"lease":"x"}`, false, 409},
+			{"ack many", "POST", "/v1/apps/shop/tasks:ack", `{"acks":[{"id":"` + id + `","lease":"x"}]}`, true, 200}, // the item carries the 409
 			{"retry", "POST", "/v1/tasks/" + id + "/retry", ``, false, 409},
 			{"cancel", "DELETE", "/v1/tasks/" + id, ``, false, 204},
 			{"cancel by key", "DELETE", "/v1/apps/shop/keys/" + tk.Key, ``, false, 204},

@@ -100,6 +100,7 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("POST /v1/apps/{app}/tasks:cancel", h.limited(h.cancelAll)) // bulk.go
 	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
 	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
+	m.HandleFunc("POST /v1/apps/{app}/tasks:ack", h.limited(h.ackMany))
 	// Schedules (recurring timers): schedules.go.
 	m.HandleFunc("POST /v1/schedules", h.limited(h.createSchedule))
 	m.HandleFunc("GET /v1/schedules/{id}", h.limited(h.getSchedule))
@@ -250,28 +251,31 @@ type errorBody struct {
 
 func errorJSON(err error) (int, any) {
 	status, code, field := statusOf(err)
-	msg := err.Error()
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		msg = fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)
-	}
-	switch {
-	case status == http.StatusInternalServerError:
-		msg = "internal error; the server log has the details"
-	case errors.Is(err, store.ErrNotFound):
-		// One answer for every task or key that is absent or out of the
-		// token's reach, whichever backend said so and how.
-		msg = "no such task"
-	}
 	body := struct {
 		Error errorBody  `json:"error"`
 		Task  *task.Task `json:"task,omitempty"`
-	}{Error: errorBody{Code: code, Message: msg, Field: field}}
+	}{Error: errorBody{Code: code, Message: messageOf(err, status), Field: field}}
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		body.Task = ce.Task
 	}
 	return status, body
+}
+
+// messageOf is the message answered for err, whose status is status.
+func messageOf(err error, status int) string {
+	var mbe *http.MaxBytesError
+	switch {
+	case status == http.StatusInternalServerError:
+		return "internal error; the server log has the details"
+	case errors.Is(err, store.ErrNotFound):
+		// One answer for every task or key that is absent or out of the
+		// token's reach, whichever backend said so and how.
+		return "no such task"
+	case errors.As(err, &mbe):
+		return fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)
+	}
+	return err.Error()
 }
 
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -294,18 +298,6 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	writeJSON(w, status, body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	b = append(b, '\n')
-	_, _ = w.Write(b)
 }
 
 // pathID parses the {id} path segment. An id that cannot exist is a 404.
@@ -522,7 +514,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			items[i].Task, items[i].Created = res.Task, &created
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": items})
+	writeResults(w, items, preferMinimal(r))
 }
 
 // batchItem reads one task of a batch: its size is checked before it is
@@ -539,9 +531,11 @@ func (h *Handler) batchItem(raw jsontext.Value, now time.Time) (engine.ScheduleP
 	return cr.params(now)
 }
 
+// itemError is the error object of one item of a batch answer: an error
+// answer's, whose status the code implies.
 func itemError(err error) *errorBody {
-	_, code, field := statusOf(err)
-	return &errorBody{Code: code, Message: err.Error(), Field: field}
+	status, code, field := statusOf(err)
+	return &errorBody{Code: code, Message: messageOf(err, status), Field: field}
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
@@ -804,10 +798,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if ts == nil {
-		ts = []*task.Task{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": ts})
+	writeTasks(w, "tasks", ts)
 }
 
 // decodeOptional is decode for bodies that may be empty (all defaults).
@@ -845,6 +836,97 @@ func (h *Handler) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// ackManyItem is one ack of POST /v1/apps/{app}/tasks:ack.
+type ackManyItem struct {
+	ID    string `json:"id"`
+	Lease string `json:"lease"`
+}
+
+// ackManyResult is the outcome of one ack, in the order sent: {} when the
+// task is delivered.
+type ackManyResult struct {
+	Error *errorBody `json:"error,omitempty"`
+}
+
+// ackMany acks many claimed tasks of the app in one durable write. The
+// token must reach the app (403); a task of another app is answered as
+// absent, item by item.
+// maxAckBody bounds the body of tasks:ack: 1000 acks take about 100 KB.
+const maxAckBody = 1 << 20
+
+func (h *Handler) ackMany(w http.ResponseWriter, r *http.Request) {
+	app := r.PathValue("app")
+	if err := authorizeApp(r, app); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := task.ValidateApp(app); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Acks []ackManyItem `json:"acks"`
+	}
+	if err := decode(w, r, maxAckBody, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if req.Acks == nil {
+		h.writeError(w, r, badField("acks", `is required: an array of up to %d {"id","lease"}`, engine.MaxClaim))
+		return
+	}
+	if len(req.Acks) == 0 || len(req.Acks) > engine.MaxClaim {
+		h.writeError(w, r, badField("acks", "must hold 1 to %d acks, got %d", engine.MaxClaim, len(req.Acks)))
+		return
+	}
+	results := make([]ackManyResult, len(req.Acks))
+	var acks []engine.AckParams
+	var idx []int // the request's index of each of acks
+	for i, a := range req.Acks {
+		id, err := task.ParseID(a.ID)
+		if err != nil {
+			results[i].Error = itemError(badField(fmt.Sprintf("acks.%d.id", i), "is not a task id: %q", a.ID))
+			continue
+		}
+		acks = append(acks, engine.AckParams{ID: id, Lease: a.Lease})
+		idx = append(idx, i)
+	}
+	if len(acks) > 0 {
+		errs, err := h.eng.AckMany(r.Context(), app, acks)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		for j, err := range errs {
+			if err == nil {
+				continue
+			}
+			i := idx[j]
+			err = renumber(err, j, i)
+			if status, _, _ := statusOf(err); status == http.StatusInternalServerError {
+				h.log.ErrorContext(r.Context(), "ack a task", slog.String("app", app), slog.String("id", acks[j].ID.String()), slog.String("error", err.Error()))
+			}
+			results[i].Error = itemError(err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": results})
+}
+
+// renumber is err, a field error of the j-th ack given to the engine, as
+// one of the request's i-th (the engine is not given the acks whose ids do
+// not parse).
+func renumber(err error, j, i int) error {
+	var fe *task.FieldError
+	if j == i || !errors.As(err, &fe) {
+		return err
+	}
+	rest, ok := strings.CutPrefix(fe.Field, fmt.Sprintf("acks.%d", j))
+	if !ok {
+		return err
+	}
+	return &task.FieldError{Field: fmt.Sprintf("acks.%d%s", i, rest), Message: fe.Message}
 }
 
 func (h *Handler) nack(w http.ResponseWriter, r *http.Request) {

@@ -62,6 +62,7 @@ type call struct {
 	token  string // default adminToken; "-" for none
 	body   string // JSON, "" for none
 	ctype  string // the body's content type; default application/json
+	header http.Header
 	// invalid marks a request that breaks the spec on purpose (an error
 	// case): the spec must refuse it too.
 	invalid bool
@@ -103,6 +104,9 @@ func (c *checker) do(cl call) []byte {
 		}
 		if cl.body != "" {
 			req.Header.Set("Content-Type", cmpOr(cl.ctype, "application/json"))
+		}
+		for k, vs := range cl.header {
+			req.Header[k] = vs
 		}
 		switch tok := cmpOr(cl.token, adminToken); tok {
 		case "-":
@@ -250,6 +254,8 @@ func TestConformance(t *testing.T) {
 		// POST /v1/tasks:batch
 		{op: "POST /v1/tasks:batch", body: `{"tasks":[{"app":"shop","key":"b-1","delay":"1h","target":` + target(ok) + `},{"app":"shop","key":"order-1","delay":"1h","target":` + target(ok) + `}]}`, want: 200},
 		{op: "POST /v1/tasks:batch", body: `{"tasks":[{"app":"shop","key":"b-2","delay":"1h","target":` + target(ok) + `},{"app":"Bad App","delay":"1h"}]}`, invalid: true, want: 200},
+		{op: "POST /v1/tasks:batch", body: `{"tasks":[{"app":"shop","key":"b-3","delay":"1h","target":` + target(ok) + `},{"app":"shop","key":"b-1","delay":"1h","target":` + target(ok) + `}]}`,
+			header: http.Header{"Prefer": {"return=minimal"}}, want: 200},
 		{op: "POST /v1/tasks:batch", body: `{}`, invalid: true, want: 400},
 		{op: "POST /v1/tasks:batch", body: `{"tasks":[]}`, token: "-", want: 401},
 
@@ -456,6 +462,45 @@ func TestConformance(t *testing.T) {
 		t.Errorf("history after a nack = %+v", got.History)
 	}
 
+	// Many acks in one request, each with its own result: delivered, a
+	// stale lease, another app's task (absent to this token).
+	p3, p4 := pull("job-3"), pull("job-4")
+	claimed.Tasks = nil
+	for len(claimed.Tasks) < 2 {
+		var more struct{ Tasks []*task.Task }
+		if err := json.Unmarshal(c.do(call{op: "POST /v1/apps/{app}/claim", params: shopApp, body: `{"max":10,"lease":"30s","wait":"1s"}`, token: shopToken, want: 200}), &more); err != nil {
+			t.Fatal(err)
+		}
+		claimed.Tasks = append(claimed.Tasks, more.Tasks...)
+		if time.Now().After(deadline) {
+			t.Fatalf("claimed %d tasks, want 2", len(claimed.Tasks))
+		}
+	}
+	for _, tk := range claimed.Tasks {
+		lease[tk.ID] = tk.Lease
+	}
+	const ackMany = "POST /v1/apps/{app}/tasks:ack"
+	acks := func(items ...string) string { return `{"acks":[` + strings.Join(items, ",") + `]}` }
+	item := func(tk *task.Task, lease string) string {
+		return `{"id":"` + tk.ID.String() + `","lease":"` + lease + `"}`
+	}
+	results := string(c.do(call{op: ackMany, params: shopApp, body: acks(item(p3, lease[p3.ID]), item(p4, "stale"), item(billing, "x")), token: shopToken, want: 200}))
+	if !strings.HasPrefix(results, `{"results":[{},{"error":{"code":"conflict"`) || !strings.Contains(results, `},{"error":{"code":"not_found"`) {
+		t.Errorf("ack of three tasks: %s, want delivered, conflict, not found", results)
+	}
+	for _, cl := range []call{
+		{op: ackMany, params: shopApp, body: acks(item(p4, lease[p4.ID]), `{"id":"nope","lease":"x"}`, item(p4, "")), invalid: true, want: 200},
+		{op: ackMany, params: shopApp, body: `{}`, invalid: true, want: 400},
+		{op: ackMany, params: shopApp, body: `{"acks":[]}`, invalid: true, want: 400},
+		{op: ackMany, params: shopApp, body: acks(`{"id":"` + p4.ID.String() + `","lease":"x","error":"no"}`), invalid: true, want: 400},
+		{op: ackMany, params: billingApp, body: acks(item(billing, "x")), token: shopToken, want: 403},
+		{op: ackMany, params: shopApp, body: acks(item(p4, "x")), token: "-", want: 401},
+	} {
+		c.do(cl)
+	}
+	waitState(t, s.url, p3.ID, task.Delivered)
+	waitState(t, s.url, p4.ID, task.Delivered)
+
 	// A bulk cancel that stops at its limit says there is more; the
 	// repeat does the rest.
 	for _, want := range []string{`{"count":1,"more":true}`, `{"count":1}`} {
@@ -475,6 +520,7 @@ func TestConformance(t *testing.T) {
 	busyCheck(t, c, s, []call{
 		{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 429},
 		{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 429},
+		{op: ackMany, params: shopApp, body: acks(item(p4, "x")), want: 429},
 		{op: "GET /v1/admin/backup", want: 429},
 		{op: "GET /v1/admin/export", want: 429},
 		{op: "POST /v1/schedules", body: `{"app":"shop","key":"busy","every":"1h","target":{"pull":{}}}`, want: 429},
@@ -497,6 +543,7 @@ func TestConformance(t *testing.T) {
 	c.do(call{op: "GET /v1/tasks/{id}", params: id(billing), want: 200}) // reads still work
 	c.do(call{op: bulkRetry, params: shopApp, body: `{"state":"dead"}`, want: 503})
 	c.do(call{op: bulkCancel, params: shopApp, body: `{"state":"scheduled"}`, want: 503})
+	c.do(call{op: ackMany, params: shopApp, body: acks(item(p4, "x")), want: 503})
 	c.do(call{op: "POST /v1/admin/import", body: deadLine, ctype: ndjson, want: 503})
 	c.do(call{op: "POST /v1/schedules", body: `{"app":"shop","key":"late","every":"1h","target":{"pull":{}}}`, want: 503})
 

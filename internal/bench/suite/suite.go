@@ -1,9 +1,10 @@
 // Package suite runs toc's whole benchmark suite, as `toc bench suite` does,
 // and writes bench/RESULTS.md with [bench.WriteMarkdown]:
 //
-//   - toc embedded: fire (push and pull) and schedule (one task per request
-//     and in batches), each a `toc bench --embedded` process, and the
-//     baselines of the same sizes (`toc bench --baseline`: no toc);
+//   - toc embedded: fire (push and pull), a burst due at one instant (push
+//     and pull) and schedule (one task per request and in batches), each a
+//     `toc bench --embedded` process, and the baselines of the same sizes
+//     (`toc bench --baseline`: no toc);
 //   - toc pending: far-future tasks on a separate `toc serve` process, so
 //     that its RSS is the server's alone;
 //   - toc's cluster mode: each workload on a fresh cluster of 1, 2 and 3
@@ -55,9 +56,14 @@ import (
 // keep a node count's runs to about two minutes (at most about four: see
 // ClusterMaxWaitDefault).
 const (
-	FireNDefault       = 50_000 // over FireSpreadDefault: 10,000 fires/s
-	FireSpreadDefault  = 5 * time.Second
-	PullNDefault       = 10_000 // the same through pull consumers: 2,000/s
+	FireNDefault      = 50_000 // over FireSpreadDefault: 10,000 fires/s
+	FireSpreadDefault = 5 * time.Second
+	PullNDefault      = 250_000 // the same through pull consumers: 50,000/s, the issue's
+	BurstNDefault     = 100_000 // due at one instant, by push and by pull
+	// pullLeadPerJob: the pull fire run's lead is bench.LeadBase and this
+	// much a job, enough to schedule them in batches (12 s for
+	// PullNDefault; the default of 100 µs a job would wait 27 s).
+	pullLeadPerJob     = 40 * time.Microsecond
 	SingleNDefault     = 20_000 // schedule, one task per request, 16 clients,
 	SingleHoldDefault  = 6 * time.Second
 	BatchNDefault      = 100_000 // schedule, batches of 1000
@@ -118,6 +124,7 @@ type Config struct {
 	FireN        int
 	FireSpread   time.Duration
 	PullN        int
+	BurstN       int
 	SingleN      int
 	SingleHold   time.Duration
 	BatchN       int
@@ -171,6 +178,7 @@ func (c *Config) EnsureDefaults() {
 	c.FireN = cmp.Or(c.FireN, FireNDefault)
 	c.FireSpread = cmp.Or(c.FireSpread, FireSpreadDefault)
 	c.PullN = cmp.Or(c.PullN, PullNDefault)
+	c.BurstN = cmp.Or(c.BurstN, BurstNDefault)
 	c.SingleN = cmp.Or(c.SingleN, SingleNDefault)
 	c.SingleHold = cmp.Or(c.SingleHold, SingleHoldDefault)
 	c.BatchN = cmp.Or(c.BatchN, BatchNDefault)
@@ -230,7 +238,7 @@ func (c *Config) Validate() error {
 		name string
 		v    int
 	}{
-		{"FireN", c.FireN}, {"PullN", c.PullN}, {"SingleN", c.SingleN}, {"BatchN", c.BatchN}, {"PendingN", c.PendingN},
+		{"FireN", c.FireN}, {"PullN", c.PullN}, {"BurstN", c.BurstN}, {"SingleN", c.SingleN}, {"BatchN", c.BatchN}, {"PendingN", c.PendingN},
 		{"PeerFireN", c.PeerFireN}, {"PeerSingleN", c.PeerSingleN}, {"PeerBatchN", c.PeerBatchN}, {"RedisDB", c.RedisDB},
 		{"ClusterFireN", c.ClusterFireN}, {"ClusterSingleN", c.ClusterSingleN}, {"ClusterBatchN", c.ClusterBatchN},
 		{"ClusterPendingN", c.ClusterPendingN},
@@ -374,10 +382,14 @@ func (s *suite) embedded(ctx context.Context) error {
 	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", "16", "--hold", dur(c.BatchHold)}
 	// Each baseline (no toc: the physical limit) right after the toc run
 	// of the same size, so that the machine is as busy for both.
+	burst := []string{"--workload", "fire", "--n", itoa(c.BurstN), "--spread", "0s"}
 	for _, args := range [][]string{
 		append([]string{"--embedded"}, fire...),
 		append([]string{"--baseline"}, fire...),
-		{"--embedded", "--workload", "fire", "--n", itoa(c.PullN), "--spread", dur(c.FireSpread), "--pull"},
+		{"--embedded", "--workload", "fire", "--n", itoa(c.PullN), "--spread", dur(c.FireSpread), "--lead", dur(bench.LeadBase + time.Duration(c.PullN)*pullLeadPerJob), "--pull"},
+		append([]string{"--embedded"}, burst...),
+		append([]string{"--baseline"}, burst...),
+		append([]string{"--embedded", "--pull"}, burst...),
 		append([]string{"--embedded"}, single...),
 		append([]string{"--baseline"}, single...),
 		append([]string{"--embedded"}, batch...),

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// The responses that carry tasks are framed by hand around each task's own
+// MarshalJSON. json.Marshal of a value holding tasks calls that method and
+// then validates and compacts its output once more: for a batch of 1000
+// creates that second pass was a fifth of the request's CPU (#13).
+
+// writeJSON writes v as the JSON response body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b []byte
+	var err error
+	if t, ok := v.(*task.Task); ok {
+		b, err = t.MarshalJSON()
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
+		return
+	}
+	writeBody(w, status, b)
+}
+
+func writeBody(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+}
+
+// taskBytes is about what one task's JSON takes, to size the buffers.
+const taskBytes = 512
+
+// writeTasks writes {"<name>":[tasks...]} with status 200.
+func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
+	b := make([]byte, 0, 16+taskBytes*len(ts))
+	b = append(append(append(b, `{"`...), name...), `":[`...)
+	for i, t := range ts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		tb, err := t.MarshalJSON()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, nil) // unreachable: a task always encodes
+			return
+		}
+		b = append(b, tb...)
+	}
+	writeBody(w, http.StatusOK, append(b, "]}"...))
+}
+
+// preferMinimal reports whether r asks for a minimal answer (RFC 7240's
+// "Prefer: return=minimal").
+func preferMinimal(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(v, ",") {
+			pref, _, _ = strings.Cut(pref, ";") // its parameters
+			if name, val, _ := strings.Cut(pref, "="); strings.EqualFold(strings.TrimSpace(name), "return") &&
+				strings.EqualFold(strings.Trim(strings.TrimSpace(val), `"`), "minimal") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeResults writes a batch's {"results":[items...]} with status 200;
+// minimal, each task as {"id":...} alone.
+func writeResults(w http.ResponseWriter, items []batchItem, minimal bool) {
+	if minimal {
+		w.Header().Set("Preference-Applied", "return=minimal")
+	}
+	b := make([]byte, 0, 16+taskBytes*len(items))
+	b = append(b, `{"results":[`...)
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		b, err = it.appendJSON(b, minimal)
+		if err != nil {
+			http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
+			return
+		}
+	}
+	writeBody(w, http.StatusOK, append(b, "]}"...))
+}
+
+// appendJSON appends what json.Marshal(it) would; minimal, with the task
+// as {"id":...} alone.
+func (it *batchItem) appendJSON(b []byte, minimal bool) ([]byte, error) {
+	if it.Task == nil || it.Created == nil {
+		ib, err := json.Marshal(it)
+		return append(b, ib...), err
+	}
+	b = append(b, `{"task":`...)
+	if minimal {
+		b = append(append(append(b, `{"id":"`...), it.Task.ID.String()...), `"}`...)
+	} else {
+		tb, err := it.Task.MarshalJSON()
+		if err != nil {
+			return b, err
+		}
+		b = append(b, tb...)
+	}
+	b = append(b, `,"created":`...)
+	return append(strconv.AppendBool(b, *it.Created), '}'), nil
+}
