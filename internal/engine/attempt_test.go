@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -303,6 +304,45 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 		}
 		if n := st.of(tk.ID); n != 1 {
 			t.Errorf("%d writes, want 1 (the second node's outcome)", n)
+		}
+	})
+}
+
+// TestStaleEntryDuringAttempt: a wheel entry of a task whose push attempt
+// is under way here fires once and is dropped (the attempt's outcome
+// tracks the task again). It used to be tracked again at once, the row
+// being still due, and fired in a loop, reading the store, until the
+// attempt ended: a hung webhook spun a core.
+func TestStaleEntryDuringAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		snk := newBlockingSink()
+		var wc *writeCounter
+		b := setup(t, func(c *Config) {
+			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
+			c.Store = wc
+			c.Sinks = map[string]sink.Sink{"http": snk}
+		})
+		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		<-snk.started
+		synctest.Wait()
+		before := wc.callsOf("UpdateMany")
+		b.eng.enqueue(tk.App, tk.ID) // a stale entry: the task is due in the store
+		// Not synctest.Wait: with the loop it would never return. Yield
+		// long enough for a loop to show.
+		for range 20_000 {
+			runtime.Gosched()
+		}
+		if n := wc.callsOf("UpdateMany") - before; n > 2 {
+			t.Fatalf("the stale entry fired %d times during the attempt, want once", n)
+		}
+		synctest.Wait()
+		if n := wc.callsOf("UpdateMany") - before; n != 1 {
+			t.Errorf("the stale entry fired %d times during the attempt, want once", n)
+		}
+		snk.release <- nil
+		outcomesStored()
+		if done := b.get(t, tk.ID); done.State != task.Delivered || done.Attempts != 1 {
+			t.Errorf("after the outcome: %s, %d attempts; want delivered after 1", done.State, done.Attempts)
 		}
 	})
 }

@@ -389,6 +389,14 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		// task when a promotion scan read the row just before the task
 		// finished): correct the index, or the entry stays for good.
 		return w, true
+	case e.underway(id):
+		// Its attempt is under way here, and its outcome tracks it again.
+		// Tracked now, the row (still due: the attempt is not stored)
+		// would be ready at once and fire again, and again, until the
+		// attempt ends: a stale wheel entry of a task whose webhook hung
+		// spun a core reading it (found as a hang of
+		// TestHangingAppDoesNotDelayOthers on fake time).
+		return written{}, false
 	default:
 		e.track(w)
 		return written{}, false
