@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -142,8 +143,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercentDefault)
+	}
 	return serve(ctx, c, file, log, stdout)
 }
+
+// gcPercentDefault is the Go collector's target (GOGC) toc serve runs with
+// unless GOGC is set. The fire path allocates per task (HTTP requests and
+// responses, store reads): at the runtime's 100 the collector ran every
+// few hundred milliseconds at 10 000 fires/s. Measured with toc bench
+// (embedded, 10 000 fires/s, alternating runs): at 200 the CPU per fire
+// fell from 111-137 µs to 91-94, p90 lateness from 13-26 ms to 2-3, with
+// RSS per far-future pending task 111 B instead of 99 (1 000 000 pending);
+// 400 saved little more CPU for 155 B.
+const gcPercentDefault = 200
 
 // fill takes from the file every setting whose flag was not given.
 func (c *serveConfig) fill(f *config.File, set map[string]bool) {
