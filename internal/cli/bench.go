@@ -220,6 +220,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	fire := bench.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Timeline: *timeline, Progress: progress}
 	schedule := bench.ScheduleOptions{N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	defaultGC() // the baselines and the bench clients run as toc serve does
 	if *baseline {
 		res, err := runBaseline(ctx, *workload, *app, fire, schedule)
 		if err != nil {

@@ -143,10 +143,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	defaultGC()
+	return serve(ctx, c, file, log, stdout)
+}
+
+// defaultGC sets the collector's target to gcPercentDefault unless GOGC is
+// set. toc bench does so too, so that its baselines run as toc does.
+func defaultGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercentDefault)
 	}
-	return serve(ctx, c, file, log, stdout)
 }
 
 // gcPercentDefault is the Go collector's target (GOGC) toc serve runs with
