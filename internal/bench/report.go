@@ -71,12 +71,18 @@ func TocTargets(r *Result) []Check {
 		case pull && r.SpreadSec > 0 && float64(r.N)/r.SpreadSec >= Target13PullRate*0.99:
 			add(fmt.Sprintf("#13: pull fire p99 <= %g ms at %d fires/s", Target13PullP99Ms, Target13PullRate), r.LatenessMs.P99 <= Target13PullP99Ms && r.Missing == 0, "%.2f ms", r.LatenessMs.P99)
 		}
-		if r.SpreadSec > 0 && float64(r.N)/r.SpreadSec >= TargetFireRate*0.99 {
+		rate := 0.0
+		if r.SpreadSec > 0 {
+			rate = float64(r.N) / r.SpreadSec
+		}
+		// The first targets are at TargetFireRate: a pull run at #13's
+		// rate has its own.
+		if rate >= TargetFireRate*0.99 && (!pull || rate < Target13PullRate*0.99) {
 			l := r.LatenessMs
 			add(fmt.Sprintf("lateness p99 <= %g ms at %d fires/s", TargetLatenessP99Ms, TargetFireRate), l.P99 <= TargetLatenessP99Ms && r.Missing == 0, "%.2f ms", l.P99)
 			add(fmt.Sprintf("lateness max <= %g ms at %d fires/s", TargetLatenessMaxMs, TargetFireRate), l.Max <= TargetLatenessMaxMs && r.Missing == 0, "%.2f ms", l.Max)
 		}
-		if r.SpreadSec > 0 && float64(r.N)/r.SpreadSec >= TargetFireRate*0.99 && !pull {
+		if rate >= TargetFireRate*0.99 && !pull {
 			l := r.LatenessMs
 			add(fmt.Sprintf("#13: push fire p99 <= %g ms at %d fires/s", Target13FireP99Ms, TargetFireRate), l.P99 <= Target13FireP99Ms && r.Missing == 0, "%.2f ms", l.P99)
 			add(fmt.Sprintf("#13: push fire max <= %g ms at %d fires/s", Target13FireMaxMs, TargetFireRate), l.Max <= Target13FireMaxMs && r.Missing == 0, "%.2f ms", l.Max)

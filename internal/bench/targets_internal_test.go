@@ -119,3 +119,16 @@ func TestCPUPerTask(t *testing.T) {
 		}
 	}
 }
+
+// TestPullAtItsRate: a pull run at #13's rate is held to its own target
+// only, not to the lateness targets at 10 000 fires/s.
+func TestPullAtItsRate(t *testing.T) {
+	r := &Result{System: "toc", Variant: "pull, embedded", Workload: WorkloadFire, N: 250_000, SpreadSec: 5, LatenessMs: Lateness{P99: 30, Max: 40}}
+	var names []string
+	for _, c := range TocTargets(r) {
+		names = append(names, c.Name)
+	}
+	if len(names) != 1 || !strings.Contains(names[0], "pull fire p99") {
+		t.Errorf("targets %q, want the pull one alone", names)
+	}
+}
