@@ -71,6 +71,19 @@ func (c *writeCounter) UpdateMany(ctx context.Context, ids []task.ID, o *store.U
 	return ts, errs
 }
 
+// setupCounted is setup with its store's writes counted and deliveries
+// held by a blockingSink.
+func setupCounted(t *testing.T) (*bundle, *writeCounter, *blockingSink) {
+	snk := newBlockingSink()
+	var wc *writeCounter
+	b := setup(t, func(c *Config) {
+		wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
+		c.Store = wc
+		c.Sinks = map[string]sink.Sink{"http": snk}
+	})
+	return b, wc, snk
+}
+
 // blockingSink holds each delivery until the test lets it end with the
 // error sent on release.
 type blockingSink struct {
@@ -98,13 +111,7 @@ func (s *blockingSink) Deliver(ctx context.Context, t *task.Task) error {
 // records the attempt.
 func TestPushAttemptStoredOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		snk := newBlockingSink()
-		var wc *writeCounter
-		b := setup(t, func(c *Config) {
-			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
-			c.Store = wc
-			c.Sinks = map[string]sink.Sink{"http": snk}
-		})
+		b, wc, snk := setupCounted(t)
 		ctx := t.Context()
 		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
 		got := <-snk.started
@@ -315,13 +322,7 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 // attempt ended: a hung webhook spun a core.
 func TestStaleEntryDuringAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		snk := newBlockingSink()
-		var wc *writeCounter
-		b := setup(t, func(c *Config) {
-			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
-			c.Store = wc
-			c.Sinks = map[string]sink.Sink{"http": snk}
-		})
+		b, wc, snk := setupCounted(t)
 		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
 		<-snk.started
 		synctest.Wait()

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/engine"
-	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -242,15 +240,7 @@ func TestAckManyBadRequests(t *testing.T) {
 // answered as absent.
 func TestAckManyIsolation(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "", nil)
-	acc, err := httpapi.NewAccess([]string{digest("admin-token")}, map[string][]string{
-		"shop": {digest("shop-token")}, "billing": {digest("billing-token")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: s.eng, Access: acc}))
-	t.Cleanup(hs.Close)
+	_, hs := startGuarded(t)
 	admin := client.New(client.Config{BaseURL: hs.URL, Token: "admin-token"})
 	shopT := claimN(t, admin, "shop", 1)[0]
 	billT := claimN(t, admin, "billing", 1)[0]

@@ -218,15 +218,7 @@ func TestBulkFieldErrors(t *testing.T) {
 // (403, nothing changed), and its own bulk action changes only its app's.
 func TestBulkIsolation(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, "", nil)
-	acc, err := httpapi.NewAccess([]string{digest("admin-token")}, map[string][]string{
-		"shop": {digest("shop-token")}, "billing": {digest("billing-token")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: s.eng, Access: acc}))
-	t.Cleanup(hs.Close)
+	s, hs := startGuarded(t)
 	ctx := context.Background()
 	admin := client.New(client.Config{BaseURL: hs.URL, Token: "admin-token"})
 	for _, app := range []string{"shop", "billing"} {
@@ -259,4 +251,20 @@ func TestBulkIsolation(t *testing.T) {
 	if _, err := client.New(client.Config{BaseURL: hs.URL}).CancelAll(ctx, "shop", f); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("without a token: %v, want 401", err)
 	}
+}
+
+// startGuarded starts a server whose API takes the tokens admin-token
+// (every app), shop-token and billing-token (their app's tasks only).
+func startGuarded(t *testing.T) (*server, *httptest.Server) {
+	t.Helper()
+	s := startServer(t, "", nil)
+	acc, err := httpapi.NewAccess([]string{digest("admin-token")}, map[string][]string{
+		"shop": {digest("shop-token")}, "billing": {digest("billing-token")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: s.eng, Access: acc}))
+	t.Cleanup(hs.Close)
+	return s, hs
 }
