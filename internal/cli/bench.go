@@ -45,10 +45,13 @@ Workloads:
             return time minus due).
             With --timeline 100ms, also per 100 ms of due time (from the
             first due time): the count, p50, p99 and max lateness, to see
-            when in the run the late deliveries fall.
+            when in the run the late deliveries fall. With --spread 0s all
+            are due at one instant (a burst): "drained" is the tasks fired
+            per second from that instant to the last first delivery.
   schedule  tasks accepted durably per second: one per request (--batch 1)
-            or in batches, from --concurrency clients; then the tasks fire
-            (all due --hold after the start) and each is checked off.
+            or in batches (asking for minimal answers: the ids alone), from
+            --concurrency clients; then the tasks fire (all due --hold after
+            the start, a burst: "drained" as above) and each is checked off.
   pending   --n far-future tasks (a day ahead, expiring unclaimed a minute
             after their due time) and the server's memory (--server-pid, or
             this process with --embedded) and disk (--data-dir, known with
