@@ -24,10 +24,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b, err = json.Marshal(v)
 	}
 	if err != nil {
-		http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
+		encodeFailed(w)
 		return
 	}
 	writeBody(w, status, b)
+}
+
+// encodeFailed answers 500 when an answer could not be encoded (a task
+// always encodes: this is for a bug).
+func encodeFailed(w http.ResponseWriter) {
+	writeBody(w, http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"encode response"}}`))
 }
 
 func writeBody(w http.ResponseWriter, status int, b []byte) {
@@ -50,7 +56,7 @@ func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
 		}
 		tb, err := t.MarshalJSON()
 		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, nil) // unreachable: a task always encodes
+			encodeFailed(w)
 			return
 		}
 		b = append(b, tb...)
@@ -88,7 +94,7 @@ func writeResults(w http.ResponseWriter, items []batchItem, minimal bool) {
 		var err error
 		b, err = it.appendJSON(b, minimal)
 		if err != nil {
-			http.Error(w, `{"error":{"code":"internal","message":"encode response"}}`, http.StatusInternalServerError)
+			encodeFailed(w)
 			return
 		}
 	}
