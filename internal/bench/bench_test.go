@@ -515,3 +515,39 @@ func TestFireCost(t *testing.T) {
 		t.Errorf("notes %q do not say the SQL CPU is not counted", res.Notes)
 	}
 }
+
+// TestScheduleCreateCost: a schedule run with a cost probe reports the CPU
+// per create, and the SQL transactions per create only when the counters
+// are current (MySQL): PostgreSQL's lag (SQLWait), and waiting for them
+// would count the fires that follow.
+func TestScheduleCreateCost(t *testing.T) {
+	t.Parallel()
+	for _, wait := range []time.Duration{0, time.Minute} {
+		var xacts atomic.Int64
+		probe := &bench.CostProbe{
+			Toc:     []int{os.Getpid()},
+			SQLWait: wait,
+			SQL: func(context.Context) (bench.SQLCounters, error) {
+				return bench.SQLCounters{Xacts: xacts.Add(10), Statements: -1}, nil
+			},
+		}
+		start := time.Now()
+		res, err := bench.Schedule(context.Background(), &fakeSystem{}, nil, bench.ScheduleOptions{N: 50, Batch: 10, Cost: probe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 30*time.Second {
+			t.Errorf("SQLWait %s: the run took %s: it waited for the SQL counters", wait, took)
+		}
+		c := res.CreateCost
+		if c == nil || c.Fires != 50 || c.CPUUsPerFire.Toc == nil {
+			t.Fatalf("SQLWait %s: create cost %+v, want 50 creates with the CPU", wait, c)
+		}
+		if got := c.SQLXactsPerFire != nil; got != (wait == 0) {
+			t.Errorf("SQLWait %s: SQL transactions per create given: %v", wait, got)
+		}
+		if res.Cost != nil {
+			t.Errorf("SQLWait %s: a fire cost on a schedule run", wait)
+		}
+	}
+}

@@ -65,7 +65,8 @@ Cost per fire (fire) and per create (schedule): with --embedded,
 --server-pid, --redis or --sql, what the fires cost over the firing window
 (from just before the first task is due to a second after the last
 delivery), per task delivered, or what the creates cost over the
-scheduling window, per task accepted: the CPU time
+scheduling window, per task accepted (their SQL transactions and
+statements only on MySQL: PostgreSQL's come too late): the CPU time
 (user + system, /proc/PID/stat at 100 ticks/s) of the toc servers
 (--server-pid; with --embedded this process, bench clients and receiver
 included), of the PostgreSQL server of --sql (the postmaster and all its
@@ -224,6 +225,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fire := bench.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Timeline: *timeline, Progress: progress}
 	schedule := bench.ScheduleOptions{N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress}
 	defaultGC() // the baselines and the bench clients run as toc serve does
+	if *memProfile != "" {
+		defer func() {
+			if perr := writeHeapProfile(*memProfile); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
 	if *baseline {
 		res, err := runBaseline(ctx, *workload, *app, fire, schedule)
 		if err != nil {
@@ -323,13 +331,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		fire.Cost, schedule.Cost = probe, probe
 	}
 
-	if *memProfile != "" {
-		defer func() {
-			if perr := writeHeapProfile(*memProfile); perr != nil && err == nil {
-				err = perr
-			}
-		}()
-	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
