@@ -850,12 +850,12 @@ type ackManyResult struct {
 	Error *errorBody `json:"error,omitempty"`
 }
 
-// ackMany acks many claimed tasks of the app in one durable write. The
-// token must reach the app (403); a task of another app is answered as
-// absent, item by item.
 // maxAckBody bounds the body of tasks:ack: 1000 acks take about 100 KB.
 const maxAckBody = 1 << 20
 
+// ackMany acks many claimed tasks of the app in one durable write. The
+// token must reach the app (403); a task of another app is answered as
+// absent, item by item.
 func (h *Handler) ackMany(w http.ResponseWriter, r *http.Request) {
 	app := r.PathValue("app")
 	if err := authorizeApp(r, app); err != nil {

@@ -209,17 +209,25 @@ func testUpdateManyChecks(t *testing.T, b *bundle) {
 	check(t, b, []*task.Task{ok, moved, rekeyed, bogus})
 }
 
+// createKeyed creates n tasks of app "app", keyed k0 to k<n-1>, due in a
+// minute.
+func createKeyed(t *testing.T, b *bundle, n int) []*task.Task {
+	t.Helper()
+	ts := make([]*task.Task, n)
+	for i := range ts {
+		ts[i] = b.newTask("app", time.Minute, withKey(fmt.Sprintf("k%d", i)))
+	}
+	b.create(t, ts...)
+	return ts
+}
+
 // testUpdateManyConcurrent runs UpdateManys of overlapping batches, each in
 // an order of its own, and Updates of their tasks from many goroutines, all
 // incrementing Attempts, half of them with NoSync: no increment may be lost,
 // each must see the one before, and nothing may deadlock.
 func testUpdateManyConcurrent(t *testing.T, b *bundle) {
 	const tasks, goroutines, rounds = 12, 8, 24
-	var ts []*task.Task
-	for i := range tasks {
-		ts = append(ts, b.newTask("app", time.Minute, withKey(fmt.Sprintf("k%d", i))))
-	}
-	b.create(t, ts...)
+	ts := createKeyed(t, b, tasks)
 
 	var (
 		wg   sync.WaitGroup
@@ -284,11 +292,7 @@ func testUpdateManyConcurrent(t *testing.T, b *bundle) {
 // stored.
 func testUpdateManyOptimistic(t *testing.T, b *bundle) {
 	const tasks, goroutines, rounds = 6, 8, 24
-	var ts []*task.Task
-	for i := range tasks {
-		ts = append(ts, b.newTask("app", time.Minute, withKey(fmt.Sprintf("k%d", i))))
-	}
-	b.create(t, ts...)
+	ts := createKeyed(t, b, tasks)
 	var (
 		wg        sync.WaitGroup
 		mu        sync.Mutex
