@@ -531,8 +531,10 @@ func TestScheduleCreateCost(t *testing.T) {
 				return bench.SQLCounters{Xacts: xacts.Add(10), Statements: -1}, nil
 			},
 		}
+		sys := &fakeSystem{rec: bench.NewRecorder(50)} // its timers fire after the run: stopped below
 		start := time.Now()
-		res, err := bench.Schedule(context.Background(), &fakeSystem{}, nil, bench.ScheduleOptions{N: 50, Batch: 10, Cost: probe})
+		res, err := bench.Schedule(context.Background(), sys, nil, bench.ScheduleOptions{N: 50, Batch: 10, Cost: probe})
+		sys.stop()
 		if err != nil {
 			t.Fatal(err)
 		}
