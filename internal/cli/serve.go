@@ -376,6 +376,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		},
 		Public: map[string]http.Handler{
 			"GET /ui/":          ui.Handler(),
+			"GET /{$}":          http.RedirectHandler("/ui/", http.StatusFound), // a browser pointed at toc finds the dashboard
 			"GET /openapi.json": openapi.Handler(),
 		},
 	})

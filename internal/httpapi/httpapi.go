@@ -116,6 +116,12 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET /v1/admin/export", h.limited(h.export))
 	m.HandleFunc("POST /v1/admin/import", h.limited(h.importTasks))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := h.allowed(r); allow != "" {
+			w.Header().Set("Allow", allow)
+			h.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+				msg: r.Method + " is not allowed on " + r.URL.Path + ": use " + allow})
+			return
+		}
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})
 	for pattern, handler := range cfg.Mount {
@@ -130,6 +136,28 @@ func New(cfg Config) *Handler {
 	h.access.Store(cfg.Access)
 	h.api = h.authenticate(m)
 	return h
+}
+
+// allowed lists the methods that have a route for r's path, for the Allow
+// header of a 405; "" when no method has one. The catch-all route that
+// answers an unknown path in JSON also catches a known path with the wrong
+// method (ServeMux would answer that 405 itself, but only without a
+// catch-all), so this asks both muxes which methods would match.
+func (h *Handler) allowed(r *http.Request) string {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if method == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = method
+		if _, p := h.public.Handler(&probe); p != "" {
+			allow = append(allow, method)
+		} else if _, p := h.mux.Handler(&probe); p != "" && p != "/" {
+			allow = append(allow, method)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // CanAccess reports whether the request's token reaches app (always true
