@@ -270,8 +270,9 @@ func (f *File) Validate() error {
 }
 
 // ValidateTargets checks that the amqp and nats targets of defaults and of
-// the apps name only brokers the apps may use (see [File.Broker]), with
-// amqp and nats the server's default brokers. [File.Validate] checks them
+// the apps name brokers that exist and are of the right kind (see
+// [File.Broker]; a broker written there is the operator's own and thereby
+// allowed for the app), with amqp and nats the server's default brokers. [File.Validate] checks them
 // against the file's own amqp and nats; a server whose flags set other
 // defaults checks again with those.
 func (f *File) ValidateTargets(amqp, nats string) error {
@@ -288,6 +289,9 @@ func (f *File) ValidateTargets(amqp, nats string) error {
 			kind, ref, def = "nats", t.NATS.URL, nats
 		default:
 			return nil
+		}
+		if ref != "" && !task.IsBrokerName(ref) && brokerKind(ref) != kind {
+			return &Error{Field: prefix + ".target." + kind + ".url", Msg: fmt.Sprintf("must be a %s broker URL or the name of one under brokers", kindName(kind))}
 		}
 		if err := f.CheckBroker(app, kind, ref, def); err != nil {
 			return &Error{Field: prefix + ".target." + kind + ".url", Msg: err.Error()}
@@ -382,7 +386,13 @@ func (f *File) Broker(app, kind, ref, def string) (rawURL string, allowed bool, 
 	if rawURL == def {
 		return rawURL, true, nil
 	}
-	for _, b := range f.Effective(app).AllowedBrokers {
+	eff := f.Effective(app)
+	if own := eff.targetBroker(kind); own != "" && (own == ref || own == rawURL || f.Brokers[own] == rawURL) {
+		// The operator wrote this broker into the app's default target
+		// (or the defaults'): the file is the operator's own, trusted.
+		return rawURL, true, nil
+	}
+	for _, b := range eff.AllowedBrokers {
 		if b == ref || b == rawURL {
 			return rawURL, true, nil
 		}
@@ -391,6 +401,19 @@ func (f *File) Broker(app, kind, ref, def string) (rawURL string, allowed bool, 
 		}
 	}
 	return rawURL, false, nil
+}
+
+// targetBroker is the url (a broker name or URL) of the app's default
+// target of kind, "" when it has none.
+func (a App) targetBroker(kind string) string {
+	switch {
+	case a.Target == nil:
+	case kind == "amqp" && a.Target.AMQP != nil:
+		return a.Target.AMQP.URL
+	case kind == "nats" && a.Target.NATS != nil:
+		return a.Target.NATS.URL
+	}
+	return ""
 }
 
 // CheckBroker is [File.Broker] as a create sees it: nil when app may use

@@ -89,12 +89,15 @@ func TestValidateBrokers(t *testing.T) {
 		{"not a URL", "apps:\n  shop:\n    allowed_brokers: [\"ftp://h/\"]\n", "apps.shop.allowed_brokers[0]"},
 		{"target on the default", "amqp: amqp://h/\napps:\n  shop:\n    target: {amqp: {exchange: x}}\n", ""},
 		{"target on an allowed name", "brokers: {o: amqp://o/}\napps:\n  shop:\n    allowed_brokers: [o]\n    target: {amqp: {url: o, exchange: x}}\n", ""},
-		{"target on a broker not allowed", "apps:\n  shop:\n    target: {amqp: {url: \"amqp://guest:guest@127.0.0.1:5673/\", exchange: x}}\n", "apps.shop.target.amqp.url"},
-		{"target on a name not allowed", "brokers: {o: \"nats://o:4222\"}\napps:\n  shop:\n    target: {nats: {url: o, subject: s}}\n", "apps.shop.target.nats.url"},
-		{"defaults target not allowed", "defaults:\n  target: {nats: {url: \"nats://127.0.0.1:4223\", subject: s}}\n", "defaults.target.nats.url"},
-		// The defaults allow o; shop, which has its own list, inherits
-		// their target but not o.
-		{"defaults target not allowed to an app", "brokers: {o: \"nats://o:4222\"}\ndefaults:\n  allowed_brokers: [o]\n  target: {nats: {url: o, subject: s}}\napps:\n  shop:\n    allowed_brokers: []\n", "defaults.target.nats.url"},
+		// A broker the operator writes into a default target is trusted (#23).
+		{"target on a broker URL of the file's own", "apps:\n  shop:\n    target: {amqp: {url: \"amqp://guest:guest@127.0.0.1:5673/\", exchange: x}}\n", ""},
+		{"target on a name of the file's own", "brokers: {o: \"nats://o:4222\"}\napps:\n  shop:\n    target: {nats: {url: o, subject: s}}\n", ""},
+		{"defaults target on a URL of the file's own", "defaults:\n  target: {nats: {url: \"nats://127.0.0.1:4223\", subject: s}}\n", ""},
+		{"target on an unknown name", "apps:\n  shop:\n    target: {nats: {url: o, subject: s}}\n", "apps.shop.target.nats.url"},
+		{"target on a URL of the other kind", "apps:\n  shop:\n    target: {nats: {url: \"amqp://guest:guest@127.0.0.1:5673/\", subject: s}}\n", "apps.shop.target.nats.url"},
+		// shop has its own (empty) allowed_brokers but inherits the
+		// defaults' target on o: the operator wrote it, so shop may use o.
+		{"defaults target inherited by an app with its own list", "brokers: {o: \"nats://o:4222\"}\ndefaults:\n  allowed_brokers: [o]\n  target: {nats: {url: o, subject: s}}\napps:\n  shop:\n    allowed_brokers: []\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,19 +119,23 @@ func TestValidateBrokers(t *testing.T) {
 	}
 }
 
-// TestValidateTargetsWithFlags: the server's default brokers may come from
-// flags rather than the file.
-func TestValidateTargetsWithFlags(t *testing.T) {
+// TestTrustedTargets: a broker written into an app's default target in the
+// file is the operator's own: the app may use it whatever the server's
+// default brokers are (flags may set them), and tasks may name it; another
+// app may not (#23).
+func TestTrustedTargets(t *testing.T) {
 	t.Parallel()
-	f, err := Parse("toc.yaml", []byte("apps:\n  shop:\n    target: {amqp: {url: \"amqp://r:5672/\", exchange: x}}\n"))
-	if err == nil {
-		t.Fatalf("parsed %+v, want the target refused without a default broker", f)
-	}
-	f, err = Parse("toc.yaml", []byte("amqp: amqp://r:5672/\napps:\n  shop:\n    target: {amqp: {url: \"amqp://r:5672/\", exchange: x}}\n"))
+	f, err := Parse("toc.yaml", []byte("apps:\n  shop:\n    target: {amqp: {url: \"amqp://r:5672/\", exchange: x}}\n  bank: {}\n"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a default target on the operator's own broker refused: %v", err)
 	}
-	if err := f.ValidateTargets("amqp://other:5672/", ""); err == nil || !strings.Contains(err.Error(), "apps.shop.target.amqp.url") {
-		t.Errorf("with --amqp elsewhere: %v, want apps.shop.target.amqp.url refused", err)
+	if err := f.ValidateTargets("amqp://other:5672/", ""); err != nil {
+		t.Errorf("with --amqp elsewhere: %v, want the file's target kept", err)
+	}
+	if err := f.CheckBroker("shop", "amqp", "amqp://r:5672/", "amqp://other:5672/"); err != nil {
+		t.Errorf("shop naming its default target's broker: %v", err)
+	}
+	if err := f.CheckBroker("bank", "amqp", "amqp://r:5672/", "amqp://other:5672/"); err == nil {
+		t.Error("bank naming shop's broker: allowed, want refused")
 	}
 }
