@@ -2,6 +2,7 @@ package recur
 
 import (
 	"math/bits"
+	"slices"
 	"time"
 	_ "time/tzdata" // the zone database, built into the binary
 
@@ -75,6 +76,12 @@ func loadZone(tz string) (*time.Location, error) {
 	if tz == "Local" {
 		// time.LoadLocation's name for the server's own zone.
 		return nil, &task.FieldError{Field: "timezone", Message: `"Local" is not a zone: give an IANA name like "Europe/Berlin" or "UTC"`}
+	}
+	if _, known := slices.BinarySearch(zoneNames, tz); !known && tz != "" && tz != "UTC" {
+		// Only the database built into the binary: a zone that merely this
+		// machine's /usr/share/zoneinfo has would not load on another node,
+		// or after a move.
+		return nil, &task.FieldError{Field: "timezone", Message: "unknown time zone " + quote(tz) + `: give an IANA name like "Europe/Berlin" or "UTC"`}
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
