@@ -383,6 +383,8 @@ func TestErrorAnswers(t *testing.T) {
 		{"claim max not a number", "POST", "/v1/apps/a/claim", `{"max":"10"}`, 400, "max"},
 		{"nack unparsable retry_in", "POST", "/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/nack", `{"lease":"x","retry_in":"later"}`, 400, "retry_in"},
 		{"bad timeout", "POST", "/v1/tasks", `{"app":"a","delay":"1s","target":{"http":{"url":"http://127.0.0.1:9/x","timeout":"soon"}}}`, 400, "target.http.timeout"},
+		{"key with a control character", "POST", "/v1/tasks", `{"app":"a","key":"order\n1234","delay":"1s",` + okTarget + `}`, 400, "key"},
+		{"zone only this machine has", "POST", "/v1/schedules", `{"app":"a","key":"r","every":"1m","timezone":"posixrules",` + okTarget + `}`, 400, "timezone"},
 		{"bad due_at", "POST", "/v1/tasks", `{"app":"a","due_at":"tomorrow",` + okTarget + `}`, 400, "due_at"},
 		{"patch bad deadline", "PATCH", "/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV", `{"deadline":7}`, 400, "deadline"},
 		{"nested unknown field", "POST", "/v1/tasks", `{"app":"a","delay":"1s","target":{"http":{"url":"http://127.0.0.1:9/x","colour":"red"}}}`, 400, "target.http.colour"},
