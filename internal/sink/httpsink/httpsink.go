@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/netguard"
@@ -237,7 +238,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		return fmt.Errorf("build request for POST %s: %w", redactRaw(h.URL), err)
 	}
 	// The URL as errors show it.
-	target := req.URL.Redacted()
+	target := redactURL(req.URL)
 	for k, v := range h.Headers {
 		req.Header.Set(k, v)
 	}
@@ -292,9 +293,15 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		if len(bytes.TrimSpace(body)) > 0 {
 			snippet := body
 			if len(snippet) > 200 {
-				snippet = snippet[:200]
+				// Cut on a character boundary: an error is text that is
+				// stored, shown as JSON and printed.
+				n := 200
+				for n > 0 && !utf8.RuneStart(snippet[n]) {
+					n--
+				}
+				snippet = snippet[:n]
 			}
-			msg += ": " + string(bytes.TrimSpace(snippet))
+			msg += ": " + strings.ToValidUTF8(string(bytes.TrimSpace(snippet)), "\uFFFD")
 		}
 		return &StatusError{Code: resp.StatusCode, msg: msg}
 	}
@@ -309,10 +316,33 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.msg }
 
+// redactURL is u as errors and logs show it: the password masked as by
+// [url.URL.Redacted], and the query's values too, since callback URLs
+// often carry a token there (?token=…, ?sig=…); the names stay, to tell
+// the URL apart.
+func redactURL(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	q := c.Query()
+	for k, vs := range q {
+		for i := range vs {
+			vs[i] = "xxxxx"
+		}
+		q[k] = vs
+	}
+	c.RawQuery = q.Encode()
+	return c.Redacted()
+}
+
 // redactRaw masks what may be credentials in rawURL, which [url.Parse]
 // refused and so cannot be redacted field by field: everything between
-// the scheme and the last "@", user name included.
+// the scheme and the last "@", user name included, and the whole query.
 func redactRaw(rawURL string) string {
+	if q := strings.IndexByte(rawURL, '?'); q >= 0 {
+		rawURL = rawURL[:q+1] + "xxxxx"
+	}
 	at := strings.LastIndex(rawURL, "@")
 	if at < 0 {
 		return rawURL
