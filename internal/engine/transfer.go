@@ -388,6 +388,10 @@ func checkImportRecord(t *task.Task) error {
 		return bad("finished_at", "is required for a %s task", t.State)
 	case !t.State.Final() && t.FinishedAt != nil:
 		return bad("finished_at", "must be absent for a %s task", t.State)
+	case t.UpdatedAt.Before(t.CreatedAt):
+		return bad("updated_at", "is before created_at")
+	case t.FinishedAt != nil && t.FinishedAt.Before(t.CreatedAt):
+		return bad("finished_at", "is before created_at")
 	case t.Deadline != nil && t.Deadline.Before(t.DueAt):
 		return bad("deadline", "is before the due time")
 	case len(t.LastError) > maxImportText:

@@ -220,6 +220,12 @@ func TestImportChecks(t *testing.T) {
 		{name: "no created_at", change: func(m map[string]any) { delete(m, "created_at") }, status: 400, field: "created_at"},
 		{name: "final without finished_at", change: func(m map[string]any) { m["state"] = "delivered" }, status: 400, field: "finished_at"},
 		{name: "scheduled with finished_at", change: func(m map[string]any) { m["finished_at"] = time.Now().Format(time.RFC3339) }, status: 400, field: "finished_at"},
+		{name: "updated before created", change: func(m map[string]any) {
+			m["updated_at"] = "2020-01-01T00:00:00Z"
+		}, status: 400, field: "updated_at"},
+		{name: "finished before created", change: func(m map[string]any) {
+			m["state"], m["finished_at"] = "delivered", "2020-01-01T00:00:00Z"
+		}, status: 400, field: "finished_at"},
 		{name: "negative attempts", change: func(m map[string]any) { m["attempts"] = -1 }, status: 400, field: "attempts"},
 		{name: "history event without a time", change: func(m map[string]any) { m["history"] = []any{map[string]any{"what": "created"}} }, status: 400, field: "history.0.at"},
 		{name: "bad base64", change: func(m map[string]any) { m["payload_base64"] = "!!" }, status: 400, field: "payload_base64"},
