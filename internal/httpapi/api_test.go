@@ -299,11 +299,13 @@ func TestPullClaimAckNackLease(t *testing.T) {
 	if c1.Lease == "" || c1.Attempts != 1 || c1.State != task.Delivering {
 		t.Fatalf("claimed: %+v", c1)
 	}
-	if err := s.client.Nack(ctx, tk.ID, client.NackRequest{Lease: c1.Lease, Error: "db busy", RetryIn: 0}); err != nil {
+	// The error is cut to 4096 bytes on a character boundary: byte 4096
+	// falls inside an 'é'.
+	if err := s.client.Nack(ctx, tk.ID, client.NackRequest{Lease: c1.Lease, Error: "db busy" + strings.Repeat("é", 3000), RetryIn: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if cur, _ := s.client.Get(ctx, tk.ID); cur.LastError != "db busy" {
-		t.Errorf("last_error %q after nack", cur.LastError)
+	if cur, _ := s.client.Get(ctx, tk.ID); cur.LastError != "db busy"+strings.Repeat("é", 2044) {
+		t.Errorf("last_error %q after nack, want the error's first 4095 bytes", cur.LastError)
 	}
 	got, err = s.client.Claim(ctx, "workers", client.ClaimRequest{Max: 5, Lease: task.Duration(time.Second), Wait: task.Duration(10 * time.Second)})
 	if err != nil || len(got) != 1 || got[0].Attempts != 2 {

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -67,6 +68,9 @@ type Handler struct {
 	public     *http.ServeMux // routes without authentication
 	api        http.Handler   // mux behind authentication
 }
+
+// maxNackError is the most bytes of a nack's error kept.
+const maxNackError = 4096
 
 // New returns the API handler.
 func New(cfg Config) *Handler {
@@ -981,8 +985,12 @@ func (h *Handler) nack(w http.ResponseWriter, r *http.Request) {
 		}
 		retryIn = &d
 	}
-	if len(req.Error) > 4096 {
-		req.Error = req.Error[:4096]
+	if len(req.Error) > maxNackError {
+		n := maxNackError // cut on a character boundary
+		for n > 0 && !utf8.RuneStart(req.Error[n]) {
+			n--
+		}
+		req.Error = req.Error[:n]
 	}
 	if err := h.authorizeID(r, id); err != nil {
 		h.writeError(w, r, err)
