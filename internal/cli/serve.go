@@ -550,8 +550,9 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 // configuration, so a reload applies to the next push.
 func newHTTPSink(lv *live) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
-		Secrets: func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
-		Guard:   lv.policy,
+		Secrets:   func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
+		Signature: func(app string) string { return lv.file.Load().Effective(app).Signature },
+		Guard:     lv.policy,
 	})
 }
 

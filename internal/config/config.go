@@ -15,7 +15,8 @@
 //	    max_payload: 16384
 //	    rate: {deliveries_per_second: 200, burst: 50, max_in_flight: 64, creates_per_second: 1000}
 //	    tokens: [<sha256 hex>]
-//	    signing_secrets: [current-secret, previous-secret]
+//	    signing_secrets: [whsec_<base64 key>, previous-secret]
+//	    signature: both     # standard | toc | both
 //	    allow_private_targets: false
 //	    allowed_hosts: [receiver.internal]
 //	    allowed_brokers: [orders]
@@ -31,6 +32,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -101,7 +103,13 @@ type App struct {
 	Tokens []string `json:"tokens,omitempty"`
 	// SigningSecrets sign the app's webhooks; the first one signs, all
 	// verify (so a secret can be rotated).
-	SigningSecrets      []string `json:"signing_secrets,omitempty"`
+	// A secret is "whsec_" + a base64 key (the Standard Webhooks form) or
+	// any other string of 16 characters or more, whose bytes are the key.
+	SigningSecrets []string `json:"signing_secrets,omitempty"`
+	// Signature says which signatures the app's pushes carry: "standard"
+	// (the Standard Webhooks headers), "toc" (Toc-Signature) or "both"
+	// (the default).
+	Signature           string   `json:"signature,omitempty"`
 	AllowPrivateTargets *bool    `json:"allow_private_targets,omitempty"`
 	AllowedHosts        []string `json:"allowed_hosts,omitempty"`
 	// AllowedBrokers are the brokers the app's amqp and nats targets may
@@ -485,9 +493,21 @@ func (a *App) validate(prefix string, declared bool) error {
 		return bad("tokens", "belong to a declared app (apps.<name>.tokens), not to defaults")
 	}
 	for i, s := range a.SigningSecrets {
+		if b64, ok := strings.CutPrefix(s, "whsec_"); ok {
+			key, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil || len(key) < 16 {
+				return bad(fmt.Sprintf("signing_secrets[%d]", i), "must be whsec_ followed by a key of 16 bytes or more in standard base64 (e.g. whsec_$(head -c 32 /dev/urandom | base64))")
+			}
+			continue
+		}
 		if len(s) < 16 {
 			return bad(fmt.Sprintf("signing_secrets[%d]", i), "is shorter than 16 characters")
 		}
+	}
+	switch a.Signature {
+	case "", "standard", "toc", "both":
+	default:
+		return bad("signature", `must be "standard", "toc" or "both", got %q`, a.Signature)
 	}
 	for i, h := range a.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ ") {
@@ -546,6 +566,9 @@ func (f *File) Effective(app string) App {
 	}
 	if a.SigningSecrets == nil {
 		a.SigningSecrets = d.SigningSecrets
+	}
+	if a.Signature == "" {
+		a.Signature = d.Signature
 	}
 	if a.AllowPrivateTargets == nil {
 		a.AllowPrivateTargets = d.AllowPrivateTargets

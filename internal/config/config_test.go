@@ -87,6 +87,10 @@ func TestValidateBrokers(t *testing.T) {
 		{"unknown name", "apps:\n  shop:\n    allowed_brokers: [nope]\n", "apps.shop.allowed_brokers[0]"},
 		{"defaults unknown name", "defaults:\n  allowed_brokers: [nope]\n", "defaults.allowed_brokers[0]"},
 		{"not a URL", "apps:\n  shop:\n    allowed_brokers: [\"ftp://h/\"]\n", "apps.shop.allowed_brokers[0]"},
+		{"whsec secret", "apps:\n  shop:\n    signing_secrets: [\"whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3\"]\n    signature: standard\n", ""},
+		{"whsec secret not base64", "apps:\n  shop:\n    signing_secrets: [\"whsec_not base64 at all!!\"]\n", "apps.shop.signing_secrets[0]"},
+		{"whsec key too short", "apps:\n  shop:\n    signing_secrets: [\"whsec_c2hvcnQ=\"]\n", "apps.shop.signing_secrets[0]"},
+		{"unknown signature", "defaults:\n  signature: hmac\n", "defaults.signature"},
 		{"target on the default", "amqp: amqp://h/\napps:\n  shop:\n    target: {amqp: {exchange: x}}\n", ""},
 		{"target on an allowed name", "brokers: {o: amqp://o/}\napps:\n  shop:\n    allowed_brokers: [o]\n    target: {amqp: {url: o, exchange: x}}\n", ""},
 		// A broker the operator writes into a default target is trusted (#23).
