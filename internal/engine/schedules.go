@@ -336,7 +336,7 @@ func (e *Engine) ListSchedules(ctx context.Context, app string, after task.ID, l
 // PatchSchedule changes a schedule. An active (or ended) schedule's next
 // occurrence is computed again from now; an every-rule counts from the
 // PATCH when the rule or StartAt changes (from StartAt when given). The
-// pending occurrence made for the old rule, when not yet started, is
+// pending occurrence made for the old rule, when not yet due, is
 // cancelled and replaced, or updated in place when its due time stays. A
 // paused schedule stays paused: resume computes its next occurrence.
 func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch) (*task.Schedule, error) {
@@ -425,7 +425,7 @@ func (e *Engine) applyPatch(s *task.Schedule, p SchedulePatch, now time.Time) er
 }
 
 // PauseSchedule pauses a schedule: its pending occurrence is cancelled
-// (unless started) and nothing fires until ResumeSchedule. Pausing a
+// (unless already due) and nothing fires until ResumeSchedule. Pausing a
 // paused schedule changes nothing; an ended one is a *ScheduleConflictError.
 func (e *Engine) PauseSchedule(ctx context.Context, id task.ID) (*task.Schedule, error) {
 	return e.setPaused(ctx, id, true)
@@ -486,7 +486,7 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 }
 
 // DeleteSchedule deletes a schedule: its key is free again, and its pending
-// occurrence is cancelled unless started. Occurrences already started
+// occurrence is cancelled unless already due. Occurrences already due
 // finish.
 func (e *Engine) DeleteSchedule(ctx context.Context, id task.ID) error {
 	ss, err := e.readyScheduleStore()
@@ -571,7 +571,8 @@ func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why strin
 }
 
 // retireOccurrence cancels s's occurrence due at due, if it exists, is s's
-// and has not started. The cancel is marked as the schedule's, so that a
+// and has not fallen due (nor started): decided under the task's row
+// lock, so an occurrence that falls due while the caller works is kept. The cancel is marked as the schedule's, so that a
 // later resume may revive it (see the file comment).
 func (e *Engine) retireOccurrence(ctx context.Context, s *task.Schedule, due time.Time, why string) error {
 	t, err := e.store.GetByKey(ctx, s.App, task.OccurrenceKey(s.Key, due))
@@ -588,7 +589,14 @@ func (e *Engine) retireOccurrence(ctx context.Context, s *task.Schedule, due tim
 		if t.State != task.Scheduled || t.Attempts > 0 || e.attemptOf(t.ID) != nil {
 			return errSkip // started: it finishes
 		}
-		finish(t, task.Cancelled, msNow())
+		now := msNow()
+		if !t.NextAttemptAt.After(now) {
+			// Due: it stays, claimable or on its way, whatever the caller
+			// read before (issue 21: a PATCH that read it pending, then
+			// cancelled it once due, lost it).
+			return errSkip
+		}
+		finish(t, task.Cancelled, now)
 		t.History[len(t.History)-1].Error = scheduleCancelNote + why
 		return nil
 	})
@@ -816,9 +824,10 @@ func (e *Engine) applyTemplate(t *task.Task, s *task.Schedule, due, now time.Tim
 }
 
 // syncOccurrence brings the occurrence at s's NextAt, as its create found
-// it, to s's template: an existing one of s not yet started is updated in
-// place, one a schedule cancelled is revived. Others (started, finished,
-// cancelled by a user, another task with the key) stay as they are.
+// it, to s's template: an existing one of s not yet due is updated in
+// place, one a schedule cancelled is revived. Others (due, started,
+// finished, cancelled by a user, another task with the key) stay as they
+// are.
 func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.CreateResult, now time.Time) error {
 	if r.Created {
 		return nil
@@ -830,6 +839,9 @@ func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.C
 		}
 		switch {
 		case t.State == task.Scheduled && t.Attempts == 0 && t.ScheduleID == s.ID:
+			if !t.NextAttemptAt.After(msNow()) {
+				return errSkip // due: it is delivered as it was
+			}
 			want := t.Clone()
 			e.applyTemplate(want, s, due, now)
 			if sameTemplate(t, want) {

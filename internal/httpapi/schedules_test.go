@@ -527,3 +527,71 @@ func TestScheduleSkipAndEnd(t *testing.T) {
 		t.Errorf("the skipped occurrence: %v %v", tk, err)
 	}
 }
+
+// TestScheduleConcurrentPatchKeepsDue: clients PATCHing a schedule's
+// payload concurrently cancel no occurrence that has fallen due (issue 21,
+// finding 6: 2 to 6 of every 12 to 15 occurrences ended cancelled 6 to
+// 100 ms after their due time), and every second of the rule keeps an
+// occurrence that is not cancelled.
+func TestScheduleConcurrentPatchKeepsDue(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	code, sc, m := doSchedule(t, "POST", s.url+"/v1/schedules", `{"app":"shop","key":"busy","cron":"* * * * * *","payload":{"v":0},"target":{"pull":{}}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	u := s.url + "/v1/schedules/" + sc.ID.String()
+	began := time.Now()
+	const clients, run = 4, 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				req, _ := http.NewRequest("PATCH", u, strings.NewReader(fmt.Sprintf(`{"payload":{"c":%d,"n":%d}}`, c, n)))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("PATCH: %d", resp.StatusCode)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := time.Now()
+
+	occ := occurrencesOf(t, s, "shop", "busy")
+	byDue := map[int64]*task.Task{}
+	for _, o := range occ {
+		byDue[o.DueAt.UnixMilli()] = o
+		if o.State != task.Cancelled {
+			continue
+		}
+		at := o.History[len(o.History)-1].At
+		if !at.Before(o.DueAt) {
+			t.Errorf("occurrence %s cancelled %s after its due time: %+v", o.Key, at.Sub(o.DueAt), o.History[len(o.History)-1])
+		}
+	}
+	// Every second of the run, past the first, has its occurrence.
+	for due := began.Truncate(time.Second).Add(2 * time.Second); due.Before(ended.Add(-time.Second)); due = due.Add(time.Second) {
+		if o := byDue[due.UnixMilli()]; o == nil || o.State == task.Cancelled {
+			state := "none"
+			if o != nil {
+				state = string(o.State)
+			}
+			t.Errorf("no live occurrence due at %s: %s", due.Format(time.RFC3339Nano), state)
+		}
+	}
+}
