@@ -64,6 +64,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -144,6 +145,10 @@ func (e *Engine) readyScheduleStore() (store.Schedules, error) {
 // NextAt, LastAt, times and WakeAt of s are ignored. When (App, Key)
 // already names a schedule, that one is returned unchanged and created is
 // false.
+//
+// A create takes one of the app's creates_per_second (it covers the first
+// occurrence): past the limit it is a *RateLimitError. An app that has
+// its max_schedules schedules gets a *ScheduleLimitError.
 func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Schedule, bool, error) {
 	ss, err := e.readyScheduleStore()
 	if err != nil {
@@ -154,6 +159,24 @@ func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Sc
 	if err != nil {
 		return nil, false, err
 	}
+	if err := e.apps.allowCreate(sc.App, 1, now); err != nil {
+		return nil, false, err
+	}
+	limit := e.Policy(sc.App).maxSchedules()
+	if limit > 0 {
+		n, err := ss.CountAppSchedules(ctx, sc.App, limit)
+		if err != nil {
+			return nil, false, fmt.Errorf("count the app's schedules: %w", err)
+		}
+		if n >= limit {
+			// At the cap, a create of a key the app has is still the
+			// idempotent answer.
+			if got, err := ss.GetScheduleByKey(ctx, sc.App, sc.Key); err == nil {
+				return got, false, nil
+			}
+			return nil, false, &ScheduleLimitError{App: sc.App, Max: limit}
+		}
+	}
 	stored, created, err := ss.CreateSchedule(ctx, sc)
 	if err != nil {
 		return nil, false, fmt.Errorf("store schedule: %w", err)
@@ -161,7 +184,30 @@ func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Sc
 	if !created {
 		return stored, false, nil
 	}
-	return e.stepNow(ctx, stored), true, nil
+	if limit > 0 && e.overScheduleCap(ctx, ss, stored, limit) {
+		return nil, false, &ScheduleLimitError{App: sc.App, Max: limit}
+	}
+	return e.stepNow(ctx, stored, 1), true, nil
+}
+
+// overScheduleCap counts the app's schedules again after the create of s,
+// which the count before it let through: creates racing with it (on this
+// node or another) may have passed the cap together. Then s is deleted
+// again and it reports true. Racing creates may all be refused so; the
+// cap is never passed for longer than the race.
+func (e *Engine) overScheduleCap(ctx context.Context, ss store.Schedules, s *task.Schedule, limit int) bool {
+	n, err := ss.CountAppSchedules(ctx, s.App, limit+1)
+	if err != nil || n <= limit {
+		if err != nil {
+			e.log.WarnContext(ctx, "count an app's schedules after a create", slog.String("app", s.App), slog.String("error", err.Error()))
+		}
+		return false
+	}
+	if err := e.deleteSchedule(ctx, ss, s); err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.log.WarnContext(ctx, "delete a schedule past the app's max_schedules", slog.String("schedule", s.ID.String()), slog.String("error", err.Error()))
+		return false
+	}
+	return true
 }
 
 // newSchedule validates s and returns the schedule to store.
@@ -278,9 +324,13 @@ func msPtr(t *time.Time) *time.Time {
 // stepNow steps a schedule an API call just wrote, and wakes the loop so
 // that it times the schedule's next step. A failed step is logged: the
 // schedule's WakeAt is in the past, and the loop does it within a second.
-func (e *Engine) stepNow(ctx context.Context, s *task.Schedule) *task.Schedule {
+// paid is the creates the call took for the step's occurrences.
+func (e *Engine) stepNow(ctx context.Context, s *task.Schedule, paid int) *task.Schedule {
 	defer e.kickSchedules()
-	got, err := e.stepSchedule(ctx, s)
+	mark := new(byte)
+	e.stepping.Store(s.ID, mark)
+	defer e.stepping.CompareAndDelete(s.ID, mark)
+	got, _, err := e.stepSchedule(ctx, s, paid)
 	if err != nil {
 		e.log.WarnContext(ctx, "make a schedule's occurrence; the schedule loop will", slog.String("schedule", s.ID.String()), slog.String("error", err.Error()))
 		return s
@@ -338,7 +388,9 @@ func (e *Engine) ListSchedules(ctx context.Context, app string, after task.ID, l
 // PATCH when the rule or StartAt changes (from StartAt when given). The
 // pending occurrence made for the old rule, when not yet due, is
 // cancelled and replaced, or updated in place when its due time stays. A
-// paused schedule stays paused: resume computes its next occurrence.
+// paused schedule stays paused: resume computes its next occurrence. A
+// PATCH takes one of the app's creates_per_second (past it: a
+// *RateLimitError, and nothing changes).
 func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch) (*task.Schedule, error) {
 	ss, err := e.readyScheduleStore()
 	if err != nil {
@@ -351,7 +403,10 @@ func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch)
 	var old *task.Schedule
 	s, err := ss.UpdateSchedule(ctx, id, func(s *task.Schedule) error {
 		old = s.Clone()
-		return e.applyPatch(s, p, now)
+		if err := e.applyPatch(s, p, now); err != nil {
+			return err
+		}
+		return e.apps.allowCreate(s.App, 1, now)
 	})
 	if err != nil {
 		return nil, err
@@ -360,7 +415,7 @@ func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch)
 	if s.State != task.ScheduleActive {
 		return s, nil
 	}
-	return e.stepNow(ctx, s), nil
+	return e.stepNow(ctx, s, 1), nil
 }
 
 // applyPatch changes s as p says, validates it, and plans its next
@@ -434,7 +489,9 @@ func (e *Engine) PauseSchedule(ctx context.Context, id task.ID) (*task.Schedule,
 // ResumeSchedule resumes a paused schedule: its next occurrence is the
 // rule's first time after now (no catch-up for the paused time), and an
 // every-rule counts from now (from StartAt when given). Resuming an active
-// schedule changes nothing; an ended one is a *ScheduleConflictError.
+// schedule changes nothing; an ended one is a *ScheduleConflictError. A
+// resume takes one of the app's creates_per_second (past it: a
+// *RateLimitError).
 func (e *Engine) ResumeSchedule(ctx context.Context, id task.ID) (*task.Schedule, error) {
 	return e.setPaused(ctx, id, false)
 }
@@ -464,6 +521,9 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 			if err := planFrom(s, now); err != nil {
 				return err
 			}
+			if err := e.apps.allowCreate(s.App, 1, now); err != nil {
+				return err
+			}
 		}
 		s.UpdatedAt = now
 		return nil
@@ -482,7 +542,7 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 	if s.State != task.ScheduleActive {
 		return s, nil
 	}
-	return e.stepNow(ctx, s), nil
+	return e.stepNow(ctx, s, 1), nil
 }
 
 // DeleteSchedule deletes a schedule: its key is free again, and its pending
@@ -623,14 +683,21 @@ func cancelledBySchedule(t *task.Task) bool {
 // NextAt), and, when that one is due, the occurrences that follow it (see
 // the file comment for catch-up), then moves the schedule on to its new
 // pending occurrence, or ends it. It returns the schedule as it is after.
-func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Schedule, error) {
+//
+// Each occurrence takes one of the app's creates_per_second, paid (by
+// the caller) or taken here. Those the limit holds back are left for a
+// later step, oldest last: the schedule is written with NextAt at the
+// first one not made (and WakeAt before it: to be made), and held is the
+// time the step is to be done again, holding one create paid for it
+// (apps.takeCreates).
+func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule, paid int) (_ *task.Schedule, held time.Time, _ error) {
 	now := msNow()
 	if s.State != task.ScheduleActive || s.WakeAt.IsZero() || s.WakeAt.After(now) || s.NextAt == nil {
-		return s, nil
+		return s, time.Time{}, nil
 	}
 	rule, err := ruleOf(s)
 	if err != nil {
-		return nil, fmt.Errorf("schedule %s: %w", s.ID, err)
+		return nil, time.Time{}, fmt.Errorf("schedule %s: %w", s.ID, err)
 	}
 	pending := *s.NextAt
 	var dues []time.Time
@@ -648,23 +715,35 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 		}
 	}
 
+	// The app's creates_per_second: what it holds back waits (see above).
+	var unmade []time.Time
+	if got, at := e.apps.takeCreates(s.App, max(len(dues)-paid, 0), now); paid+got < len(dues) {
+		dues, unmade, held = dues[:paid+got], dues[paid+got:], at
+		if h := e.cfg.Hooks.ScheduleHeld; h != nil {
+			h(s.App)
+		}
+		if len(dues) == 0 {
+			return s, held, nil // nothing made: the schedule stays as it is
+		}
+	}
+
 	var made []store.CreateResult
 	if len(dues) > 0 {
 		if made, err = e.makeOccurrences(ctx, s, dues, now); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 	if fresh {
 		// The occurrence at NextAt may be an older one with the same key:
 		// bring it to the schedule's template.
 		if err := e.syncOccurrence(ctx, s, made[0], now); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if s.LastAt != nil && !s.LastAt.Equal(pending) && s.LastAt.After(now) {
 			// The pending occurrence of the rule before a PATCH or a
 			// resume, if the call that replaced it did not cancel it.
 			if err := e.retireOccurrence(ctx, s, *s.LastAt, "changed"); err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			}
 		}
 	}
@@ -678,6 +757,12 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 			last := dues[len(dues)-1]
 			c.LastAt = &last
 		}
+		if len(unmade) > 0 {
+			// Held back: the first one not made is the next to make.
+			first := unmade[0]
+			c.NextAt, c.WakeAt = &first, first.Add(-time.Millisecond)
+			return nil
+		}
 		if next.IsZero() {
 			c.State, c.NextAt, c.WakeAt = task.ScheduleEnded, nil, time.Time{}
 		} else {
@@ -689,17 +774,17 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 	case errors.Is(err, errSkip), errors.Is(err, store.ErrNotFound):
 		cur, gerr := ss.GetSchedule(ctx, s.ID)
 		if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
-			return nil, fmt.Errorf("read schedule %s again: %w", s.ID, gerr)
+			return nil, time.Time{}, fmt.Errorf("read schedule %s again: %w", s.ID, gerr)
 		}
 		e.dropStray(ctx, s, cur, made, fresh, now)
 		if cur == nil {
-			return nil, fmt.Errorf("schedule %s: %w", s.ID, store.ErrNotFound)
+			return nil, time.Time{}, fmt.Errorf("schedule %s: %w", s.ID, store.ErrNotFound)
 		}
-		return cur, nil
+		return cur, time.Time{}, nil
 	case err != nil:
-		return nil, fmt.Errorf("advance schedule %s: %w", s.ID, err)
+		return nil, time.Time{}, fmt.Errorf("advance schedule %s: %w", s.ID, err)
 	}
-	return got, nil
+	return got, held, nil
 }
 
 // following returns the occurrences to make now that the pending one, at
@@ -920,15 +1005,28 @@ func (e *Engine) kickSchedules() { signal(e.schedKick) }
 // Schedules due together are stepped concurrently (scheduleWorkers), so
 // their occurrences share create writes; the loop waits for them before it
 // reads again.
+//
+// A schedule whose step the app's creates_per_second held back is acted
+// on again at the time its step returned (held), with the create reserved
+// for it paid, not at its WakeAt (which stays in the past: the store says
+// it is behind, and another node, or this one after a restart, steps it
+// at once).
 func (e *Engine) scheduleLoop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var (
-		due    []*task.Schedule // read, not yet acted on, in WakeAt order
+		due    []*task.Schedule // read, not yet acted on, in actAt order
 		read   time.Time        // when due was read
 		full   bool             // the read was a full page
 		reread = true
+		held   = map[task.ID]time.Time{} // held back until
 	)
+	actAt := func(s *task.Schedule) time.Time {
+		if at, ok := held[s.ID]; ok && at.After(s.WakeAt) {
+			return at
+		}
+		return s.WakeAt
+	}
 	for {
 		now := time.Now()
 		if reread || !now.Before(read.Add(scheduleRescan)) {
@@ -940,24 +1038,43 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 				e.log.ErrorContext(ctx, "read due schedules", slog.String("error", err.Error()))
 			}
 			due, read, full, reread = got, now, f, false
+			if len(held) > 0 {
+				// Holds of schedules not read (gone, paused, stepped
+				// elsewhere) are dropped; the rest order the acts.
+				keep := make(map[task.ID]time.Time, len(held))
+				for _, s := range due {
+					if at, ok := held[s.ID]; ok {
+						keep[s.ID] = at
+					}
+				}
+				held = keep
+				slices.SortStableFunc(due, func(a, b *task.Schedule) int { return actAt(a).Compare(actAt(b)) })
+			}
 		}
 		var act []*task.Schedule
-		for len(due) > 0 && !due[0].WakeAt.After(now) {
+		for len(due) > 0 && !actAt(due[0]).After(now) {
 			act = append(act, due[0])
 			due = due[1:]
 		}
 		if len(act) > 0 {
-			e.stepSchedules(ctx, act)
+			for i, at := range e.stepSchedules(ctx, act, held) {
+				if id := act[i].ID; at.IsZero() {
+					delete(held, id)
+				} else {
+					held[id] = at
+				}
+			}
 			if ctx.Err() != nil {
 				return
 			}
-			// A full page done: more may be due beyond it.
+			// A full page done: more may be due beyond it. A schedule
+			// held back is read again with the rest, a second on.
 			reread = full && len(due) == 0
 			continue // time has passed: look again before sleeping
 		}
 		wait := time.Until(read.Add(scheduleRescan))
 		if len(due) > 0 {
-			wait = min(wait, time.Until(due[0].WakeAt))
+			wait = min(wait, time.Until(actAt(due[0])))
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -965,6 +1082,9 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 			return
 		case <-timer.C:
 		case <-e.schedKick:
+			reread = true
+		case <-e.apps.changed:
+			clear(held) // new limits: steps held back by the old ones go at once
 			reread = true
 		}
 	}
@@ -993,15 +1113,25 @@ func (e *Engine) dueSchedules(ctx context.Context, until time.Time) ([]*task.Sch
 }
 
 // stepSchedules steps each of ss, up to scheduleWorkers at once, and
-// returns when all are done. Each is read again first: the loop's copy may
+// returns when all are done, with the time each was held back until by
+// its app's creates_per_second (zero: not held). A schedule in held has a
+// create paid for its step. Each is read again first: the loop's copy may
 // be up to scheduleRescan old, and a step of a copy that a PATCH or a pause
 // has since changed would make an occurrence only to cancel it. A failed
 // step is logged; its schedule keeps its WakeAt, and the next read finds
 // it again.
-func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule) {
+func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule, held map[task.ID]time.Time) []time.Time {
 	sem := make(chan struct{}, scheduleWorkers)
+	holds := make([]time.Time, len(ss))
 	var wg sync.WaitGroup
-	for _, s := range ss {
+	for i, s := range ss {
+		if _, busy := e.stepping.Load(s.ID); busy {
+			continue // an API call steps it, and then kicks the loop
+		}
+		paid := 0
+		if _, ok := held[s.ID]; ok {
+			paid = 1
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -1009,7 +1139,7 @@ func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule) {
 			defer cancel()
 			cur, err := e.schedules.GetSchedule(sctx, s.ID)
 			if err == nil {
-				_, err = e.stepSchedule(sctx, cur)
+				_, holds[i], err = e.stepSchedule(sctx, cur, paid)
 			}
 			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotFound) {
 				e.log.ErrorContext(ctx, "step a schedule", slog.String("schedule", s.ID.String()), slog.String("app", s.App), slog.String("error", err.Error()))
@@ -1017,6 +1147,7 @@ func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule) {
 		})
 	}
 	wg.Wait()
+	return holds
 }
 
 // ScheduleConflictError says a schedule is not in a state that allows the
