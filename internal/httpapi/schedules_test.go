@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/task"
 )
@@ -593,5 +594,54 @@ func TestScheduleConcurrentPatchKeepsDue(t *testing.T) {
 			}
 			t.Errorf("no live occurrence due at %s: %s", due.Format(time.RFC3339Nano), state)
 		}
+	}
+}
+
+// TestScheduleLimits: a schedule create or PATCH past the app's
+// creates_per_second answers 429 like a plain create, and a create past
+// its max_schedules 409 naming the limit (issue 21, finding 4).
+func TestScheduleLimits(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{
+		"shop": {CreatesPerSecond: 0.5}, // a burst of 1, then one every 2s
+		"bank": {MaxSchedules: 2},
+	}})
+	const body = `{"app":%q,"key":%q,"every":"1h","target":{"pull":{}}}`
+	code, sc, m := doSchedule(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "shop", "a"))
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	rateLimited := func(m map[string]any) bool {
+		e, _ := m["error"].(map[string]any)
+		return e["code"] == "rate_limited"
+	}
+	if code, m := do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "shop", "b")); code != http.StatusTooManyRequests || !rateLimited(m) {
+		t.Errorf("a second create at once at 0.5/s: %d %v, want 429", code, m)
+	}
+	if code, m := do(t, "PATCH", s.url+"/v1/schedules/"+sc.ID.String(), `{"every":"2h"}`); code != http.StatusTooManyRequests || !rateLimited(m) {
+		t.Errorf("a PATCH at once: %d %v, want 429", code, m)
+	}
+	if code, m := do(t, "POST", s.url+"/v1/tasks", `{"app":"shop","delay":"1h","target":{"pull":{}}}`); code != http.StatusTooManyRequests {
+		t.Errorf("a plain create at once: %d %v, want 429 as well", code, m)
+	}
+
+	for _, k := range []string{"a", "b"} {
+		if code, m := do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "bank", k)); code != http.StatusCreated {
+			t.Fatalf("bank's schedule %s: %d %v", k, code, m)
+		}
+	}
+	code, m = do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "bank", "c"))
+	if e, _ := m["error"].(map[string]any); code != http.StatusConflict || e["code"] != "max_schedules" || !strings.Contains(errMsg(m), "max_schedules") {
+		t.Errorf("a third schedule at max_schedules 2: %d %v, want 409 max_schedules", code, m)
+	}
+	if code, m := do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "bank", "a")); code != http.StatusOK {
+		t.Errorf("an existing key at the cap: %d %v, want 200 and the schedule", code, m)
+	}
+	if code, m := do(t, "GET", s.url+"/v1/apps/bank", ""); code != 200 || m["max_schedules"] != 2.0 {
+		t.Errorf("GET /v1/apps/bank: %d %v, want max_schedules 2", code, m)
+	}
+	if _, m := do(t, "GET", s.url+"/v1/apps/other", ""); m["max_schedules"] != float64(engine.MaxSchedulesDefault) {
+		t.Errorf("GET /v1/apps/other: %v, want the default max_schedules", m)
 	}
 }
