@@ -47,7 +47,28 @@ package engine
 // cancels the future occurrences it created that the schedule no longer
 // names.
 //
+// # Limits
+//
+// A schedule is held to its app's limits (issue 21). Create, PATCH and
+// resume take one of the app's creates (apps.allowCreate: a
+// *RateLimitError past creates_per_second), which pays for the
+// occurrence their step makes; a create past the app's MaxSchedules is a
+// *ScheduleLimitError. Each occurrence a step makes takes a create
+// (apps.takeCreates). Those the limit holds back are not made: the step
+// writes the schedule with NextAt at the first of them and WakeAt just
+// before it (to be made, as after a PATCH), and returns the time of the
+// one create reserved for the schedule, when the loop steps it again
+// with that create paid. So occurrences are made late, keeping their due
+// times and keys, in the order the schedules asked, at the limit's pace;
+// none is dropped. An API call marks the schedule it steps (stepping), so
+// that the loop does not step it too and take its creates twice.
+//
 // # Replacing an occurrence
+//
+// Only an occurrence not yet due is replaced or cancelled (syncOccurrence,
+// retireOccurrence decide it under the task's row lock): one that has
+// fallen due is delivered as it was, however the calls that read it
+// pending race with it.
 //
 // An occurrence's key is its due time, and a cancelled task keeps its key
 // until the retention sweep. So a PATCH that keeps the next due time
