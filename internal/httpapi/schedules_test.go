@@ -645,3 +645,51 @@ func TestScheduleLimits(t *testing.T) {
 		t.Errorf("GET /v1/apps/other: %v, want the default max_schedules", m)
 	}
 }
+
+// TestScheduleOccurrencesWithinCreates: schedules "* * * * * *" of an app
+// limited to 5 creates a second make no more than 5 occurrences a second,
+// whatever the backend; lifted, the limit leaves no occurrence missing
+// (issue 21, finding 4).
+func TestScheduleOccurrencesWithinCreates(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	const n, rate = 20, 5
+	for i := range n {
+		body := fmt.Sprintf(`{"app":"tick","key":"s%d","cron":"* * * * * *","target":{"pull":{}}}`, i)
+		if code, m := do(t, "POST", s.url+"/v1/schedules", body); code != http.StatusCreated {
+			t.Fatalf("create: %d %v", code, m)
+		}
+	}
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"tick": {CreatesPerSecond: rate}}})
+	from := time.Now()
+	time.Sleep(4 * time.Second)
+	to := time.Now()
+	made := 0
+	for i := range n {
+		for _, o := range occurrencesOf(t, s, "tick", fmt.Sprintf("s%d", i)) {
+			if o.CreatedAt.After(from) && o.CreatedAt.Before(to) {
+				made++
+			}
+		}
+	}
+	if limit := int(to.Sub(from).Seconds()*rate) + 2; made > limit {
+		t.Errorf("%d occurrences made in %s at %d creates/s, want at most %d (unlimited: %d)", made, to.Sub(from).Round(time.Millisecond), rate, limit, n*4)
+	}
+
+	// Lifted: every second of every schedule has its occurrence.
+	s.eng.SetPolicies(engine.Policies{})
+	lifted := time.Now()
+	for i := range n {
+		key := fmt.Sprintf("s%d", i)
+		var occ []*task.Task
+		waitFor(t, 10*time.Second, "schedule "+key+" caught up", func() bool {
+			occ = occurrencesOf(t, s, "tick", key)
+			return len(occ) > 0 && occ[len(occ)-1].DueAt.After(lifted)
+		})
+		for k := 1; k < len(occ); k++ {
+			if gap := occ[k].DueAt.Sub(occ[k-1].DueAt); gap != time.Second {
+				t.Errorf("schedule %s: occurrences %s and %s are %s apart: one was dropped", key, occ[k-1].Key, occ[k].Key, gap)
+			}
+		}
+	}
+}
