@@ -1078,18 +1078,23 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 			due = due[1:]
 		}
 		if len(act) > 0 {
+			again := false
 			for i, at := range e.stepSchedules(ctx, act, held) {
 				if id := act[i].ID; at.IsZero() {
 					delete(held, id)
 				} else {
+					// Held back: due again at its time, read or not.
 					held[id] = at
+					due, again = append(due, act[i]), true
 				}
+			}
+			if again {
+				slices.SortStableFunc(due, func(a, b *task.Schedule) int { return actAt(a).Compare(actAt(b)) })
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			// A full page done: more may be due beyond it. A schedule
-			// held back is read again with the rest, a second on.
+			// A full page done: more may be due beyond it.
 			reread = full && len(due) == 0
 			continue // time has passed: look again before sleeping
 		}
