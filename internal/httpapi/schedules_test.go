@@ -672,6 +672,7 @@ func TestScheduleOccurrencesWithinCreates(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d occurrences made in %s at %d creates/s by %d schedules of one a second", made, to.Sub(from).Round(time.Millisecond), rate, n)
 	if limit := int(to.Sub(from).Seconds()*rate) + 2; made > limit {
 		t.Errorf("%d occurrences made in %s at %d creates/s, want at most %d (unlimited: %d)", made, to.Sub(from).Round(time.Millisecond), rate, limit, n*4)
 	}
