@@ -164,3 +164,35 @@ func TestScheduleCreatesAndCap(t *testing.T) {
 		mustCreate(t, b.eng, newSched("f", every(time.Hour)))
 	})
 }
+
+// TestScheduleCapRacingCreates: creates racing past the pre-create count
+// leave the app with at most MaxSchedules schedules.
+func TestScheduleCapRacingCreates(t *testing.T) {
+	b := setup(t, nil)
+	const limit, racers = 5, 32
+	b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"app": {MaxSchedules: limit}}})
+	errs := make(chan error, racers)
+	for i := range racers {
+		go func() {
+			_, _, err := b.eng.CreateSchedule(t.Context(), newSched(fmt.Sprintf("r%d", i), every(time.Hour)))
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range racers {
+		var sl *ScheduleLimitError
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case !errors.As(err, &sl):
+			t.Errorf("create: %v, want success or a ScheduleLimitError", err)
+		}
+	}
+	got, _, err := b.eng.ListSchedules(t.Context(), "app", task.ID{}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) > limit || len(got) != ok || ok == 0 {
+		t.Errorf("%d schedules stored, %d creates answered ok, max_schedules %d", len(got), ok, limit)
+	}
+}

@@ -192,8 +192,11 @@ func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Sc
 		if n >= limit {
 			// At the cap, a create of a key the app has is still the
 			// idempotent answer.
-			if got, err := ss.GetScheduleByKey(ctx, sc.App, sc.Key); err == nil {
+			switch got, err := ss.GetScheduleByKey(ctx, sc.App, sc.Key); {
+			case err == nil:
 				return got, false, nil
+			case !errors.Is(err, store.ErrNotFound):
+				return nil, false, fmt.Errorf("look up schedule: %w", err)
 			}
 			return nil, false, &ScheduleLimitError{App: sc.App, Max: limit}
 		}
