@@ -13,6 +13,7 @@
 //	    target: {http: {url: "https://shop.internal/timeouts"}}
 //	    retry: {max_attempts: 10, min_backoff: 2s, max_backoff: 5m}
 //	    max_payload: 16384
+//	    max_schedules: 1000
 //	    rate: {deliveries_per_second: 200, burst: 50, max_in_flight: 64, creates_per_second: 1000}
 //	    tokens: [<sha256 hex>]
 //	    signing_secrets: [whsec_<base64 key>, previous-secret]
@@ -98,7 +99,10 @@ type App struct {
 	// Retry is the app's default retry policy; a task's own fields win.
 	Retry      task.RetryPolicy `json:"retry,omitempty"`
 	MaxPayload int              `json:"max_payload,omitempty"`
-	Rate       Rate             `json:"rate,omitempty"`
+	// MaxSchedules caps the app's recurring schedules: 0 (or absent) is
+	// the default, 1000 (engine.MaxSchedulesDefault); -1 is no cap.
+	MaxSchedules int  `json:"max_schedules,omitempty"`
+	Rate         Rate `json:"rate,omitempty"`
 	// Tokens are SHA-256 hex digests of bearer tokens that reach this app.
 	Tokens []string `json:"tokens,omitempty"`
 	// SigningSecrets sign the app's webhooks; the first one signs, all
@@ -473,6 +477,9 @@ func (a *App) validate(prefix string, declared bool) error {
 	if a.MaxPayload < 0 {
 		return bad("max_payload", "must not be negative")
 	}
+	if a.MaxSchedules < -1 {
+		return bad("max_schedules", "must be a count, 0 for the default (1000) or -1 for no cap; got %d", a.MaxSchedules)
+	}
 	r := a.Rate
 	switch {
 	case r.DeliveriesPerSecond < 0:
@@ -560,6 +567,9 @@ func (f *File) Effective(app string) App {
 	}
 	if a.MaxPayload == 0 {
 		a.MaxPayload = d.MaxPayload
+	}
+	if a.MaxSchedules == 0 {
+		a.MaxSchedules = d.MaxSchedules
 	}
 	if a.Rate == (Rate{}) {
 		a.Rate = d.Rate

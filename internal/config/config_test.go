@@ -143,3 +143,22 @@ func TestTrustedTargets(t *testing.T) {
 		t.Error("bank naming shop's broker: allowed, want refused")
 	}
 }
+
+// TestMaxSchedules: max_schedules is a count, 0 (absent) for the default
+// and -1 for no cap; a declared app without one takes the defaults'.
+func TestMaxSchedules(t *testing.T) {
+	f, err := Parse("toc.yaml", []byte("defaults: {max_schedules: 50}\napps:\n  shop: {max_schedules: -1}\n  bank: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for app, want := range map[string]int{"shop": -1, "bank": 50, "other": 50} {
+		if got := f.Effective(app).MaxSchedules; got != want {
+			t.Errorf("%s: max_schedules %d, want %d", app, got, want)
+		}
+	}
+	_, err = Parse("toc.yaml", []byte("apps:\n  shop: {max_schedules: -2}\n"))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Field != "apps.shop.max_schedules" {
+		t.Errorf("max_schedules -2: %v, want an error naming apps.shop.max_schedules", err)
+	}
+}

@@ -32,8 +32,41 @@ type AppPolicy struct {
 	// take every delivery slot.
 	MaxInFlight int
 	// CreatesPerSecond limits task creation (0: unlimited); past it creates
-	// fail with a *RateLimitError (HTTP 429 with Retry-After).
+	// fail with a *RateLimitError (HTTP 429 with Retry-After). Creating,
+	// changing or resuming a schedule takes one create too, and so does
+	// each occurrence a schedule makes: an occurrence held back by the
+	// limit is made late, keeping its due time (schedules.go).
 	CreatesPerSecond float64
+	// MaxSchedules caps the app's schedules (any state): past it a create
+	// fails with a *ScheduleLimitError (HTTP 409). 0: MaxSchedulesDefault;
+	// negative: no cap.
+	MaxSchedules int
+}
+
+// MaxSchedulesDefault is an app's MaxSchedules when its policy leaves it
+// zero.
+const MaxSchedulesDefault = 1000
+
+// maxSchedules is p's cap on schedules, 0 for none.
+func (p AppPolicy) maxSchedules() int {
+	switch {
+	case p.MaxSchedules < 0:
+		return 0
+	case p.MaxSchedules == 0:
+		return MaxSchedulesDefault
+	}
+	return p.MaxSchedules
+}
+
+// ScheduleLimitError: an app that has its MaxSchedules schedules created
+// another.
+type ScheduleLimitError struct {
+	App string
+	Max int
+}
+
+func (e *ScheduleLimitError) Error() string {
+	return fmt.Sprintf("toc: app %q has %d schedules, its max_schedules; delete one, or raise the app's max_schedules in the config file", e.App, e.Max)
 }
 
 // Policies are the per-app settings; Default applies to apps not in Apps.
@@ -96,6 +129,9 @@ type apps struct {
 	enqueue    func(app string, ids ...task.ID) // hands due tasks to the workers
 	ctx        context.Context                  // the engine's loops': gates run until it ends (set by Start)
 	gates      sync.WaitGroup                   // the gates running
+	// changed is signalled when the policies change: the schedule loop
+	// drops the holds the old creates limits gave.
+	changed chan struct{}
 }
 
 func newApps(cfg Config, boot string, enqueue func(app string, ids ...task.ID)) *apps {
@@ -107,6 +143,7 @@ func newApps(cfg Config, boot string, enqueue func(app string, ids ...task.ID)) 
 		leaseGrace: cfg.LeaseGrace,
 		boot:       boot,
 		enqueue:    enqueue,
+		changed:    make(chan struct{}, 1),
 	}
 }
 
@@ -136,6 +173,7 @@ func (a *apps) setPolicies(p Policies) {
 	}
 	a.mu.Unlock()
 	a.enqueue("", unpark...)
+	signal(a.changed)
 }
 
 // Policy returns the settings in force for app.
@@ -160,6 +198,9 @@ func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	}
 	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
 		p.Burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
+	}
+	if p.MaxSchedules == 0 {
+		p.MaxSchedules = MaxSchedulesDefault
 	}
 	return p
 }
@@ -390,6 +431,32 @@ func (a *apps) allowCreate(app string, n int, now time.Time) error {
 		return &RateLimitError{App: app, RetryAfter: d}
 	}
 	return nil
+}
+
+// takeCreates takes up to n of app's create tokens for a schedule's
+// occurrences, without waiting: got is how many it took. When got < n it
+// also holds one token reserved for the time it returns, so that a held
+// back schedule has its turn at the limit's pace, in the order it asked
+// (creates that cannot wait, API calls, get 429 meanwhile): the caller
+// steps the schedule then with that token paid.
+func (a *apps) takeCreates(app string, n int, now time.Time) (got int, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	if st.create == nil {
+		return n, time.Time{}
+	}
+	for got < n {
+		r := st.create.ReserveN(now, 1)
+		if !r.OK() { // a burst of 0: never
+			return got, time.Time{}
+		}
+		if d := r.DelayFrom(now); d > 0 {
+			return got, task.Ms(now.Add(d))
+		}
+		got++
+	}
+	return got, time.Time{}
 }
 
 // enqueue hands app's due ids to the workers, bypassing the wheel. app

@@ -231,6 +231,10 @@ type Engine struct {
 	schedules store.Schedules
 	schedKick chan struct{}
 	startedAt time.Time
+	// stepping marks the schedules an API call of this process is
+	// stepping (stepNow), id → its own mark: the loop leaves them, so
+	// that one step, not two, takes the app's creates for them.
+	stepping sync.Map
 
 	mu struct {
 		sync.Mutex

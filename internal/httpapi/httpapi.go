@@ -776,7 +776,9 @@ type appSettings struct {
 	Target     *task.Target     `json:"target,omitempty"`
 	Retry      task.RetryPolicy `json:"retry"`
 	MaxPayload int              `json:"max_payload"`
-	Rate       struct {
+	// MaxSchedules is -1 for no cap.
+	MaxSchedules int `json:"max_schedules"`
+	Rate         struct {
 		DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 		Burst               int     `json:"burst"`
 		MaxInFlight         int     `json:"max_in_flight"`
@@ -795,7 +797,7 @@ func (h *Handler) app(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := h.eng.EffectivePolicy(app)
-	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload}
+	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload, MaxSchedules: p.MaxSchedules}
 	out.Rate.DeliveriesPerSecond, out.Rate.Burst = p.DeliveriesPerSecond, p.Burst
 	out.Rate.MaxInFlight, out.Rate.CreatesPerSecond = p.MaxInFlight, p.CreatesPerSecond
 	writeJSON(w, http.StatusOK, out)

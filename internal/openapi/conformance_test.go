@@ -532,10 +532,14 @@ func TestConformance(t *testing.T) {
 	storeOnlyCheck(t, c, []call{{op: "GET /v1/admin/backup", want: 501}})
 
 	// Rate limits: 429 with Retry-After.
-	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}}})
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}, "capped": {MaxSchedules: 1}}})
 	slow := `{"app":"slow","delay":"1h","target":` + target(ok) + `}`
 	c.do(call{op: "POST /v1/tasks", body: slow, want: 201})
 	c.do(call{op: "POST /v1/tasks", body: slow, want: 429})
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"slow","key":"s","every":"1h","target":{"pull":{}}}`, want: 429})
+	// An app at its max_schedules: 409.
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"capped","key":"a","every":"1h","target":{"pull":{}}}`, want: 201})
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"capped","key":"b","every":"1h","target":{"pull":{}}}`, want: 409})
 
 	// A stopped engine is not ready: 503 with Retry-After.
 	s.stop()

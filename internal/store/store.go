@@ -256,4 +256,8 @@ type Schedules interface {
 	// CountSchedules returns how many schedules each app has in each state
 	// (the states without schedules left out).
 	CountSchedules(ctx context.Context) (map[string]map[task.ScheduleState]int64, error)
+	// CountAppSchedules returns how many schedules app has (in any state),
+	// counting no further than limit: limit means limit or more. The
+	// engine checks an app's max_schedules with it.
+	CountAppSchedules(ctx context.Context, app string, limit int) (int, error)
 }

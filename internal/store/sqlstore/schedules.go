@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -33,7 +34,7 @@ var _ store.Schedules = (*Store)(nil)
 
 // scheduleQueries are a database's schedule queries (queries/<dialect>.sql).
 type scheduleQueries struct {
-	get, getByKey, getForUpdate, insert, keyHolder, update, del, list, due, counts query
+	get, getByKey, getForUpdate, insert, keyHolder, update, del, list, due, counts, appCount query
 }
 
 // prepareSchedules renders db's schedule queries.
@@ -47,7 +48,7 @@ func (s *Store) prepareSchedules(db *database) error {
 		{"schedule_get_for_update", &q.getForUpdate}, {"schedule_insert", &q.insert},
 		{"schedule_key_holder", &q.keyHolder}, {"schedule_update", &q.update},
 		{"schedule_delete", &q.del}, {"schedule_list", &q.list}, {"schedule_due", &q.due},
-		{"schedule_counts", &q.counts},
+		{"schedule_counts", &q.counts}, {"schedule_app_count", &q.appCount},
 	} {
 		r, err := s.dialect.render(p.name, tmplData{})
 		if err != nil {
@@ -362,4 +363,33 @@ func (s *Store) CountSchedules(ctx context.Context) (map[string]map[task.Schedul
 	}
 	defer s.leave()
 	return countAll(ctx, s, "count schedules", func(db *database) query { return db.schedules.counts }, parseScheduleStateCode)
+}
+
+// CountAppSchedules implements [store.Schedules]: each database counts the
+// app's schedules up to limit (on the index of ListSchedules), and the
+// counts add up.
+func (s *Store) CountAppSchedules(ctx context.Context, app string, limit int) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return 0, nil
+	}
+	counts, err := scanAll(ctx, s, "count an app's schedules", func(db *database) query { return db.schedules.appCount },
+		map[string]any{"app": app, "limit": int64(limit)},
+		func(r *sql.Rows) (int64, error) {
+			var n int64
+			err := r.Scan(&n)
+			return n, err
+		},
+		func(a, b int64) int { return 0 }, math.MaxInt)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range counts {
+		n += int(c)
+	}
+	return min(n, limit), nil
 }

@@ -209,3 +209,9 @@ ORDER BY wake_at, id LIMIT {{arg "limit"}}
 
 -- name: schedule_counts
 SELECT app, state, COUNT(*) AS n FROM toc_schedules GROUP BY app, state
+
+-- name: schedule_app_count
+-- CountAppSchedules: at most limit rows of the app's list index.
+SELECT COUNT(*) FROM (
+  SELECT 1 FROM toc_schedules WHERE app = {{arg "app"}} LIMIT {{arg "limit"}}
+) AS capped
