@@ -254,6 +254,7 @@ func policies(f *config.File) engine.Policies {
 			Target: a.Target, Retry: a.Retry, MaxPayload: a.MaxPayload,
 			DeliveriesPerSecond: a.Rate.DeliveriesPerSecond, Burst: a.Rate.Burst,
 			MaxInFlight: a.Rate.MaxInFlight, CreatesPerSecond: a.Rate.CreatesPerSecond,
+			Weight: a.Weight,
 		}
 	}
 	p := engine.Policies{Default: conv(f.Defaults), Apps: map[string]engine.AppPolicy{}}

@@ -14,6 +14,7 @@
 //	    retry: {max_attempts: 10, min_backoff: 2s, max_backoff: 5m}
 //	    max_payload: 16384
 //	    rate: {deliveries_per_second: 200, burst: 50, max_in_flight: 64, creates_per_second: 1000}
+//	    weight: 2
 //	    tokens: [<sha256 hex>]
 //	    signing_secrets: [current-secret, previous-secret]
 //	    allow_private_targets: false
@@ -97,6 +98,10 @@ type App struct {
 	Retry      task.RetryPolicy `json:"retry,omitempty"`
 	MaxPayload int              `json:"max_payload,omitempty"`
 	Rate       Rate             `json:"rate,omitempty"`
+	// Weight is how many due tasks the app takes in its turn when the
+	// apps with due tasks take turns to be fired (1 to MaxWeight; 0: the
+	// default, 1).
+	Weight int `json:"weight,omitempty"`
 	// Tokens are SHA-256 hex digests of bearer tokens that reach this app.
 	Tokens []string `json:"tokens,omitempty"`
 	// SigningSecrets sign the app's webhooks; the first one signs, all
@@ -109,6 +114,10 @@ type App struct {
 	// Brokers, or exact broker URLs. See [File.Broker].
 	AllowedBrokers []string `json:"allowed_brokers,omitempty"`
 }
+
+// MaxWeight bounds App.Weight: an app takes at most this many due tasks in
+// a turn.
+const MaxWeight = 100
 
 // Rate limits an app. Zero means unlimited (MaxInFlight: the server's
 // default share).
@@ -442,6 +451,9 @@ func (a *App) validate(prefix string, declared bool) error {
 	if a.MaxPayload < 0 {
 		return bad("max_payload", "must not be negative")
 	}
+	if a.Weight < 0 || a.Weight > MaxWeight {
+		return bad("weight", "must be 1 to %d (0 or absent: 1)", MaxWeight)
+	}
 	r := a.Rate
 	switch {
 	case r.DeliveriesPerSecond < 0:
@@ -520,6 +532,9 @@ func (f *File) Effective(app string) App {
 	}
 	if a.Rate == (Rate{}) {
 		a.Rate = d.Rate
+	}
+	if a.Weight == 0 {
+		a.Weight = d.Weight
 	}
 	if a.SigningSecrets == nil {
 		a.SigningSecrets = d.SigningSecrets

@@ -34,6 +34,9 @@ type AppPolicy struct {
 	// CreatesPerSecond limits task creation (0: unlimited); past it creates
 	// fail with a *RateLimitError (HTTP 429 with Retry-After).
 	CreatesPerSecond float64
+	// Weight is how many due tasks the app takes in its turn when apps
+	// with due tasks take turns to be fired (package sched). Default 1.
+	Weight int
 }
 
 // Policies are the per-app settings; Default applies to apps not in Apps.
@@ -89,6 +92,7 @@ type apps struct {
 	closed   bool // the engine is stopping: no gate starts
 
 	rated      atomic.Pointer[ratedApps]
+	weights    atomic.Pointer[appWeights]
 	limiter    Limiter // the cluster's; nil on one node
 	log        *slog.Logger
 	leaseGrace time.Duration
@@ -121,13 +125,18 @@ func (a *apps) setPolicies(p Policies) {
 		rated[app] = ap.DeliveriesPerSecond > 0 || a.gatedBy(ap)
 	}
 	a.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0 || a.gatedBy(p.Default)})
+	weights := map[string]int{}
+	for app, ap := range p.Apps {
+		weights[app] = ap.Weight
+	}
+	a.weights.Store(&appWeights{apps: weights, def: p.Default.Weight})
 	a.mu.Lock()
 	a.pol = p
-	var unpark []task.ID
+	unpark := map[string][]task.ID{}
 	for app, st := range a.state {
 		a.applyLocked(app, st)
 		for free := st.maxInFlight - st.inFlight; free > 0 && len(st.parked) > 0; free-- {
-			unpark = append(unpark, st.parked[0])
+			unpark[app] = append(unpark[app], st.parked[0])
 			st.parked = st.parked[1:]
 		}
 		if st.gate != nil {
@@ -135,7 +144,28 @@ func (a *apps) setPolicies(p Policies) {
 		}
 	}
 	a.mu.Unlock()
-	a.enqueue("", unpark...)
+	for app, ids := range unpark {
+		a.enqueue(app, ids...)
+	}
+}
+
+// appWeights are the apps' turn weights (AppPolicy.Weight), read by the
+// scheduling core under Engine.mu: an atomic snapshot, not apps.mu.
+type appWeights struct {
+	apps map[string]int
+	def  int
+}
+
+// weight is app's AppPolicy.Weight (package sched counts one below 1).
+func (a *apps) weight(app string) int {
+	w := a.weights.Load()
+	if w == nil {
+		return 1
+	}
+	if v, ok := w.apps[app]; ok {
+		return v
+	}
+	return w.def
 }
 
 // Policy returns the settings in force for app.
@@ -342,7 +372,7 @@ func (a *apps) release(app string, id task.ID) {
 	if slot {
 		a.releaseSlot(app, id, max)
 	}
-	a.enqueue("", next...)
+	a.enqueue(app, next...)
 }
 
 // kickParked sends parked tasks of app to try for the free slots: called
@@ -360,7 +390,7 @@ func (a *apps) kickParked(app string) {
 		}
 	}
 	a.mu.Unlock()
-	a.enqueue("", next...)
+	a.enqueue(app, next...)
 }
 
 // InFlight returns app's push attempts under way and tasks parked for a
@@ -392,9 +422,9 @@ func (a *apps) allowCreate(app string, n int, now time.Time) error {
 	return nil
 }
 
-// enqueue hands app's due ids to the workers, bypassing the wheel. app
-// ("" when unknown) stays known with them, so that fire finds a rated
-// app's grant before reading the store.
+// enqueue hands app's due ids to the workers, bypassing the wheel, in
+// app's ready queue ("" when unknown). A rated app's tasks are paced again
+// (fire.go's pace), where a gate's grant is found before the store is read.
 func (e *Engine) enqueue(app string, ids ...task.ID) {
 	if len(ids) == 0 {
 		return

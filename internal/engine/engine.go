@@ -302,7 +302,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 		return errors.New("engine: already started")
 	}
-	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Rated: e.apps.isRated})
+	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Weight: e.apps.weight})
 	e.mu.Unlock()
 	e.startedAt = now.UTC().Truncate(time.Millisecond)
 
@@ -350,7 +350,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time) error {
 		e.mu.Lock()
 		for _, w := range ws {
 			if w.State == task.Delivering && w.Kind != "pull" {
-				e.mu.core.Enqueue("", w.ID)
+				e.mu.core.Enqueue(w.App, w.ID)
 				n++
 			}
 		}

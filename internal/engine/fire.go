@@ -64,7 +64,7 @@ const (
 // firing is one task of a fire job.
 type firing struct {
 	id       task.ID
-	knownApp string // the app the wheel entry named (rated apps)
+	knownApp string // the app of the ready queue it came from ("": unknown)
 	app      string // the app of the task as read
 	v        verdict
 	pullDue  bool      // a pull task became due: wake the claims waiting
@@ -139,11 +139,12 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 		}
 		seen[tk.ID] = true
 		switch {
-		case tk.App != "" && e.cfg.Limiter != nil:
+		case !e.apps.isRated(tk.App):
+		case e.cfg.Limiter != nil:
 			if e.apps.enterGate(tk.App, tk.ID) {
 				continue
 			}
-		case tk.App != "":
+		default:
 			if at := e.apps.preAdmit(tk.App, tk.ID, msNow()); !at.IsZero() {
 				e.deferTo(tk.ID, at, tk.App)
 				continue
