@@ -253,10 +253,12 @@ type Engine struct {
 		sync.Mutex
 		attempts  map[task.ID]*attempt
 		pending   []outcome
-		settlers  int           // goroutines writing outcomes
-		gathering bool          // one of them waits for more (settleOutcome)
-		full      chan struct{} // a batch is full: the gathering one writes now
+		settlers  int               // goroutines writing outcomes
+		gathering bool              // one of them waits for more (settleOutcome)
+		full      chan struct{}     // a batch is full: the gathering one writes now
+		waiting   waitingDeliveries // push attempts that found no free worker (waiting.go)
 	}
+	deliverKick chan struct{} // capacity 1: attempts wait for a worker (waiting.go)
 
 	cancel   context.CancelFunc // stops the loops
 	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
@@ -283,6 +285,8 @@ func New(cfg Config) (*Engine, error) {
 		sem:      make(chan struct{}, cfg.MaxInFlight),
 		writing:  make(chan struct{}, fireWriters),
 		work:     make(chan job),
+
+		deliverKick: make(chan struct{}, 1),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
 	e.schedKick = make(chan struct{}, 1)
@@ -691,21 +695,26 @@ func (e *Engine) startWorker(ctx context.Context, j job) {
 const workerIdle = 10 * time.Second
 
 // worker does j, then the jobs handed to it, until it has waited
-// workerIdle for one or the loops stop.
+// workerIdle for one or the loops stop. Between jobs it delivers the push
+// attempts waiting for a worker (waiting.go), before it takes a new job.
 func (e *Engine) worker(ctx context.Context, j job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		e.busy.Add(1)
-		if j.deliver != nil {
+		switch {
+		case j.deliver != nil:
 			e.deliver(e.workCtx, j.deliver)
-		} else {
+		case j.fire != nil:
 			e.fireMany(e.workCtx, j.fire)
 		}
+		e.deliverWaiting(e.workCtx)
 		e.busy.Add(-1)
 		idle.Reset(workerIdle)
 		select {
 		case j = <-e.work:
+		case <-e.deliverKick:
+			j = job{} // only the waiting attempts
 		case <-idle.C:
 			return
 		case <-ctx.Done():
@@ -715,15 +724,21 @@ func (e *Engine) worker(ctx context.Context, j job) {
 }
 
 // deliverAll delivers the push attempts fireMany started: each by a worker
-// of its own while there are idle workers or room for one, the rest (and
-// the last) here, one after the other. It never waits for a worker, so
-// workers firing batches cannot all wait on each other.
+// of its own while there are idle workers or room for one, the last here.
+// When no worker is free, the rest wait in their apps' queues (waiting.go)
+// for the first worker free, this one included, which takes them by app in
+// turn: one after the other here, an app's delivery that hangs would hold
+// up the other apps' of the batch. It never waits for a worker, so workers
+// firing batches cannot all wait on each other.
 func (e *Engine) deliverAll(ctx context.Context, ts []*task.Task) {
 	for i, t := range ts {
-		if i < len(ts)-1 && e.tryHandOff(e.loopCtx, job{deliver: t}) {
-			continue
+		switch {
+		case i == len(ts)-1:
+			e.deliver(ctx, t)
+		case !e.tryHandOff(e.loopCtx, job{deliver: t}):
+			e.queueDeliveries(ts[i:])
+			return // the worker delivers them next (deliverWaiting)
 		}
-		e.deliver(ctx, t)
 	}
 }
 
