@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/memstore"
+	"github.com/toc-dev/toc/task"
+)
+
+// costlyStore is a store whose writes of the fire path cost time, in
+// proportion to the tasks they carry, as a real store's do: under synctest
+// the work of a fire is otherwise free, and a backlog would drain in no
+// time at all.
+type costlyStore struct {
+	store.Store
+	perTask time.Duration
+}
+
+func (s *costlyStore) UpdateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	time.Sleep(time.Duration(len(ids)) * s.perTask)
+	return s.Store.UpdateMany(ctx, ids, opts, fn)
+}
+
+func (s *costlyStore) Unwrap() store.Store { return s.Store }
+
+// burst schedules n tasks of app due at due, in batches of 1000.
+func burst(t *testing.T, eng *Engine, app string, n int, due time.Time) {
+	t.Helper()
+	for i := 0; i < n; i += 1000 {
+		if _, err := eng.Schedule(t.Context(), many(app, min(1000, n-i), due)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// p99 is the 99th percentile of ls.
+func p99(ls []time.Duration) time.Duration {
+	ls = slices.Clone(ls)
+	slices.Sort(ls)
+	return ls[(len(ls)*99)/100]
+}
+
+// testQuietApp schedules a burst of app "shop" and, due while it drains,
+// tasks of app "bank" one every 5 ms, and checks that bank's are delivered
+// on time (lateness p99 ≤ 100 ms) however long shop's backlog takes. The
+// store's fire writes cost 40 µs a task, so that the drain takes time (a
+// few seconds here), as it does on a real store.
+func testQuietApp(t *testing.T, shop func(context.Context, *task.Task) error, n int, mod func(*Config)) {
+	hangs := shop != nil
+	synctest.Test(t, func(t *testing.T) {
+		s := newAppSink()
+		s.by["shop"] = shop
+		b := setup(t, func(c *Config) {
+			c.Store = &costlyStore{Store: memstore.New(), perTask: 40 * time.Microsecond}
+			c.Sinks = map[string]sink.Sink{"http": s}
+			if mod != nil {
+				mod(c)
+			}
+		})
+		due := time.Now().Add(12 * time.Second) // beyond the window: the loader reads them
+		burst(t, b.eng, "shop", n, due)
+		var bank []ScheduleParams
+		for i := range 200 {
+			bank = append(bank, ScheduleParams{App: "bank", DueAt: due.Add(time.Duration(i) * 5 * time.Millisecond), Target: httpTarget})
+		}
+		if _, err := b.eng.Schedule(t.Context(), bank); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(due.Add(time.Minute))) // shop's attempts hang for 5 min
+		synctest.Wait()
+		if got := s.count("bank"); got != len(bank) {
+			t.Fatalf("bank: %d delivered, want %d", got, len(bank))
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		shopTimes := s.times["shop"]
+		drain := shopTimes[len(shopTimes)-1].Sub(due)
+		late := p99(s.late["bank"])
+		inFlight, parked := b.eng.InFlight("shop")
+		t.Logf("shop: %d attempts over %s, %d in flight, %d parked; bank: lateness p99 %s, max %s", len(shopTimes), drain, inFlight, parked, late, slices.Max(s.late["bank"]))
+		if hangs {
+			// Every task of shop's was looked at (each a store read, and
+			// 40 µs), and all but those in flight wait for a slot.
+			if inFlight+parked != n || inFlight == 0 {
+				t.Fatalf("shop: %d in flight and %d parked, want %d in all", inFlight, parked, n)
+			}
+		} else if drain < time.Second {
+			t.Fatalf("shop's burst drained in %s: too soon for the test to tell", drain)
+		}
+		if late > 100*time.Millisecond {
+			t.Errorf("bank's lateness p99 %s while shop's burst drained, want ≤ 100ms", late)
+		}
+	})
+}
+
+// TestBurstDoesNotDelayOtherApps: app shop has 50 000 tasks due at one
+// instant; app bank's tasks due while they drain are delivered on time
+// (issue 21: they waited behind the whole backlog, seconds late).
+func TestBurstDoesNotDelayOtherApps(t *testing.T) {
+	testQuietApp(t, nil, 50_000, nil)
+}
+
+// TestHangingAppDoesNotDelayOtherApps: app shop's endpoint never answers
+// (each attempt waits for its 5 min timeout) and 20 000 of its tasks are
+// due at once; app bank's tasks due meanwhile are delivered on time. Shop
+// holds only its own in-flight slots and the workers that wait on them.
+func TestHangingAppDoesNotDelayOtherApps(t *testing.T) {
+	hang := func(ctx context.Context, _ *task.Task) error {
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Minute):
+		}
+		return context.DeadlineExceeded
+	}
+	testQuietApp(t, hang, 20_000, func(c *Config) { c.MaxInFlight = 64 })
+}
