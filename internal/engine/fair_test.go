@@ -125,3 +125,32 @@ func TestHangingAppDoesNotDelayOtherApps(t *testing.T) {
 	}
 	testQuietApp(t, hang, 20_000, WindowDefault+2*time.Second, func(c *Config) { c.MaxInFlight = 64 })
 }
+
+// TestWaitingDeliveriesTakeTurns: push attempts waiting for a worker are
+// taken by app in turn, each app's in order, an app that ran out joining
+// the turns last, so that a worker freed takes the next app's attempt,
+// not the rest of a batch after one app's delivery that hangs.
+func TestWaitingDeliveriesTakeTurns(t *testing.T) {
+	var w waitingDeliveries
+	mk := func(app string, n int) *task.Task { return &task.Task{App: app, Key: app + string(rune('0'+n))} }
+	w.push(mk("a", 1), mk("a", 2), mk("a", 3), mk("b", 1))
+	w.push(mk("c", 1), mk("b", 2))
+	var got []string
+	pop := func(n int) {
+		for range n {
+			if tk := w.pop(); tk != nil {
+				got = append(got, tk.Key)
+			}
+		}
+	}
+	pop(4)
+	w.push(mk("c", 2)) // c ran out: it joins last, after b and a
+	pop(10)
+	want := []string{"a1", "b1", "c1", "a2", "b2", "a3", "c2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("taken %v, want %v", got, want)
+	}
+	if w.pop() != nil || len(w.by) != 0 || len(w.ring) != 0 {
+		t.Errorf("left behind: %v %v", w.by, w.ring)
+	}
+}
