@@ -210,6 +210,16 @@ func WriteTable(w io.Writer, r *Result) error {
 	if r.DrainPerSec > 0 {
 		row("drained", "%.0f tasks/s (all due at one instant: fired over max lateness)", r.DrainPerSec)
 	}
+	if q := r.Quiet; q != nil {
+		row("quiet app", "%d jobs, one every few ms from the burst's due time: %d fired, %d missing", q.N, q.Fired, q.Missing)
+		l := q.LatenessMs
+		row("quiet ms", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", l.P50, l.P90, l.P99, l.Max)
+		l = q.DuringDrainMs
+		row("quiet ms, drain", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  (the %d due while the burst drained)", l.P50, l.P90, l.P99, l.Max, q.DuringDrainN)
+	}
+	if p := r.CPUPressure; p != nil {
+		row("cpu pressure", "%.0f%% of the run some task waited for a CPU (/proc/pressure/cpu)", *p*100)
+	}
 	for _, c := range r.Targets {
 		met := "MISSED"
 		if c.Met {
