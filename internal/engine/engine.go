@@ -17,7 +17,7 @@
 //
 // Every live task with a WakeAt at or before the cursor is in the wheel (at
 // or before its WakeAt: an entry may fire early and find the task moved,
-// never late), in the ready queue, or being handled by a worker. Tasks
+// never late), in a ready queue, or being handled by a worker. Tasks
 // after the cursor are only in the store. Anything written to the store
 // reaches the wheel through track; package sched keeps the invariant
 // against concurrent scans and copies tracked out of order, and its model
@@ -28,11 +28,12 @@
 // Three mutexes, none ever held while another is taken, so there is no lock
 // order to keep:
 //   - e.mu guards the scheduling core (package sched: the wheel, the cursor
-//     and the ready queue) and the pull waiters;
+//     and the per-app ready queues) and the pull waiters;
 //   - e.apps.mu guards the apps' policies, rate reservations, in-flight
 //     counts, parked tasks and gates (apps.go, gate.go);
-//   - e.out guards the push attempts under way in this process and their
-//     outcomes waiting to be stored (fire.go).
+//   - e.out guards the push attempts under way in this process, those
+//     waiting for a worker (waiting.go) and their outcomes waiting to be
+//     stored (fire.go).
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
@@ -236,8 +237,8 @@ type Engine struct {
 		sync.Mutex
 		started  bool
 		stopping bool
-		// core holds the wheel, the loader's cursor and the ready queue
-		// (package sched); nil before Start.
+		// core holds the wheel, the loader's cursor and the per-app ready
+		// queues (package sched); nil before Start.
 		core    *sched.Core
 		waiters map[string]chan struct{}
 	}
@@ -417,7 +418,7 @@ func (e *Engine) Ready() bool {
 // Stats is a snapshot of the engine's memory tiers.
 type Stats struct {
 	Wheel  int       // tasks in the timing wheel
-	Ready  int       // fired tasks waiting for a worker
+	Ready  int       // due tasks waiting for a worker, in all apps' queues
 	Cursor time.Time // the loader has loaded everything due up to here
 }
 
@@ -563,8 +564,9 @@ func (e *Engine) runLoop(ctx context.Context) {
 }
 
 // pumpLoop hands ready tasks to workers in batches, at most MaxInFlight
-// workers at once. When all are busy it waits, and tasks queue in memory in
-// due order.
+// workers at once. When all are busy it waits, and tasks queue in memory,
+// in their apps' ready queues, which a batch takes from in turns (package
+// sched): one app's backlog does not hold up the others.
 //
 // A batch is what came due together, up to fireBatchMax and to the workers
 // free: one store write fires it (fireMany), one transaction on SQL instead
