@@ -393,6 +393,7 @@ per create over the scheduling window for schedule runs.
 			floorNonZero(r.DrainPerSec), tocCPUPerTask(r),
 			num(l.P50), num(l.P90), num(l.P99), num(l.P999), num(l.Max), num(l.Min)})
 	}
+	writeTwoApp(b, rep.Results)
 	b.WriteString(`
 ## Baseline
 
@@ -801,4 +802,41 @@ func durationString(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// writeTwoApp writes the section of the twoapp runs, if any.
+func writeTwoApp(b *strings.Builder, results []*Result) {
+	var rows [][]string
+	for _, r := range results {
+		q := r.Quiet
+		if r.Workload != WorkloadTwoApp || q == nil {
+			continue
+		}
+		pressure := ""
+		if r.CPUPressure != nil {
+			pressure = fmt.Sprintf("%.0f%%", *r.CPUPressure*100)
+		}
+		l, d := q.LatenessMs, q.DuringDrainMs
+		rows = append(rows, []string{r.Variant, itoa(r.N), floorNonZero(r.DrainPerSec), num(r.LatenessMs.Max),
+			itoa(q.N), itoa(q.Missing), num(l.P50), num(l.P99), num(l.Max), itoa(q.DuringDrainN), num(d.P99), pressure})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString(`
+## Two apps
+
+Fair dispatch (` + "`--workload twoapp`" + `): one app's burst of n tasks due at one
+instant, and another app's tasks due every 10 ms from that instant for 5 s;
+the quiet app's lateness, in ms, of all its tasks and of those due while the
+burst drained (its last first delivery). CPU pressure is the share of the
+run some task of the machine waited for a CPU (/proc/pressure/cpu "some"):
+other work on the machine counts.
+
+| variant | burst n | drain/s | burst max | quiet n | missing | quiet p50 | quiet p99 | quiet max | due in drain | their p99 | CPU pressure |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
+`)
+	for _, row := range rows {
+		writeRow(b, row)
+	}
 }
