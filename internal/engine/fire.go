@@ -350,7 +350,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		e.untrack(id)
 		return written{}, false
 	case errors.Is(err, store.ErrConflict):
-		e.deferTo(id, time.Now(), "") // changed under the look: look again
+		e.deferTo(id, time.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
 		return written{}, false
 	case err != nil && !errors.Is(err, errSkip):
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
