@@ -287,15 +287,26 @@ func (m *model) check(step int) {
 			m.t.Fatalf("step %d: task %x wakes at %d but its wheel entry is at %d: it would fire late", step, tid[12:], r.wake.Sub(t0).Milliseconds(), at-t0.UnixMilli())
 		}
 	}
-	// The bookkeeping is only for entries in the wheel.
-	for tid, h := range m.c.app {
-		if !m.c.has(tid) {
-			m.t.Fatalf("step %d: app kept for %x, which is not in the wheel", step, tid[12:])
+	// The wheel's entries name their apps, which the app table counts.
+	refs := map[uint32]int{}
+	m.c.wheel.All(func(tid task.ID, _ int64) {
+		tag, _ := m.c.wheel.Tag(tid)
+		if r, ok := m.store[tid]; ok && tag != 0 && m.c.apps.name(tag) != r.app {
+			m.t.Fatalf("step %d: app %q kept for %x of %q", step, m.c.apps.name(tag), tid[12:], r.app)
 		}
-		if r, ok := m.store[tid]; ok && h.Value() != r.app {
-			m.t.Fatalf("step %d: app %q kept for %x of %q", step, h.Value(), tid[12:], r.app)
+		if tag != 0 {
+			refs[tag]++
+		}
+	})
+	if len(refs) != len(m.c.apps.tags) {
+		m.t.Fatalf("step %d: the wheel names %d apps, the table has %d: %v", step, len(refs), len(m.c.apps.tags), m.c.apps.tags)
+	}
+	for app, tag := range m.c.apps.tags {
+		if m.c.apps.names[tag] != app || m.c.apps.refs[tag] != refs[tag] {
+			m.t.Fatalf("step %d: app %q: tag %d names %q, counts %d entries, the wheel has %d", step, app, tag, m.c.apps.names[tag], m.c.apps.refs[tag], refs[tag])
 		}
 	}
+	// The bookkeeping is only for entries in the wheel.
 	for tid := range m.c.seq {
 		if !m.c.has(tid) && !ready[tid] && !m.held[tid] {
 			// Advance and Take leave seq behind for tasks on their way

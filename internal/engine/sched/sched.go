@@ -41,7 +41,6 @@ import (
 	"cmp"
 	"slices"
 	"time"
-	"unique"
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/timingwheel"
@@ -105,12 +104,66 @@ type Core struct {
 	touched  map[task.ID]struct{} // tracked during a scan: maybe newer than what it read
 	capped   bool                 // the loader stopped for lack of room
 
-	// Per wheel entry: its app when known (interned: one word per entry),
-	// the Seq of the copy it came from, and whether the owner deferred it
-	// (its wheel time is later than the store's).
-	app      map[task.ID]unique.Handle[string]
+	// Per wheel entry: its app when known (the entry's wheel tag names it
+	// in apps, at no memory of its own), the Seq of the copy it came from,
+	// and whether the owner deferred it (its wheel time is later than the
+	// store's).
+	apps     appTable
 	seq      map[task.ID]uint64
 	deferred map[task.ID]struct{}
+}
+
+// appTable numbers the apps of the wheel's entries for their wheel tags,
+// counting each app's entries so that an app no entry names is forgotten.
+// Tag 0 is the unknown app "".
+type appTable struct {
+	tags  map[string]uint32
+	names []string // by tag
+	refs  []int    // entries by tag
+	free  []uint32 // tags to reuse
+}
+
+// ref returns app's tag, counting one more entry of it; 0 for "".
+func (t *appTable) ref(app string) uint32 {
+	if app == "" {
+		return 0
+	}
+	tag, ok := t.tags[app]
+	if !ok {
+		if t.tags == nil {
+			t.tags, t.names, t.refs = map[string]uint32{}, []string{""}, []int{0}
+		}
+		if n := len(t.free); n > 0 {
+			tag, t.free = t.free[n-1], t.free[:n-1]
+			t.names[tag] = app
+		} else {
+			tag = uint32(len(t.names))
+			t.names, t.refs = append(t.names, app), append(t.refs, 0)
+		}
+		t.tags[app] = tag
+	}
+	t.refs[tag]++
+	return tag
+}
+
+// unref counts one entry of tag's app less.
+func (t *appTable) unref(tag uint32) {
+	if tag == 0 {
+		return
+	}
+	if t.refs[tag]--; t.refs[tag] == 0 {
+		delete(t.tags, t.names[tag])
+		t.names[tag] = ""
+		t.free = append(t.free, tag)
+	}
+}
+
+// name is tag's app.
+func (t *appTable) name(tag uint32) string {
+	if tag == 0 {
+		return ""
+	}
+	return t.names[tag]
 }
 
 // readyQueue is one app's due tasks, in the order they came due.
@@ -131,7 +184,6 @@ func New(now time.Time, cfg Config) *Core {
 		wheel:    timingwheel.New[task.ID](now.UnixMilli()),
 		armed:    -1,
 		queues:   make(map[string]*readyQueue),
-		app:      make(map[task.ID]unique.Handle[string]),
 		seq:      make(map[task.ID]uint64),
 		deferred: make(map[task.ID]struct{}),
 		touched:  make(map[task.ID]struct{}),
@@ -226,13 +278,9 @@ func (c *Core) Enqueue(app string, ids ...task.ID) {
 // empty), which it remembers as armed.
 func (c *Core) Advance(now time.Time) (moved int, next time.Time) {
 	n := c.nready
-	c.wheel.Advance(now.UnixMilli(), func(id task.ID, _ int64) {
-		app := ""
-		if h, ok := c.app[id]; ok {
-			app = h.Value()
-			delete(c.app, id)
-		}
-		q := c.queue(app)
+	c.wheel.AdvanceTags(now.UnixMilli(), func(id task.ID, _ int64, tag uint32) {
+		q := c.queue(c.apps.name(tag))
+		c.apps.unref(tag)
 		q.ids = append(q.ids, id)
 		c.nready++
 		delete(c.deferred, id)
@@ -402,7 +450,7 @@ func (c *Core) Rescan(forget bool) {
 	c.gen++
 	if forget {
 		c.wheel = timingwheel.New[task.ID](c.wheel.Now())
-		clear(c.app)
+		c.apps = appTable{}
 		clear(c.seq)
 		clear(c.deferred)
 	}
@@ -438,18 +486,21 @@ var MaxID = task.ID{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 
 // entry added without one keeps the app it had). The entry is no longer
 // deferred: Defer marks it again after.
 func (c *Core) add(id task.ID, at int64, app string) {
-	c.wheel.Add(id, at)
-	delete(c.deferred, id)
-	if app != "" {
-		c.app[id] = unique.Make(app)
+	if app == "" {
+		c.wheel.Add(id, at)
+	} else {
+		c.apps.unref(c.wheel.AddTagged(id, at, c.apps.ref(app)))
 	}
+	delete(c.deferred, id)
 }
 
 // forget removes id from the wheel and its bookkeeping: the one place that
 // keeps the three in step when an entry goes.
 func (c *Core) forget(id task.ID) {
-	c.wheel.Remove(id)
-	delete(c.app, id)
+	if tag, ok := c.wheel.Tag(id); ok {
+		c.wheel.Remove(id)
+		c.apps.unref(tag)
+	}
 	delete(c.seq, id)
 	delete(c.deferred, id)
 }

@@ -213,7 +213,7 @@ func TestDeferEnqueueRescan(t *testing.T) {
 	loadTo(t, c, ms(1000))
 	c.Track(Entry{ID: id(4), WakeAt: ms(500), Seq: 7, App: "shop"})
 	c.Rescan(true)
-	if c.has(id(4)) || len(c.app) != 0 || len(c.seq) != 0 {
+	if c.has(id(4)) || len(c.apps.tags) != 0 || len(c.seq) != 0 {
 		t.Error("Rescan(forget) kept entries or their bookkeeping")
 	}
 	if _, ok := c.BeginScan(ms(1000), 100); !ok {
@@ -232,8 +232,8 @@ func TestUntrackKeepsMapsInStep(t *testing.T) {
 	c.Untrack(id(1))
 	c.Track(Entry{ID: id(2), Seq: 2})                   // nothing pending
 	c.Track(Entry{ID: id(3), WakeAt: ms(5000), Seq: 2}) // beyond the cursor
-	if len(c.app) != 0 || len(c.seq) != 0 || c.Stats().Wheel != 0 {
-		t.Errorf("left behind: app %v, seq %v, wheel %d", c.app, c.seq, c.Stats().Wheel)
+	if len(c.apps.tags) != 0 || len(c.seq) != 0 || c.Stats().Wheel != 0 {
+		t.Errorf("left behind: apps %v, seq %v, wheel %d", c.apps.tags, c.seq, c.Stats().Wheel)
 	}
 }
 
