@@ -154,3 +154,52 @@ func TestWaitingDeliveriesTakeTurns(t *testing.T) {
 		t.Errorf("left behind: %v %v", w.by, w.ring)
 	}
 }
+
+// TestHangingDeliveryDoesNotHoldUpBatch: a fire job's push attempts find no
+// free worker (both of MaxInFlight 2 are busy: one delivers app c's task
+// for 50 ms, the other is the firing one). App a's attempt comes first and
+// hangs; app b's two must not wait for it: the first worker free (c's)
+// delivers them. Before, the firing worker delivered all three one after
+// the other, b's after a's timeout.
+func TestHangingDeliveryDoesNotHoldUpBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newAppSink()
+		s.by["a"] = func(ctx context.Context, _ *task.Task) error {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return context.DeadlineExceeded
+		}
+		s.by["c"] = func(context.Context, *task.Task) error { time.Sleep(50 * time.Millisecond); return nil }
+		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s}; c.MaxInFlight = 2 })
+		e := b.eng
+		start := time.Now()
+		mk := func(app string) *task.Task {
+			return &task.Task{ID: e.ids.New(start, 0), App: app, DueAt: start, Target: httpTarget, Lease: "l"}
+		}
+		e.sem <- struct{}{} // c's worker
+		e.startWorker(e.loopCtx, job{deliver: mk("c")})
+		e.sem <- struct{}{} // the firing worker: this goroutine's
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() { <-e.sem }()
+			e.deliverAll(e.workCtx, []*task.Task{mk("a"), mk("b"), mk("b")})
+			e.deliverWaiting(e.workCtx) // as the worker does after its job
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := s.count("b"); n != 2 {
+			t.Fatalf("b: %d of 2 delivered a second on, while a's hangs", n)
+		}
+		s.mu.Lock()
+		late := slices.Max(s.late["b"])
+		s.mu.Unlock()
+		if late > 100*time.Millisecond {
+			t.Errorf("b's attempts started %s late, want ≤ 100ms (c's delivery took 50)", late)
+		}
+		time.Sleep(time.Minute)
+		<-done
+	})
+}
