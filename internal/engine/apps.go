@@ -178,7 +178,8 @@ func (a *apps) policy(app string) AppPolicy {
 }
 
 // EffectivePolicy is Policy with every default filled in: the retry
-// policy, the payload cap, the in-flight cap and the burst actually applied.
+// policy, the payload cap, the in-flight cap, the burst and the weight
+// actually applied.
 func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	p := e.Policy(app)
 	p.Retry = p.Retry.WithDefaults()
@@ -191,6 +192,7 @@ func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
 		p.Burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
 	}
+	p.Weight = max(1, p.Weight)
 	return p
 }
 

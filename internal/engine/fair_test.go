@@ -203,3 +203,18 @@ func TestHangingDeliveryDoesNotHoldUpBatch(t *testing.T) {
 		<-done
 	})
 }
+
+// TestPolicyWeight: the policies' weights are what the scheduling core
+// asks for, and the effective policy shows them, 1 by default.
+func TestPolicyWeight(t *testing.T) {
+	b := setup(t, nil)
+	b.eng.SetPolicies(Policies{Default: AppPolicy{Weight: 3}, Apps: map[string]AppPolicy{"shop": {Weight: 2}, "bank": {}}})
+	for app, want := range map[string]int{"shop": 2, "bank": 0, "other": 3} {
+		if got := b.eng.apps.weight(app); got != want {
+			t.Errorf("weight(%q) = %d, want %d", app, got, want)
+		}
+	}
+	if w := b.eng.EffectivePolicy("bank").Weight; w != 1 {
+		t.Errorf("bank's effective weight %d, want 1", w)
+	}
+}

@@ -744,6 +744,7 @@ type appSettings struct {
 	Target     *task.Target     `json:"target,omitempty"`
 	Retry      task.RetryPolicy `json:"retry"`
 	MaxPayload int              `json:"max_payload"`
+	Weight     int              `json:"weight"`
 	Rate       struct {
 		DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 		Burst               int     `json:"burst"`
@@ -763,7 +764,7 @@ func (h *Handler) app(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := h.eng.EffectivePolicy(app)
-	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload}
+	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload, Weight: p.Weight}
 	out.Rate.DeliveriesPerSecond, out.Rate.Burst = p.DeliveriesPerSecond, p.Burst
 	out.Rate.MaxInFlight, out.Rate.CreatesPerSecond = p.MaxInFlight, p.CreatesPerSecond
 	writeJSON(w, http.StatusOK, out)
