@@ -254,10 +254,11 @@ type Engine struct {
 		sync.Mutex
 		attempts  map[task.ID]*attempt
 		pending   []outcome
-		settlers  int               // goroutines writing outcomes
-		gathering bool              // one of them waits for more (settleOutcome)
-		full      chan struct{}     // a batch is full: the gathering one writes now
-		waiting   waitingDeliveries // push attempts that found no free worker (waiting.go)
+		settlers  int           // goroutines writing outcomes
+		gathering bool          // one of them waits for more (settleOutcome)
+		full      chan struct{} // a batch is full: the gathering one writes now
+
+		waiting waitingDeliveries // push attempts that found no free worker (waiting.go)
 	}
 	deliverKick chan struct{} // capacity 1: attempts wait for a worker (waiting.go)
 

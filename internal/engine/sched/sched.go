@@ -40,6 +40,7 @@ package sched
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -135,10 +136,10 @@ func (t *appTable) ref(app string) uint32 {
 		}
 		if n := len(t.free); n > 0 {
 			tag, t.free = t.free[n-1], t.free[:n-1]
-			t.names[tag] = app
+			t.names[tag] = strings.Clone(app) // not the buffer a record was decoded from
 		} else {
 			tag = uint32(len(t.names))
-			t.names, t.refs = append(t.names, app), append(t.refs, 0)
+			t.names, t.refs = append(t.names, strings.Clone(app)), append(t.refs, 0)
 		}
 		t.tags[app] = tag
 	}
