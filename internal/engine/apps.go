@@ -29,7 +29,10 @@ type AppPolicy struct {
 	Burst               int
 	// MaxInFlight caps the app's concurrent push attempts. Default: half of
 	// Config.MaxInFlight, so that one app whose endpoint hangs can never
-	// take every delivery slot.
+	// take every delivery slot. On this node it is at most three quarters
+	// of Config.MaxInFlight whatever it says (in a cluster an explicit one
+	// holds across the nodes, and may be larger): the other apps keep a
+	// quarter of the workers.
 	MaxInFlight int
 	// CreatesPerSecond limits task creation (0: unlimited); past it creates
 	// fail with a *RateLimitError (HTTP 429 with Retry-After).
@@ -89,6 +92,7 @@ type apps struct {
 	pol      Policies
 	state    map[string]*appState
 	defShare int  // default MaxInFlight per app
+	maxShare int  // the most MaxInFlight per app on this node
 	closed   bool // the engine is stopping: no gate starts
 
 	rated      atomic.Pointer[ratedApps]
@@ -106,6 +110,7 @@ func newApps(cfg Config, boot string, enqueue func(app string, ids ...task.ID)) 
 	return &apps{
 		state:      map[string]*appState{},
 		defShare:   max(1, cfg.MaxInFlight/2),
+		maxShare:   max(1, cfg.MaxInFlight-cfg.MaxInFlight/4),
 		limiter:    cfg.Limiter,
 		log:        cfg.Logger,
 		leaseGrace: cfg.LeaseGrace,
@@ -189,6 +194,9 @@ func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	if p.MaxInFlight <= 0 {
 		p.MaxInFlight = e.apps.defShare
 	}
+	if e.cfg.Limiter == nil {
+		p.MaxInFlight = min(p.MaxInFlight, e.apps.maxShare) // in a cluster it holds across the nodes
+	}
 	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
 		p.Burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
 	}
@@ -202,6 +210,7 @@ func (a *apps) applyLocked(app string, st *appState) {
 	if st.maxInFlight <= 0 {
 		st.maxInFlight = a.defShare
 	}
+	st.maxInFlight = min(st.maxInFlight, a.maxShare) // the other apps keep a quarter of the workers
 	st.deliver = setLimit(st.deliver, p.DeliveriesPerSecond, p.Burst)
 	st.create = setLimit(st.create, p.CreatesPerSecond, 0)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -216,5 +217,72 @@ func TestPolicyWeight(t *testing.T) {
 	}
 	if w := b.eng.EffectivePolicy("bank").Weight; w != 1 {
 		t.Errorf("bank's effective weight %d, want 1", w)
+	}
+}
+
+// TestHangingAppKeepsToItsShare: app a's max_in_flight (1000) is above the
+// node's 64 workers, and its endpoint hangs: it holds at most three
+// quarters of them (48), and app b's tasks due meanwhile fire on time. In
+// a cluster, where a's max_in_flight holds across the nodes, the node
+// still asks the shared limiter for no more slots than its share.
+func TestHangingAppKeepsToItsShare(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one node", true: "cluster"}[cluster], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newAppSink()
+				var mu sync.Mutex
+				var inFlight, peak int
+				s.by["a"] = func(ctx context.Context, _ *task.Task) error {
+					mu.Lock()
+					inFlight++
+					peak = max(peak, inFlight)
+					mu.Unlock()
+					defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+					select {
+					case <-ctx.Done():
+					case <-time.After(10 * time.Second):
+					}
+					return context.DeadlineExceeded
+				}
+				b := setup(t, func(c *Config) {
+					c.Sinks = map[string]sink.Sink{"http": s}
+					c.MaxInFlight = 64
+					if cluster {
+						c.Limiter = newMemLimiter()
+					}
+				})
+				b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 1000}}})
+				if p := b.eng.EffectivePolicy("a").MaxInFlight; p != map[bool]int{false: 48, true: 1000}[cluster] {
+					t.Errorf("a's effective max_in_flight %d", p)
+				}
+				start := time.Now()
+				if _, err := b.eng.Schedule(t.Context(), many("a", 500, start)); err != nil {
+					t.Fatal(err)
+				}
+				var bs []ScheduleParams
+				for i := range 200 {
+					bs = append(bs, ScheduleParams{App: "b", DueAt: start.Add(time.Duration(i) * time.Millisecond), Target: httpTarget})
+				}
+				if _, err := b.eng.Schedule(t.Context(), bs); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				if n := s.count("b"); n != len(bs) {
+					t.Fatalf("b: %d of %d delivered while a's deliveries hang", n, len(bs))
+				}
+				s.mu.Lock()
+				late := slices.Max(s.late["b"])
+				s.mu.Unlock()
+				if late > 10*time.Millisecond {
+					t.Errorf("b's tasks up to %s late, want on time", late)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if peak > 48 || peak == 0 {
+					t.Errorf("a had %d attempts in flight, want 1 to 48 of the 64 workers", peak)
+				}
+			})
+		})
 	}
 }
