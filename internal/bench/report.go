@@ -380,7 +380,7 @@ per create over the scheduling window for schedule runs.
 |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `)
 	for _, r := range rep.Results {
-		if r.Workload == WorkloadPending {
+		if r.Workload == WorkloadPending || r.Workload == WorkloadTwoApp { // sections of their own
 			continue
 		}
 		spread := ""

@@ -629,6 +629,11 @@ func TestBenchSuite(t *testing.T) {
 			checkNumbers(t, "fire and schedule", fire[i], 12) // drained per second
 		}
 	}
+	two := tableRows(t, doc, "## Two apps")
+	if len(two) != 1 || two[0][0] != "push, embedded" || two[0][1] != "300" || two[0][4] != "51" || two[0][5] != "0" {
+		t.Fatalf("two apps: rows %q, want the embedded run of 300 and its 51 quiet tasks (over the 0.5 s spread):\n%s", two, doc)
+	}
+	checkNumbers(t, "two apps", two[0], 2, 3, 6, 7, 8, 9, 10)
 	// toc beside the baselines: the fire's p99 and max, each schedule's
 	// rate.
 	base := tableRows(t, doc, "## Baseline")
