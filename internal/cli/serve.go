@@ -90,7 +90,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", engine.ShutdownDefault, "how long a shutdown waits for in-flight deliveries")
 	fs.IntVar(&c.maxPayload, "max-payload", task.DefaultMaxPayload, "largest payload in bytes")
 	fs.IntVar(&c.maxLoaded, "max-loaded", engine.MaxLoadedDefault, "most tasks held in memory (the timing wheel's cap)")
-	fs.IntVar(&c.maxInFlight, "max-in-flight", engine.MaxInFlightDefault, "most concurrent push deliveries (one app gets at most half unless configured)")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", engine.MaxInFlightDefault, "most concurrent push deliveries (one app gets half unless configured, at most three quarters)")
 	fs.DurationVar(&c.window, "window", engine.WindowDefault, "how far ahead tasks are loaded into memory")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -255,6 +255,7 @@ func policies(f *config.File) engine.Policies {
 			DeliveriesPerSecond: a.Rate.DeliveriesPerSecond, Burst: a.Rate.Burst,
 			MaxInFlight: a.Rate.MaxInFlight, CreatesPerSecond: a.Rate.CreatesPerSecond,
 			MaxSchedules: a.MaxSchedules,
+			Weight:       a.Weight,
 		}
 	}
 	p := engine.Policies{Default: conv(f.Defaults), Apps: map[string]engine.AppPolicy{}}

@@ -15,6 +15,7 @@
 //	    max_payload: 16384
 //	    max_schedules: 1000
 //	    rate: {deliveries_per_second: 200, burst: 50, max_in_flight: 64, creates_per_second: 1000}
+//	    weight: 2
 //	    tokens: [<sha256 hex>]
 //	    signing_secrets: [whsec_<base64 key>, previous-secret]
 //	    signature: both     # standard | toc | both
@@ -103,6 +104,10 @@ type App struct {
 	// the default, 1000 (engine.MaxSchedulesDefault); -1 is no cap.
 	MaxSchedules int  `json:"max_schedules,omitempty"`
 	Rate         Rate `json:"rate,omitempty"`
+	// Weight is how many due tasks the app takes in its turn when the
+	// apps with due tasks take turns to be fired (1 to MaxWeight; 0: the
+	// default, 1).
+	Weight int `json:"weight,omitempty"`
 	// Tokens are SHA-256 hex digests of bearer tokens that reach this app.
 	Tokens []string `json:"tokens,omitempty"`
 	// SigningSecrets sign the app's webhooks; the first one signs, all
@@ -121,6 +126,10 @@ type App struct {
 	// Brokers, or exact broker URLs. See [File.Broker].
 	AllowedBrokers []string `json:"allowed_brokers,omitempty"`
 }
+
+// MaxWeight bounds App.Weight: an app takes at most this many due tasks in
+// a turn.
+const MaxWeight = 100
 
 // Rate limits an app. Zero means unlimited (MaxInFlight: the server's
 // default share).
@@ -480,6 +489,9 @@ func (a *App) validate(prefix string, declared bool) error {
 	if a.MaxSchedules < -1 {
 		return bad("max_schedules", "must be a count, 0 for the default (1000) or -1 for no cap; got %d", a.MaxSchedules)
 	}
+	if a.Weight < 0 || a.Weight > MaxWeight {
+		return bad("weight", "must be 1 to %d (0 or absent: 1)", MaxWeight)
+	}
 	r := a.Rate
 	switch {
 	case r.DeliveriesPerSecond < 0:
@@ -573,6 +585,9 @@ func (f *File) Effective(app string) App {
 	}
 	if a.Rate == (Rate{}) {
 		a.Rate = d.Rate
+	}
+	if a.Weight == 0 {
+		a.Weight = d.Weight
 	}
 	if a.SigningSecrets == nil {
 		a.SigningSecrets = d.SigningSecrets

@@ -162,3 +162,24 @@ func TestMaxSchedules(t *testing.T) {
 		t.Errorf("max_schedules -2: %v, want an error naming apps.shop.max_schedules", err)
 	}
 }
+
+// TestWeight: an app's weight is checked, names its field when wrong, and
+// falls back to the defaults' when absent.
+func TestWeight(t *testing.T) {
+	t.Parallel()
+	f, err := Parse("toc.yaml", []byte("defaults: {weight: 3}\napps:\n  shop: {weight: 2}\n  bank: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for app, want := range map[string]int{"shop": 2, "bank": 3, "other": 3} {
+		if got := f.Effective(app).Weight; got != want {
+			t.Errorf("Effective(%q).Weight = %d, want %d", app, got, want)
+		}
+	}
+	for _, y := range []string{"apps:\n  shop: {weight: -1}\n", "apps:\n  shop: {weight: 101}\n"} {
+		var ce *Error
+		if _, err := Parse("toc.yaml", []byte(y)); !errors.As(err, &ce) || ce.Field != "apps.shop.weight" {
+			t.Errorf("Parse(%q) = %v, want an error naming apps.shop.weight", y, err)
+		}
+	}
+}

@@ -778,6 +778,7 @@ type appSettings struct {
 	MaxPayload int              `json:"max_payload"`
 	// MaxSchedules is -1 for no cap.
 	MaxSchedules int `json:"max_schedules"`
+	Weight       int `json:"weight"`
 	Rate         struct {
 		DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 		Burst               int     `json:"burst"`
@@ -797,7 +798,7 @@ func (h *Handler) app(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := h.eng.EffectivePolicy(app)
-	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload, MaxSchedules: p.MaxSchedules}
+	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload, MaxSchedules: p.MaxSchedules, Weight: p.Weight}
 	out.Rate.DeliveriesPerSecond, out.Rate.Burst = p.DeliveriesPerSecond, p.Burst
 	out.Rate.MaxInFlight, out.Rate.CreatesPerSecond = p.MaxInFlight, p.CreatesPerSecond
 	writeJSON(w, http.StatusOK, out)

@@ -213,8 +213,10 @@ type Wakeup struct {
 	At    time.Time  // the task's WakeAt
 	State task.State // Scheduled or Delivering
 	Kind  string     // the target kind: task.Target.Kind()
-	// App and Key are filled by stores that have them at hand (sqlstore,
-	// for the cluster's promotion to Redis); others may leave them empty.
+	// App and Key are filled by stores that have them at hand (App: the
+	// engine's fair turns between apps, package sched; sqlstore's shard
+	// scans, for the cluster's promotion to Redis); others may leave them
+	// empty.
 	App, Key string
 }
 
