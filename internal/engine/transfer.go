@@ -124,12 +124,12 @@ func (e *Engine) Export(ctx context.Context, f ExportFilter, emit func(*task.Tas
 // does not carry: its state and its times must agree. Nothing of a call is
 // stored unless every task passes.
 //
-// Placement: a store with shards (store.Sharded: cluster mode) keeps a
-// task in the shard its id names, and a keyed task must be in its key's
-// shard (Config.ShardFor). A task whose id names another shard, or one the
-// store lacks, is stored under a new id: the same id with the shard field
-// changed (its time and random parts kept), reported in Moved. A GET by the
-// old id still finds it (see getMoved).
+// Ids are kept, in every mode: a task answers, is delivered and is found
+// by every route under the id it came with. A store with shards (sqlstore)
+// keeps it in the shard its id names (modulo its shard count), and a keyed
+// one whose key belongs to another shard holds its key there with a key
+// claim (see sqlstore's claim.go): reads by id cost what they cost for any
+// task, a read by key one extra point read.
 //
 // A task that was being delivered when it was exported is stored
 // scheduled, due now, its attempt given back ("released"): the attempt
@@ -146,7 +146,8 @@ type ImportResult struct {
 	// Released counts the tasks stored scheduled that were being delivered
 	// when exported.
 	Released int
-	// Moved lists the tasks stored under a new id.
+	// Moved is always empty: ids are kept. Earlier releases stored some
+	// tasks of a cluster under a new id and listed them here.
 	Moved []MovedID
 	// Taken lists the tasks not stored because another task holds their
 	// app and key here.
@@ -264,9 +265,6 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 			continue
 		}
 		res.Imported++
-		if t.ID != given[i] {
-			res.Moved = append(res.Moved, MovedID{ID: given[i], NewID: t.ID})
-		}
 		ws = append(ws, written{t: r.Task})
 	}
 	e.wrote(ctx, ws...)
@@ -361,7 +359,6 @@ func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err er
 		t.Lease, t.LeaseExpiresAt = "", nil
 		t.WakeAt = time.Time{}
 	}
-	t.ID = e.placeID(t)
 	return released, nil
 }
 
@@ -414,57 +411,7 @@ func checkImportRecord(t *task.Task) error {
 	return nil
 }
 
-// placeID returns the id t is stored under here: its own, unless the store
-// has shards (cluster mode) and t's id names one t cannot live in.
-func (e *Engine) placeID(t *task.Task) task.ID {
-	if e.cfg.ShardFor == nil {
-		return t.ID
-	}
-	shard := t.ID.Shard()
-	n := 0
-	if s, ok := store.As[store.Sharded](e.store); ok {
-		n = s.Shards()
-	}
-	switch {
-	case t.Key != "":
-		shard = e.cfg.ShardFor(t.App, t.Key, t.ID)
-	case n > 0 && int(shard) >= n:
-		shard = e.cfg.ShardFor(t.App, "", t.ID)
-	}
-	return t.ID.WithShard(shard)
-}
-
-// get is Get: the task with id, or one an import stored under id with
-// another shard (getMoved).
+// get is Get: the task with id.
 func (e *Engine) get(ctx context.Context, id task.ID) (*task.Task, error) {
-	t, err := e.store.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		if m, merr := e.getMoved(ctx, id); merr == nil {
-			return m, nil
-		}
-	}
-	return t, err
-}
-
-// getMoved looks for a task an import stored under a new id (see
-// placeID): the same id with another shard. It is Get's answer to an id
-// the store does not have, in cluster mode; one point read per shard.
-func (e *Engine) getMoved(ctx context.Context, id task.ID) (*task.Task, error) {
-	s, ok := store.As[store.Sharded](e.store)
-	if !ok || e.cfg.ShardFor == nil {
-		return nil, store.ErrNotFound
-	}
-	for shard := range min(s.Shards(), 1<<16) {
-		if uint16(shard) == id.Shard() {
-			continue
-		}
-		t, err := e.store.Get(ctx, id.WithShard(uint16(shard)))
-		if err == nil {
-			return t, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
-	}
-	return nil, store.ErrNotFound
+	return e.store.Get(ctx, id)
 }

@@ -120,15 +120,16 @@ func newScheduleRow(sc *task.Schedule) (scheduleRow, error) {
 	return r, nil
 }
 
-// scheduleDB returns the database of the shard id names, false if the
-// store has no such shard.
+// scheduleDB returns the database of id's home shard (claim.go).
 func (s *Store) scheduleDB(id task.ID) (*database, bool) {
-	db, _, ok := s.route(id.Shard())
+	db, _, ok := s.route(s.home(id))
 	return db, ok
 }
 
-// CreateSchedule implements [store.Schedules]. sc's id must name the shard
-// of its (app, key) ([Store.ShardFor]).
+// CreateSchedule implements [store.Schedules]. sc's home shard (the one
+// its id names, modulo Shards) must be in the database of its (app, key)'s
+// shard ([Store.ShardFor]): always so with one database, and for ids the
+// engine makes.
 func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Schedule, bool, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, false, err
@@ -139,13 +140,11 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Sc
 		return nil, false, err
 	}
 	c := row.sc
-	shard := c.ID.Shard()
-	db, ok := s.scheduleDB(c.ID)
-	if !ok {
-		return nil, false, fmt.Errorf("sqlstore: schedule %s: its id names shard %d; the store has %d", c.ID, shard, s.Shards())
-	}
-	if want := s.ShardFor(c.App, c.Key, c.ID); shard != want {
-		return nil, false, fmt.Errorf("sqlstore: schedule %s: its id names shard %d, its key belongs to shard %d: make its id with Store.ShardFor", c.ID, shard, want)
+	shard := s.home(c.ID)
+	db, _ := s.scheduleDB(c.ID)
+	if want := s.ShardFor(c.App, c.Key, c.ID); int(shard)/s.tables != int(want)/s.tables {
+		return nil, false, fmt.Errorf("sqlstore: schedule %s: its id names shard %d, in database %d; its key belongs to shard %d, in database %d: make its id with Store.ShardFor (an imported schedule keeps its id, and must then be in a database of its key's)",
+			c.ID, shard, int(shard)/s.tables, want, int(want)/s.tables)
 	}
 	var (
 		res     *task.Schedule
