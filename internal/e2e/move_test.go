@@ -126,6 +126,10 @@ func TestMoveEmbeddedToCluster(t *testing.T) {
 			Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Target: push}))
 		due = append(due, schedule(client.ScheduleRequest{App: "shop", Key: fmt.Sprintf("soon-%d", i), DueAt: &soon, Target: push}))
 	}
+	for range 3 { // keyless: they stay in the shard their id names (0)
+		later = append(later, schedule(client.ScheduleRequest{App: "archive", Delay: task.Duration(2 * time.Hour), PayloadBase64: []byte{0xff, 0},
+			Target: task.Target{Pull: &task.PullTarget{}}}))
+	}
 	for i := range 6 {
 		pulls = append(pulls, schedule(client.ScheduleRequest{App: "jobs", Key: fmt.Sprintf("job-%d", i), Delay: task.Duration(2 * time.Hour),
 			PayloadBase64: []byte{0xff, 0}, Target: task.Target{Pull: &task.PullTarget{}}}))
