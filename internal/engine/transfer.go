@@ -200,8 +200,8 @@ const maxImportText = 64 << 10
 var importing = make(chan struct{}, 1)
 
 // Import stores ts (at most MaxBatch) as exported by another server; see
-// the top of this section. The tasks are changed in place (placed and
-// checked). An error is an *ImportError for a task refused, or the call's
+// the top of this section. The tasks are changed in place (checked and
+// filled). An error is an *ImportError for a task refused, or the call's
 // (not ready, store failure).
 func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, error) {
 	var res ImportResult
@@ -304,8 +304,8 @@ func (e *Engine) storedIDs(ctx context.Context, ids []task.ID) (map[task.ID]bool
 
 // checkImport checks t as a create is checked, and that its state and
 // times agree; fills what the engine derives (retry defaults, WakeAt);
-// puts a delivering task back to scheduled (released); and places it (its
-// id, in cluster mode). released reports the latter.
+// and puts a delivering task back to scheduled (released), which released
+// reports. Its id is kept.
 func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err error) {
 	if t.ID.IsZero() {
 		return false, &task.FieldError{Field: "id", Message: "is required"}
