@@ -33,8 +33,7 @@ and names the line of the input. Lines are sent --batch at a time.
 
 A task (schedule) whose app and key another task (schedule) of the server
 holds is not imported: listed as "taken ID app key holder HOLDER"
-("taken schedule ..."). In a cluster of several SQL databases, a schedule
-whose id and key name shards of different databases is refused.
+("taken schedule ...").
 
 It prints "imported N, existing N, released N, taken N; schedules
 imported N, existing N, taken N" first, and on a terminal a progress line

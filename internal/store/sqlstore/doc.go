@@ -31,8 +31,10 @@
 //
 // Schedules ([store.Schedules]) are few and small: a database keeps them in
 // one table, toc_schedules (migration 0002), not one per task table. A
-// schedule lives in the database of its home shard, which must be the
-// database of the shard of its (app, key) (ShardFor, as for a keyed task), so
+// schedule lives in the database of the shard of its (app, key) (ShardFor,
+// as for a keyed task; the engine makes its id in that shard, and one
+// imported with another id is read by id in its home's database first,
+// then in the others), so
 // GetScheduleByKey reads one database and CreateSchedule's insert meets any
 // other of its key on one unique index. UpdateSchedule is one transaction
 // (SELECT … FOR UPDATE, fn, UPDATE, COMMIT); ListSchedules, DueSchedules

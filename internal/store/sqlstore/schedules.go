@@ -120,16 +120,30 @@ func newScheduleRow(sc *task.Schedule) (scheduleRow, error) {
 	return r, nil
 }
 
-// scheduleDB returns the database of id's home shard (claim.go).
-func (s *Store) scheduleDB(id task.ID) (*database, bool) {
-	db, _, ok := s.route(s.home(id))
-	return db, ok
+// inScheduleDBs runs fn with the database of id's home shard (claim.go)
+// and, while fn answers ErrNotFound, with the others in turn: a schedule
+// lives in the database of its key's shard (CreateSchedule), which is its
+// home's for every id the engine makes, but may be another for one
+// imported with an id made elsewhere. Schedules are few and read by id
+// rarely (API calls, a step's write), so such a schedule costs a read of
+// each database before its own.
+func (s *Store) inScheduleDBs(id task.ID, fn func(db *database) error) error {
+	home, _, _ := s.route(s.home(id))
+	err := fn(home)
+	for _, db := range s.dbs {
+		if !errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if db != home {
+			err = fn(db)
+		}
+	}
+	return err
 }
 
-// CreateSchedule implements [store.Schedules]. sc's home shard (the one
-// its id names, modulo Shards) must be in the database of its (app, key)'s
-// shard ([Store.ShardFor]): always so with one database, and for ids the
-// engine makes.
+// CreateSchedule implements [store.Schedules]. sc is stored in the
+// database of its (app, key)'s shard ([Store.ShardFor]), which is the one
+// its id names when the engine made it.
 func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Schedule, bool, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, false, err
@@ -140,12 +154,7 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Sc
 		return nil, false, err
 	}
 	c := row.sc
-	shard := s.home(c.ID)
-	db, _ := s.scheduleDB(c.ID)
-	if want := s.ShardFor(c.App, c.Key, c.ID); int(shard)/s.tables != int(want)/s.tables {
-		return nil, false, fmt.Errorf("sqlstore: schedule %s: its id names shard %d, in database %d; its key belongs to shard %d, in database %d: make its id with Store.ShardFor (an imported schedule keeps its id, and must then be in a database of its key's)",
-			c.ID, shard, int(shard)/s.tables, want, int(want)/s.tables)
-	}
+	db, _, _ := s.route(s.ShardFor(c.App, c.Key, c.ID))
 	var (
 		res     *task.Schedule
 		created bool
@@ -219,11 +228,12 @@ func (s *Store) GetSchedule(ctx context.Context, id task.ID) (*task.Schedule, er
 		return nil, err
 	}
 	defer s.leave()
-	db, ok := s.scheduleDB(id)
-	if !ok {
-		return nil, scheduleNotFound(id.String())
-	}
-	return readSchedule(ctx, db.db, db.schedules.get, map[string]any{"id": id[:]}, id.String())
+	var sc *task.Schedule
+	err := s.inScheduleDBs(id, func(db *database) (err error) {
+		sc, err = readSchedule(ctx, db.db, db.schedules.get, map[string]any{"id": id[:]}, id.String())
+		return err
+	})
+	return sc, err
 }
 
 // GetScheduleByKey implements [store.Schedules]. It reads the database of
@@ -248,10 +258,16 @@ func (s *Store) UpdateSchedule(ctx context.Context, id task.ID, fn func(*task.Sc
 		return nil, err
 	}
 	defer s.leave()
-	db, ok := s.scheduleDB(id)
-	if !ok {
-		return nil, scheduleNotFound(id.String())
-	}
+	var got *task.Schedule
+	err := s.inScheduleDBs(id, func(db *database) (err error) {
+		got, err = s.updateSchedule(ctx, db, id, fn)
+		return err
+	})
+	return got, err
+}
+
+// updateSchedule is UpdateSchedule in db.
+func (s *Store) updateSchedule(ctx context.Context, db *database, id task.ID, fn func(*task.Schedule) error) (*task.Schedule, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: update schedule %s: begin: %w", id, err)
@@ -289,23 +305,21 @@ func (s *Store) DeleteSchedule(ctx context.Context, id task.ID) error {
 		return err
 	}
 	defer s.leave()
-	db, ok := s.scheduleDB(id)
-	if !ok {
-		return scheduleNotFound(id.String())
-	}
-	q := db.schedules.del
-	r, err := db.db.ExecContext(ctx, q.sql, q.args(map[string]any{"id": id[:]})...)
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
-	}
-	if n == 0 {
-		return scheduleNotFound(id.String())
-	}
-	return nil
+	return s.inScheduleDBs(id, func(db *database) error {
+		q := db.schedules.del
+		r, err := db.db.ExecContext(ctx, q.sql, q.args(map[string]any{"id": id[:]})...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
+		}
+		if n == 0 {
+			return scheduleNotFound(id.String())
+		}
+		return nil
+	})
 }
 
 // readScheduleRow reads a row of a query that selects a record.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,8 +131,7 @@ func TestRouting(t *testing.T) {
 
 // TestScheduleRouting checks that each schedule is stored in the database
 // its id names (shard/Tables), in that database's one toc_schedules table,
-// and that CreateSchedule refuses an id whose shard is not its key's, or
-// not one of the store's.
+// and that one imported with an id naming another shard keeps it.
 func TestScheduleRouting(t *testing.T) {
 	for _, sv := range servers {
 		t.Run(sv.name, func(t *testing.T) {
@@ -171,19 +169,27 @@ func TestScheduleRouting(t *testing.T) {
 				}
 			}
 
-			// An imported schedule keeps its id: one whose id names another
-			// shard of its key's database, or a shard the store lacks that
-			// maps to one (modulo 8), is stored; one whose id names a shard
-			// of the other database is refused.
-			for _, shift := range []uint16{1, 8} {
+			// An imported schedule keeps its id, whatever shard it names:
+			// another of its key's database, one the store lacks (modulo 8
+			// it is one of the store's), one of the other database. It is
+			// stored in its key's database, found by id and by key, updated
+			// and deleted by id.
+			for _, shift := range []uint16{1, 8, testTables} {
 				sc := mk(fmt.Sprintf("moved-%d", shift))
 				key := sc.ID.Shard()
-				sc.ID = sc.ID.WithShard(key/testTables*testTables + (key+shift)%testTables)
-				if shift == 8 {
+				switch shift {
+				case 1:
+					sc.ID = sc.ID.WithShard(key/testTables*testTables + (key+1)%testTables)
+				case 8:
 					sc.ID = sc.ID.WithShard(key + 8)
+				default:
+					sc.ID = sc.ID.WithShard((key + testTables) % 8)
 				}
 				if _, created, err := s.CreateSchedule(ctx, sc); err != nil || !created {
 					t.Fatalf("CreateSchedule(id of shard %d, key of shard %d): %v, %v", sc.ID.Shard(), key, created, err)
+				}
+				if got := sv.queryInt(t, dsns[int(key)/testTables], "SELECT COUNT(*) FROM toc_schedules WHERE schedule_key = '"+sc.Key+"'"); got != 1 {
+					t.Errorf("schedule %s: %d rows in its key's database, want 1", sc.Key, got)
 				}
 				if got, err := s.GetSchedule(ctx, sc.ID); err != nil || got.ID != sc.ID {
 					t.Errorf("GetSchedule(%s) = %v, %v", sc.ID, got, err)
@@ -191,25 +197,25 @@ func TestScheduleRouting(t *testing.T) {
 				if got, err := s.GetScheduleByKey(ctx, sc.App, sc.Key); err != nil || got.ID != sc.ID {
 					t.Errorf("GetScheduleByKey(%s) = %v, %v", sc.Key, got, err)
 				}
+				if got, err := s.UpdateSchedule(ctx, sc.ID, func(c *task.Schedule) error { c.State = task.SchedulePaused; return nil }); err != nil || got.State != task.SchedulePaused {
+					t.Errorf("UpdateSchedule(%s) = %v, %v", sc.ID, got, err)
+				}
 				if err := s.DeleteSchedule(ctx, sc.ID); err != nil {
 					t.Errorf("DeleteSchedule(%s): %v", sc.ID, err)
 				}
+				if _, err := s.GetSchedule(ctx, sc.ID); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("GetSchedule(%s) after its delete: %v, want ErrNotFound", sc.ID, err)
+				}
 			}
-			wrong := mk("elsewhere")
-			wrong.ID = wrong.ID.WithShard((wrong.ID.Shard() + testTables) % 8)
-			if _, _, err := s.CreateSchedule(ctx, wrong); err == nil || !strings.Contains(err.Error(), "ShardFor") {
-				t.Errorf("CreateSchedule(in another database) error = %v, want one naming ShardFor", err)
+			unknown := mk("never-stored")
+			if _, err := s.GetSchedule(ctx, unknown.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetSchedule(%s) error = %v, want ErrNotFound", unknown.ID, err)
 			}
-			for _, id := range []task.ID{wrong.ID} {
-				if _, err := s.GetSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("GetSchedule(%s) error = %v, want ErrNotFound", id, err)
-				}
-				if err := s.DeleteSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("DeleteSchedule(%s) error = %v, want ErrNotFound", id, err)
-				}
-				if _, err := s.UpdateSchedule(ctx, id, func(*task.Schedule) error { return nil }); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("UpdateSchedule(%s) error = %v, want ErrNotFound", id, err)
-				}
+			if err := s.DeleteSchedule(ctx, unknown.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("DeleteSchedule(%s) error = %v, want ErrNotFound", unknown.ID, err)
+			}
+			if _, err := s.UpdateSchedule(ctx, unknown.ID, func(*task.Schedule) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("UpdateSchedule(%s) error = %v, want ErrNotFound", unknown.ID, err)
 			}
 		})
 	}
