@@ -560,7 +560,7 @@ func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why strin
 	if s != nil && s.State == task.ScheduleActive {
 		keep = s.NextAt
 	}
-	for _, due := range []*time.Time{old.NextAt, old.Made} {
+	for _, due := range []*time.Time{old.NextAt, madeOf(old)} {
 		if due == nil || !due.After(now) || (keep != nil && keep.Equal(*due)) {
 			continue
 		}
@@ -653,10 +653,10 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 		if err := e.syncOccurrence(ctx, s, made[0], now); err != nil {
 			return nil, err
 		}
-		if s.Made != nil && !s.Made.Equal(pending) && s.Made.After(now) {
+		if made := madeOf(s); made != nil && !made.Equal(pending) && made.After(now) {
 			// The pending occurrence of the rule before a PATCH or a
 			// resume, if the call that replaced it did not cancel it.
-			if err := e.retireOccurrence(ctx, s, *s.Made, "changed"); err != nil {
+			if err := e.retireOccurrence(ctx, s, *made, "changed"); err != nil {
 				return nil, err
 			}
 		}

@@ -75,3 +75,14 @@ func (e *Engine) skipped(ctx context.Context, t *task.Task) {
 	}
 	e.kickSchedules()
 }
+
+// madeOf is s's last occurrence made. A schedule a release before Made
+// wrote has none, and its LastAt was that occurrence (the pending one);
+// LastAt is never in the future otherwise, and the callers look only at a
+// time after now.
+func madeOf(s *task.Schedule) *time.Time {
+	if s.Made != nil {
+		return s.Made
+	}
+	return s.LastAt
+}
