@@ -464,6 +464,7 @@ type backend struct {
 	node     *cluster.Node // nil on a single node
 	rate     *cluster.RateLimiter
 	shardFor func(app, key string, id task.ID) uint16
+	home     func(id task.ID) int // the SQL shard a schedule lives in
 	describe string
 	closers  []func() error
 }
@@ -483,13 +484,14 @@ func (b *backend) limiter() engine.Limiter {
 }
 
 // ownsSchedule gives a cluster node's schedule loop the schedules of the
-// SQL shards it owns (a schedule lives in the shard its id names); nil on a
-// single node, which acts on all.
+// SQL shards it owns (a schedule lives in its home shard: the one its id
+// names, modulo the shards, see sqlstore.Store.Home); nil on a single node,
+// which acts on all.
 func (b *backend) ownsSchedule() func(task.ID) bool {
 	if b.node == nil {
 		return nil
 	}
-	return func(id task.ID) bool { return b.node.OwnsShard(int(id.Shard())) }
+	return func(id task.ID) bool { return b.node.OwnsShard(b.home(id)) }
 }
 
 func (b *backend) close() error {
@@ -522,7 +524,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 	if err != nil {
 		return nil, fmt.Errorf("open the SQL task library: %w (Options.DSNs is --sql, Options.Tables is --sql-tables; a database an earlier toc set up without --sql-tables has 16)", err)
 	}
-	b.store, b.shardFor = st, st.ShardFor
+	b.store, b.shardFor, b.home = st, st.ShardFor, st.Home
 	b.closers = append(b.closers, st.Close)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(c.redis, ",")})
 	rdb.AddHook(redisindex.MetricsHook(bm))

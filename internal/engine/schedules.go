@@ -15,7 +15,8 @@ package engine
 // A schedule has at most one pending occurrence: the one at NextAt. The
 // next is made when it comes due: the schedule's WakeAt is the pending
 // one's due time, and the schedule loop acts on it then (stepSchedule). In
-// the steady state WakeAt == NextAt == LastAt.
+// the steady state WakeAt == NextAt == Made (the last occurrence made);
+// LastAt is the last one that came due.
 //
 // A WakeAt before NextAt means "the occurrence at NextAt may not exist
 // yet, or may carry an older template": create, PATCH and resume store the
@@ -255,7 +256,7 @@ func (e *Engine) newSchedule(in *task.Schedule, now time.Time) (*task.Schedule, 
 	}
 	s.ID = id
 	s.CreatedAt, s.UpdatedAt = now, now
-	s.NextAt, s.LastAt, s.WakeAt = nil, nil, time.Time{}
+	s.NextAt, s.LastAt, s.Made, s.WakeAt = nil, nil, nil, time.Time{}
 	s.Anchor = anchorOf(s, now)
 	s.State = task.ScheduleActive
 	if err := planFrom(s, now); err != nil {
@@ -634,7 +635,7 @@ func (e *Engine) NextTimes(ctx context.Context, id task.ID, n int) ([]time.Time,
 }
 
 // retireOld cancels what was pending for old and is not pending for s (nil:
-// the schedule is gone): old's NextAt, and its LastAt (the pending
+// the schedule is gone): old's NextAt, and its Made (the pending
 // occurrence before an unfinished replacement), when due after now and not
 // started.
 func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why string) {
@@ -643,7 +644,7 @@ func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why strin
 	if s != nil && s.State == task.ScheduleActive {
 		keep = s.NextAt
 	}
-	for _, due := range []*time.Time{old.NextAt, old.LastAt} {
+	for _, due := range []*time.Time{old.NextAt, madeOf(old)} {
 		if due == nil || !due.After(now) || (keep != nil && keep.Equal(*due)) {
 			continue
 		}
@@ -763,10 +764,10 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule, paid int) (
 		if err := e.syncOccurrence(ctx, s, made[0], now); err != nil {
 			return nil, time.Time{}, err
 		}
-		if s.LastAt != nil && !s.LastAt.Equal(pending) && s.LastAt.After(now) {
+		if made := madeOf(s); made != nil && !made.Equal(pending) && made.After(now) {
 			// The pending occurrence of the rule before a PATCH or a
 			// resume, if the call that replaced it did not cancel it.
-			if err := e.retireOccurrence(ctx, s, *s.LastAt, "changed"); err != nil {
+			if err := e.retireOccurrence(ctx, s, *made, "changed"); err != nil {
 				return nil, time.Time{}, err
 			}
 		}
@@ -779,7 +780,15 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule, paid int) (
 		}
 		if len(dues) > 0 {
 			last := dues[len(dues)-1]
-			c.LastAt = &last
+			c.Made = &last
+		}
+		if !pending.After(now) { // came due: LastAt is the last of it and what followed
+			c.LastAt = &pending
+			for _, due := range dues {
+				if !due.After(now) && due.After(*c.LastAt) {
+					c.LastAt = &due
+				}
+			}
 		}
 		if len(unmade) > 0 {
 			// Held back: the first one not made is the next to make.

@@ -133,8 +133,11 @@ func TestScheduleFirstOccurrenceAtCreate(t *testing.T) {
 		start := time.Now().UTC()
 		s := mustCreate(t, b.eng, newSched("report", every(time.Minute)))
 		due := start.Add(time.Minute)
-		if s.State != task.ScheduleActive || s.NextAt == nil || !s.NextAt.Equal(due) || s.LastAt == nil || !s.LastAt.Equal(due) || !s.WakeAt.Equal(due) {
-			t.Fatalf("schedule after create: state %s, next %v, last %v, wake %v; want active and all at %v", s.State, s.NextAt, s.LastAt, s.WakeAt, due)
+		if s.State != task.ScheduleActive || s.NextAt == nil || !s.NextAt.Equal(due) || s.Made == nil || !s.Made.Equal(due) || !s.WakeAt.Equal(due) {
+			t.Fatalf("schedule after create: state %s, next %v, made %v, wake %v; want active and all at %v", s.State, s.NextAt, s.Made, s.WakeAt, due)
+		}
+		if s.LastAt != nil {
+			t.Errorf("schedule after create: last_at %v, want none: no occurrence came due", s.LastAt)
 		}
 		if s.Timezone != "UTC" || s.CatchUp != task.CatchUpOne {
 			t.Errorf("defaults: timezone %q, catch_up %q", s.Timezone, s.CatchUp)
@@ -435,8 +438,8 @@ func TestSchedulePatchReplacesPending(t *testing.T) {
 			t.Fatal(err)
 		}
 		due := at.Add(2 * time.Minute)
-		if p.NextAt == nil || !p.NextAt.Equal(due) || p.LastAt == nil || !p.LastAt.Equal(due) {
-			t.Fatalf("after a rule patch: next %v, last %v, want %v", p.NextAt, p.LastAt, due)
+		if p.NextAt == nil || !p.NextAt.Equal(due) || p.Made == nil || !p.Made.Equal(due) || p.LastAt != nil {
+			t.Fatalf("after a rule patch: next %v, made %v, want %v; last %v, want none", p.NextAt, p.Made, due, p.LastAt)
 		}
 		occ = occurrences(t, b.eng, "app", s.ID)
 		if len(occ) != 2 || occ[0].State != task.Cancelled || occ[1].State != task.Scheduled || !occ[1].DueAt.Equal(due) {

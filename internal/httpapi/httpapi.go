@@ -24,6 +24,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/recur"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
@@ -357,7 +358,7 @@ type createRequest struct {
 // Times toc accepts: the store keeps Unix milliseconds of years 1970-9998.
 var (
 	minTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = recur.End // a schedule's occurrences are never later: they export and import
 )
 
 func parseTime(field, s string) (time.Time, error) {

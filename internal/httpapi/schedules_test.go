@@ -86,12 +86,12 @@ func TestScheduleLifecycle(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %v", code, m)
 	}
-	for _, f := range []string{"id", "app", "key", "every", "timezone", "catch_up", "state", "next_at", "last_at", "created_at", "updated_at", "payload", "payload_base64", "target", "retry", "deadline_after"} {
+	for _, f := range []string{"id", "app", "key", "every", "timezone", "catch_up", "state", "next_at", "created_at", "updated_at", "payload", "payload_base64", "target", "retry", "deadline_after"} {
 		if _, ok := m[f]; !ok {
 			t.Errorf("schedule object lacks %q: %v", f, m)
 		}
 	}
-	for _, f := range []string{"cron", "start_at", "end_at", "anchor", "wake_at"} {
+	for _, f := range []string{"cron", "start_at", "end_at", "anchor", "wake_at", "made", "last_at"} { // last_at: none came due yet
 		if _, ok := m[f]; ok {
 			t.Errorf("schedule object has %q: %v", f, m)
 		}

@@ -93,11 +93,23 @@ func loadZone(tz string) (*time.Location, error) {
 // Location returns the rule's zone: UTC when it was given as "".
 func (r *Rule) Location() *time.Location { return r.loc }
 
+// End is the first instant Next never returns, the start of the year 9999
+// in UTC: the API and import take times before it (an occurrence the rule
+// makes can be exported and imported again).
+var End = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Next returns the first time of the rule strictly after `after`, in UTC at
 // millisecond precision, or the zero time when there is none: a cron rule
-// that can never match, or a time past the year 9999. The package doc says
+// that can never match, or a time at or after End. The package doc says
 // how cron rules meet DST changes and how far Next searches.
 func (r *Rule) Next(after time.Time) time.Time {
+	if t := r.next(after); t.Before(End) {
+		return t
+	}
+	return time.Time{}
+}
+
+func (r *Rule) next(after time.Time) time.Time {
 	after = after.Round(0) // no monotonic reading: only the instant counts
 	if r.every > 0 {
 		return r.nextEvery(after)

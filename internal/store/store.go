@@ -129,10 +129,11 @@ type BackupManifest struct {
 }
 
 // Sharded is an optional interface of a Store whose tasks live in numbered
-// shards, each task in the one its id names ([task.ID.Shard]): sqlstore. A
-// task must then get an id naming a shard below Shards(), and a keyed task
-// the shard of its key (see sqlstore's ShardFor). Other stores keep a task
-// under any id.
+// shards, each task in the one its id names ([task.ID.Shard], modulo
+// Shards()): sqlstore. The engine gives a new task an id naming a shard
+// below Shards(), and a keyed task the shard of its key (see sqlstore's
+// ShardFor); a task imported with another id is kept under it. Other
+// stores keep a task under any id.
 type Sharded interface {
 	Shards() int
 }

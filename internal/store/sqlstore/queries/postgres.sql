@@ -60,6 +60,10 @@ ON CONFLICT (app, task_key) DO NOTHING
 -- again.
 SELECT id, record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "key"}}
 
+-- name: delete_claim
+-- Deletes a key claim (state 0, claim.go) whose task is gone.
+DELETE FROM {{.Table}} WHERE id = {{arg "id"}} AND state = 0
+
 -- name: update
 UPDATE {{.Table}}
 SET state = {{arg "state"}}, target_kind = {{arg "kind"}}, wake_at = {{arg "wake_at"}},
