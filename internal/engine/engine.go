@@ -236,6 +236,10 @@ type Engine struct {
 	// stepping (stepNow), id → its own mark: the loop leaves them, so
 	// that one step, not two, takes the app's creates for them.
 	stepping sync.Map
+	// loopSteps marks the schedules the loop is stepping, id → a channel
+	// closed when the step ends (beginLoopStep): a PATCH, pause or delete
+	// waits for it before it answers (awaitLoopStep).
+	loopSteps sync.Map
 
 	mu struct {
 		sync.Mutex

@@ -639,6 +639,7 @@ func (e *Engine) NextTimes(ctx context.Context, id task.ID, n int) ([]time.Time,
 // occurrence before an unfinished replacement), when due after now and not
 // started.
 func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why string) {
+	e.awaitLoopStep(ctx, old.ID)
 	now := msNow()
 	var keep *time.Time
 	if s != nil && s.State == task.ScheduleActive {
@@ -1175,6 +1176,7 @@ func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule, held ma
 			defer func() { <-sem }()
 			sctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
+			defer e.beginLoopStep(s.ID)() // before the read: see awaitLoopStep
 			cur, err := e.schedules.GetSchedule(sctx, s.ID)
 			if err == nil {
 				_, holds[i], err = e.stepSchedule(sctx, cur, paid)
@@ -1186,6 +1188,34 @@ func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule, held ma
 	}
 	wg.Wait()
 	return holds
+}
+
+// beginLoopStep marks s as being stepped by the loop until the returned
+// func is called.
+func (e *Engine) beginLoopStep(id task.ID) (end func()) {
+	done := make(chan struct{})
+	e.loopSteps.Store(id, done)
+	return func() {
+		e.loopSteps.CompareAndDelete(id, done)
+		close(done)
+	}
+}
+
+// awaitLoopStep waits until no step of the loop is under way for the
+// schedule id (or ctx ends). A PATCH, pause or delete calls it after its
+// write: a step that read the schedule before that write made an
+// occurrence the write has made stray, and takes it back when its own
+// write fails (dropStray); waiting for it means the call answers with no
+// such occurrence pending. A step that starts after the write reads the
+// schedule after it (the mark is set before the read), so it makes none.
+// Steps of other nodes are not waited for: their strays go a moment later.
+func (e *Engine) awaitLoopStep(ctx context.Context, id task.ID) {
+	if v, ok := e.loopSteps.Load(id); ok {
+		select {
+		case <-v.(chan struct{}):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // ScheduleConflictError says a schedule is not in a state that allows the

@@ -616,3 +616,47 @@ func TestScheduleNextTimes(t *testing.T) {
 		}
 	})
 }
+
+// TestSchedulePauseWaitsForLoopStep: a pause that lands while the loop is
+// stepping the schedule (the step has made the next occurrence but not yet
+// written the schedule) answers only after the step took that occurrence
+// back, so nothing is pending once the pause has answered. This was the
+// flake of httpapi's TestScheduleLifecycle ("still pending after the
+// pause"): the stray occurrence was cancelled a few ms after the answer.
+func TestSchedulePauseWaitsForLoopStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		entered, release := make(chan struct{}), make(chan struct{})
+		b := setup(t, func(c *Config) {
+			c.Hooks.OccurrencesCreated = func(string, int) {
+				if armed.CompareAndSwap(true, false) {
+					close(entered)
+					<-release
+				}
+			}
+		})
+		ctx := t.Context()
+		s := mustCreate(t, b.eng, newSched("p", every(time.Minute)))
+		armed.Store(true)
+		<-entered // the loop steps at the first occurrence (+1m): it made the second
+		paused := make(chan error, 1)
+		go func() {
+			_, err := b.eng.PauseSchedule(ctx, s.ID)
+			paused <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-paused:
+			close(release)
+			t.Fatalf("the pause answered (err %v) while the loop's step was under way", err)
+		default:
+		}
+		close(release)
+		if err := <-paused; err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range inState(occurrences(t, b.eng, "app", s.ID), task.Scheduled) {
+			t.Errorf("occurrence due %s still pending after the pause", o.DueAt)
+		}
+	})
+}
