@@ -25,7 +25,7 @@
 //
 // # Locks
 //
-// Three mutexes, none ever held while another is taken, so there is no lock
+// Four mutexes, none ever held while another is taken, so there is no lock
 // order to keep:
 //   - e.mu guards the scheduling core (package sched: the wheel, the cursor
 //     and the per-app ready queues) and the pull waiters;
@@ -33,7 +33,9 @@
 //     counts, parked tasks and gates (apps.go, gate.go);
 //   - e.out guards the push attempts under way in this process, those
 //     waiting for a worker (waiting.go) and their outcomes waiting to be
-//     stored (fire.go).
+//     stored (fire.go);
+//   - e.creates guards the creates gathering into the next group-committed
+//     store write (creates.go).
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
