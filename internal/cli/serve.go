@@ -451,7 +451,8 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		}
 	}
 	if err := eng.Stop(sctx); err != nil {
-		return fmt.Errorf("stop engine: %w", err)
+		// The shutdown timeout ran out: the engine is stopped all the same.
+		log.Warn("stop engine", slog.String("error", err.Error()))
 	}
 	log.Info("toc stopped")
 	return nil

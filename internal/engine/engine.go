@@ -385,7 +385,8 @@ func (e *Engine) recover(ctx context.Context, now time.Time) error {
 
 // Stop stops firing, gives in-flight deliveries until ctx is done to finish,
 // then cancels them and puts them back to scheduled. It is safe to call more
-// than once and before Start.
+// than once and before Start. When ctx ended before the deliveries did, the
+// engine is stopped all the same and the error (wrapping ctx's) says so.
 //
 // Shutdown order: loops first (nothing new fires), then workers (in-flight
 // attempts finish or are released), so the store is still open for both.
@@ -409,14 +410,16 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() { e.workers.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
 		e.workStop() // in-flight attempts see ctx cancelled and release their tasks
 		<-done
+		err = fmt.Errorf("stop: deliveries under way were interrupted (they are delivered again later): %w", ctx.Err())
 	}
 	e.workStop()
-	return nil
+	return err
 }
 
 // Ready reports whether the engine accepts work.
