@@ -4,16 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"testing"
-
-	"github.com/go-json-experiment/json/jsontext"
+	"time"
 
 	"github.com/toc-dev/toc/task"
 )
-
-// batchBody is the body of POST /v1/tasks:batch, as the handler decodes it.
-type batchBody struct {
-	Tasks []jsontext.Value `json:"tasks"`
-}
 
 func TestDecodeRefuses(t *testing.T) {
 	cases := []struct {
@@ -50,7 +44,7 @@ func TestDecodeRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
 			if c.batch {
-				err = decodeBytes([]byte(c.in), &batchBody{})
+				_, err = readBatchBytes(New(Config{}), []byte(c.in), adminPrincipal, time.Now())
 			} else {
 				err = decodeBytes([]byte(c.in), &createRequest{})
 			}

@@ -140,15 +140,15 @@ func FuzzBatchRequest(f *testing.F) {
 	}
 	h := New(Config{})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req batchBody
-		if err := decodeBytes(body, &req); err != nil {
+		now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+		es, err := readBatchBytes(h, body, adminPrincipal, now)
+		if err != nil {
 			check4xx(t, body, err)
 			return
 		}
-		now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
-		for _, raw := range req.Tasks {
-			if _, err := h.batchItem(raw, now); err != nil {
-				check4xx(t, raw, err)
+		for _, e := range es {
+			if e.err != nil {
+				check4xx(t, body, e.err)
 			}
 		}
 	})

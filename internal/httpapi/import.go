@@ -198,6 +198,9 @@ func (h *Handler) importTasks(w http.ResponseWriter, r *http.Request) {
 // (blank lines skipped), each line at most maxImportLine bytes, the body
 // at most maxBatch. It returns the tasks and the line number of each.
 func (h *Handler) readImport(w http.ResponseWriter, r *http.Request) ([]*task.Task, []int, error) {
+	if err := takeBody(r, h.maxBatch); err != nil {
+		return nil, nil, err
+	}
 	br := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, h.maxBatch), 64<<10)
 	maxLine := h.maxImportLine()
 	var ts []*task.Task
