@@ -82,8 +82,8 @@ type Handler struct {
 	bodies     *bodyBudget
 	access     atomic.Pointer[Access]
 	origins    atomic.Pointer[http.CrossOriginProtection] // browser.go
-	public     *http.ServeMux // routes without authentication
-	api        http.Handler   // mux behind authentication
+	public     *http.ServeMux                             // routes without authentication
+	api        http.Handler                               // mux behind authentication
 }
 
 // New returns the API handler.
