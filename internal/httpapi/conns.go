@@ -137,7 +137,9 @@ func (l *ConnLimiter) Stats() ConnStats {
 }
 
 // Listener returns ln with the limits applied to what it accepts.
-func (l *ConnLimiter) Listener(ln net.Listener) net.Listener { return &limitedListener{Listener: ln, l: l} }
+func (l *ConnLimiter) Listener(ln net.Listener) net.Listener {
+	return &limitedListener{Listener: ln, l: l}
+}
 
 type limitedListener struct {
 	net.Listener
