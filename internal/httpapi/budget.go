@@ -115,6 +115,11 @@ type bodyCharge struct {
 
 type bodyChargeKey struct{}
 
+// budgeted is charged as a handler, for routes outside limited.
+func (h *Handler) budgeted(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { h.charged(next, w, r) }
+}
+
 // charged serves next with a charge in its context that takeBody draws on,
 // and gives the charge back when next returns.
 func (h *Handler) charged(next http.HandlerFunc, w http.ResponseWriter, r *http.Request) {

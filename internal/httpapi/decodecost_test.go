@@ -81,7 +81,10 @@ func readBatchBytes(h *Handler, body []byte, caller *principal, now time.Time) (
 	if err := decodeReader(bytes.NewReader(body), &req, h.batchReader(caller, now)); err != nil {
 		return nil, err
 	}
-	return h.batchEntries(req.Tasks, caller, now)
+	if req.Tasks == nil {
+		return nil, badField("tasks", "is required")
+	}
+	return req.Tasks, nil
 }
 
 // TestDecodeCostIsLinear checks that no body costs more than linear time:

@@ -119,7 +119,7 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("POST /v1/apps/{app}/tasks:retry", h.limited(h.retryAll))   // bulk.go
 	m.HandleFunc("POST /v1/apps/{app}/tasks:cancel", h.limited(h.cancelAll)) // bulk.go
 	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
-	m.HandleFunc("POST /v1/apps/{app}/claim", func(w http.ResponseWriter, r *http.Request) { h.charged(h.claim, w, r) }) // waits by design; bounded by its wait
+	m.HandleFunc("POST /v1/apps/{app}/claim", h.budgeted(h.claim)) // waits by design; bounded by its wait
 	m.HandleFunc("POST /v1/apps/{app}/tasks:ack", h.limited(h.ackMany))
 	// Schedules (recurring timers): schedules.go.
 	m.HandleFunc("POST /v1/schedules", h.limited(h.createSchedule))
@@ -163,7 +163,7 @@ func CanAccess(r *http.Request, app string) bool { return who(r.Context()).can(a
 func IsAdmin(r *http.Request) bool { return who(r.Context()).admin }
 
 // ServeHTTP serves the health routes to anyone and everything else to
-// authenticated requests.
+// authenticated requests that pass the rules for web pages (browser.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.public.Handler(r); pattern != "" {
 		h.public.ServeHTTP(w, r)
@@ -496,9 +496,8 @@ type batchItem struct {
 // batchEntry is one task of a batch as the handler reads it: its params,
 // or the error that is its answer.
 type batchEntry struct {
-	read bool // the item was read (a null item is not handed to the reader)
-	p    engine.ScheduleParams
-	err  error
+	p   engine.ScheduleParams
+	err error
 }
 
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
@@ -546,27 +545,16 @@ func (h *Handler) readBatch(w http.ResponseWriter, r *http.Request, caller *prin
 	if err := decodeStream(w, r, h.maxBatch, &req, h.batchReader(caller, now)); err != nil {
 		return nil, err
 	}
-	return h.batchEntries(req.Tasks, caller, now)
-}
-
-// batchEntries checks the tasks array of a batch once read, and gives the
-// entries of null items their error.
-func (h *Handler) batchEntries(es []batchEntry, caller *principal, now time.Time) ([]batchEntry, error) {
-	if es == nil {
+	if req.Tasks == nil {
 		return nil, badField("tasks", "is required: an array of up to %d tasks", engine.MaxBatch)
 	}
-	for i := range es {
-		if !es[i].read {
-			es[i].p, es[i].err = h.batchItem(jsontext.Value("null"), now, caller)
-		}
-	}
-	return es, nil
+	return req.Tasks, nil
 }
 
 // batchReader reads each task of a batch as the body streams in
-// (decodeStream), so that the body is never held whole: each item is
-// turned into its params, or its error, and only those are kept. More than
-// engine.MaxBatch items end the reading with a 400.
+// (decodeStream), so that the body is never held whole: each item, null
+// included, is turned into its params, or its error, and only those are
+// kept. More than engine.MaxBatch items end the reading with a 400.
 func (h *Handler) batchReader(caller *principal, now time.Time) jsonv2.Options {
 	n := 0
 	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, e *batchEntry) error {
@@ -577,7 +565,6 @@ func (h *Handler) batchReader(caller *principal, now time.Time) jsonv2.Options {
 		if err != nil {
 			return err
 		}
-		e.read = true
 		e.p, e.err = h.batchItem(raw, now, caller)
 		return nil
 	}))
