@@ -10,9 +10,11 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// MaxBodyMemoryDefault is Config.MaxBodyMemory's default: 128 MiB, four
-// batches at their 32 MiB cap, or about 850 creates at the default payload
-// cap, at once.
+// MaxBodyMemoryDefault is Config.MaxBodyMemory's default: 128 MiB, room
+// at once for two batches at their 32 MiB cap (in the half for large
+// bodies) and about 420 creates at the default payload cap, or 850 creates.
+// Memory in use is a small multiple of it at most: a body's tasks, their
+// records and the store's write.
 const MaxBodyMemoryDefault = 128 << 20
 
 // BodyWaitDefault is Config.BodyWait's default.
@@ -76,22 +78,22 @@ func (b *bodyBudget) acquire(ctx context.Context, n int64) error {
 }
 
 func (b *bodyBudget) acquireWait(ctx, wctx context.Context, n int64, large bool) error {
-	fail := func(err error) error {
+	fail := func() error {
 		if ctx.Err() != nil {
 			return ctx.Err() // the client went away
 		}
 		return errBodyBudget
 	}
 	if large {
-		if err := b.large.Acquire(wctx, n); err != nil {
-			return fail(err)
+		if b.large.Acquire(wctx, n) != nil {
+			return fail()
 		}
 	}
-	if err := b.all.Acquire(wctx, n); err != nil {
+	if b.all.Acquire(wctx, n) != nil {
 		if large {
 			b.large.Release(n)
 		}
-		return fail(err)
+		return fail()
 	}
 	return nil
 }
