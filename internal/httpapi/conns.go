@@ -181,11 +181,13 @@ func (c *limitedConn) Close() error {
 
 // clientOf is the address a connection is counted under.
 func clientOf(a net.Addr) netip.Addr {
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
+	var ip netip.Addr
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip = ta.AddrPort().Addr()
+	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		ip = ap.Addr()
 	}
-	ip := ap.Addr().Unmap()
+	ip = ip.Unmap()
 	if ip.Is6() {
 		if p, err := ip.Prefix(64); err == nil {
 			return p.Addr()
