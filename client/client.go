@@ -529,7 +529,9 @@ func (c *Client) doWith(ctx context.Context, method, path string, query url.Valu
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "toc-go-client")
-	if in != nil {
+	if in != nil || method == http.MethodPost || method == http.MethodPatch {
+		// Also without a body: a server without tokens takes a POST only
+		// as JSON (so that web pages cannot send one).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

@@ -64,6 +64,10 @@ type serveConfig struct {
 	insecure        bool
 	allowPrivate    string // "", "true" or "false"
 	reloadEvery     time.Duration
+	maxConns        int
+	maxConnsClient  int
+	idleTimeout     time.Duration
+	maxBodyMemory   int64
 
 	// Cluster mode.
 	sql         string // comma-separated DSNs
@@ -100,6 +104,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	fs.BoolVar(&c.insecure, "insecure", false, "allow serving without any token on a non-loopback address")
 	fs.StringVar(&c.allowPrivate, "allow-private-targets", "", "let tasks call loopback/private/link-local addresses: true or false (default: true only in local development mode)")
+	fs.IntVar(&c.maxConns, "max-connections", 0, fmt.Sprintf("most client connections open at once; past it the oldest idle one is closed to make room, or the new one refused (default: half the process's file limit, at most 16384: %d here)", httpapi.MaxConnsDefault(fileLimit())))
+	fs.IntVar(&c.maxConnsClient, "max-connections-per-client", 0, "most connections open at once from one client address (an IPv6 /64) (default: a quarter of --max-connections)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", httpapi.IdleTimeoutDefault, "how long an idle keep-alive connection is kept open")
+	fs.Int64Var(&c.maxBodyMemory, "max-body-memory", httpapi.MaxBodyMemoryDefault, "bytes of request bodies held in memory at once; past it a request waits up to 1s, then gets 503 (at least 64 MiB)")
 	fs.DurationVar(&c.reloadEvery, "config-check", 2*time.Second, "how often the configuration file is checked for changes (SIGHUP reloads at once)")
 	fs.StringVar(&c.sql, "sql", "", "cluster mode: SQL task library, DSN[,DSN...]: postgres://user:pass@host:5432/db or mysql://user:pass@host:3306/db (also mariadb://, or the MySQL driver's form user:pass@tcp(host:3306)/db)")
 	fs.StringVar(&c.redis, "redis", "", "cluster mode: Redis address[,address...] (several: Redis Cluster)")
@@ -138,6 +146,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", ErrUsage)
+	}
+	if c.maxConns < 0 || c.maxConnsClient < 0 || c.idleTimeout < 0 {
+		return fmt.Errorf("%w: --max-connections, --max-connections-per-client and --idle-timeout must not be negative", ErrUsage)
+	}
+	if c.maxBodyMemory < config.MinBodyMemory {
+		return fmt.Errorf("%w: --max-body-memory must be at least %d (64 MiB: two batches at their 32 MiB cap), got %d", ErrUsage, config.MinBodyMemory, c.maxBodyMemory)
 	}
 	log, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {
@@ -203,6 +217,18 @@ func (c *serveConfig) fill(f *config.File, set map[string]bool) {
 	}
 	if !set["max-in-flight"] && f.MaxInFlight > 0 {
 		c.maxInFlight = f.MaxInFlight
+	}
+	if !set["max-connections"] && f.MaxConnections > 0 {
+		c.maxConns = f.MaxConnections
+	}
+	if !set["max-connections-per-client"] && f.MaxConnectionsPerClient > 0 {
+		c.maxConnsClient = f.MaxConnectionsPerClient
+	}
+	if !set["idle-timeout"] && f.IdleTimeout > 0 {
+		c.idleTimeout = f.IdleTimeout.Std()
+	}
+	if !set["max-body-memory"] && f.MaxBodyMemory > 0 {
+		c.maxBodyMemory = f.MaxBodyMemory
 	}
 	if !set["insecure"] && f.Insecure {
 		c.insecure = true
@@ -371,7 +397,14 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		_ = eng.Stop(context.Background())
 		return fmt.Errorf("listen on %s: %w", c.listen, err)
 	}
+	// Connections are capped below the file limit, idle ones closed to
+	// make room (httpapi.ConnLimiter).
+	conns := httpapi.NewConnLimiter(httpapi.ConnLimits{Max: cmp.Or(c.maxConns, httpapi.MaxConnsDefault(fileLimit())),
+		PerClient: c.maxConnsClient, Logger: log})
+	ln = conns.Listener(ln)
+	registerConnMetrics(reg, conns)
 	api := httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload, Access: acc,
+		MaxBodyMemory: c.maxBodyMemory, AllowedOrigins: file.AllowedOrigins,
 		Mount: map[string]http.Handler{
 			"GET /metrics":  m.Handler(),
 			"GET /v1/stats": ui.StatsHandler(m, m, eng.Stats), // m caches the counts
@@ -390,7 +423,8 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      engine.MaxWait + 30*time.Second, // a claim may wait 30s
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       c.idleTimeout,
+		ConnState:         conns.ConnState,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -403,8 +437,11 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	} else {
 		go func() { served <- srv.Serve(ln) }()
 	}
+	maxConns, perClient := conns.Limits()
 	log.Info("toc serving", slog.String("addr", scheme+"://"+ln.Addr().String()), slog.String("store", be.describe),
-		slog.Bool("tokens", acc != nil), slog.Bool("allow_private_targets", lv.allowPrivate))
+		slog.Bool("tokens", acc != nil), slog.Bool("allow_private_targets", lv.allowPrivate),
+		slog.Int("max_connections", maxConns), slog.Int("max_connections_per_client", perClient),
+		slog.Duration("idle_timeout", c.idleTimeout), slog.Int64("max_body_memory", c.maxBodyMemory))
 	fmt.Fprintf(stdout, "toc listening on %s://%s\n", scheme, ln.Addr())
 
 	reloadDone := make(chan struct{})
@@ -417,6 +454,9 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 			}
 			a, err := access(f)
 			if err != nil {
+				return err
+			}
+			if err := api.SetAllowedOrigins(f.AllowedOrigins); err != nil {
 				return err
 			}
 			lv.file.Store(f)
@@ -456,6 +496,21 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	}
 	log.Info("toc stopped")
 	return nil
+}
+
+// registerConnMetrics exports the connection limiter's counts.
+func registerConnMetrics(reg *prometheus.Registry, l *httpapi.ConnLimiter) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toc_http_connections",
+			Help: "Client connections open (--max-connections caps them)."},
+			func() float64 { return float64(l.Stats().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "toc_http_connections_refused_total",
+			Help: "Client connections closed at once: at a connection cap, with no idle connection to close."},
+			func() float64 { return float64(l.Stats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "toc_http_connections_reclaimed_total",
+			Help: "Idle client connections closed to make room for new ones at a connection cap."},
+			func() float64 { return float64(l.Stats().Reclaimed) }),
+	)
 }
 
 // backend is where tasks live: Pebble on a single node, or SQL and Redis

@@ -24,6 +24,11 @@
 //	    allowed_brokers: [orders]
 //	brokers:
 //	  orders: amqp://toc:secret@rabbit.internal:5672/orders
+//	max_connections: 10000
+//	max_connections_per_client: 2500
+//	idle_timeout: 30s
+//	max_body_memory: 134217728
+//	allowed_origins: ["https://ops.example.com"]
 //
 // # Brokers
 //
@@ -41,6 +46,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -79,6 +85,21 @@ type File struct {
 	// AdminTokens are SHA-256 hex digests of bearer tokens that reach every
 	// app.
 	AdminTokens []string `json:"admin_tokens,omitempty"`
+	// MaxConnections caps the client connections open at once, and
+	// MaxConnectionsPerClient those of one client address (see
+	// httpapi.ConnLimits); IdleTimeout closes idle keep-alive connections.
+	// Fixed at start.
+	MaxConnections          int           `json:"max_connections,omitempty"`
+	MaxConnectionsPerClient int           `json:"max_connections_per_client,omitempty"`
+	IdleTimeout             task.Duration `json:"idle_timeout,omitempty"`
+	// MaxBodyMemory is the budget, in bytes, of the request bodies held in
+	// memory at once (httpapi.Config.MaxBodyMemory); at least 64 MiB.
+	// Fixed at start.
+	MaxBodyMemory int64 `json:"max_body_memory,omitempty"`
+	// AllowedOrigins are the origins (scheme://host[:port]) whose web
+	// pages may change state through the API besides toc's own (the
+	// dashboard); every other page is refused. Reloaded.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 	// Cluster mode: the SQL task library, Redis, and their sizing.
 	SQL         []string      `json:"sql,omitempty"`
 	Redis       []string      `json:"redis,omitempty"`
@@ -153,6 +174,10 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("config %s: %s: %s", e.Path, e.Field, e.Msg)
 }
+
+// MinBodyMemory is the least max_body_memory: the budget must hold two
+// batches at their 32 MiB cap (half of it is for large bodies).
+const MinBodyMemory = 64 << 20
 
 // Load reads and validates the file at path.
 func Load(path string) (*File, error) {
@@ -242,6 +267,24 @@ func (f *File) Validate() error {
 	}
 	if f.MaxPayload < 0 {
 		return bad("max_payload", "must not be negative")
+	}
+	if f.MaxConnections < 0 {
+		return bad("max_connections", "must not be negative")
+	}
+	if f.MaxConnectionsPerClient < 0 {
+		return bad("max_connections_per_client", "must not be negative")
+	}
+	if f.IdleTimeout < 0 {
+		return bad("idle_timeout", "must not be negative")
+	}
+	if f.MaxBodyMemory != 0 && f.MaxBodyMemory < MinBodyMemory {
+		return bad("max_body_memory", "must be at least %d bytes (64 MiB: two batches at their 32 MiB cap), got %d", MinBodyMemory, f.MaxBodyMemory)
+	}
+	for i, o := range f.AllowedOrigins {
+		// net/http's own parser of trusted origins, which the API uses.
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			return bad(fmt.Sprintf("allowed_origins[%d]", i), "must be an origin like https://ops.example.com (scheme://host[:port], no path): %v", err)
+		}
 	}
 	if f.LogFormat != "" && f.LogFormat != "text" && f.LogFormat != "json" {
 		return bad("log_format", "must be text or json")

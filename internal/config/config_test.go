@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 const brokersYAML = `
@@ -181,5 +182,41 @@ func TestWeight(t *testing.T) {
 		if _, err := Parse("toc.yaml", []byte(y)); !errors.As(err, &ce) || ce.Field != "apps.shop.weight" {
 			t.Errorf("Parse(%q) = %v, want an error naming apps.shop.weight", y, err)
 		}
+	}
+}
+
+// TestValidateServerLimits: the connection, body and origin settings.
+func TestValidateServerLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		field      string // "" for valid
+	}{
+		{"valid", "max_connections: 1000\nmax_connections_per_client: 100\nidle_timeout: 10s\nmax_body_memory: 67108864\nallowed_origins: [\"https://ops.example.com\", \"http://localhost:5173\"]\n", ""},
+		{"negative connections", "max_connections: -1\n", "max_connections"},
+		{"negative per client", "max_connections_per_client: -1\n", "max_connections_per_client"},
+		{"negative idle timeout", "idle_timeout: -1s\n", "idle_timeout"},
+		{"body memory below two batches", "max_body_memory: 1048576\n", "max_body_memory"},
+		{"origin with a path", "allowed_origins: [\"https://ops.example.com/ui\"]\n", "allowed_origins[0]"},
+		{"origin without a scheme", "allowed_origins: [\"https://a.example\", \"ops.example.com\"]\n", "allowed_origins[1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("toc.yaml", []byte(tt.yaml))
+			if tt.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.MaxConnections != 1000 || f.MaxConnectionsPerClient != 100 || f.IdleTimeout.Std() != 10*time.Second ||
+					f.MaxBodyMemory != 64<<20 || len(f.AllowedOrigins) != 2 {
+					t.Errorf("parsed %+v", f)
+				}
+				return
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Field != tt.field {
+				t.Fatalf("got %v, want an error naming %s", err, tt.field)
+			}
+		})
 	}
 }

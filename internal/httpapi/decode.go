@@ -74,8 +74,12 @@ func decodeHeaders(dec *jsontext.Decoder, h *map[string]string) error {
 }
 
 // decode reads exactly one JSON object from the body, refusing unknown or
-// repeated fields, invalid UTF-8, trailing data and bodies over limit.
+// repeated fields, invalid UTF-8, trailing data and bodies over limit. The
+// body is charged to the body budget first (takeBody).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if err := takeBody(r, limit); err != nil {
+		return err
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -84,10 +88,52 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	return decodeBytes(raw, v)
 }
 
+// decodeStream is decode for a large body (a batch's): the body is decoded
+// as it is read, never held whole, with opts (unmarshalers that keep only
+// what they need of each element) besides the rules above.
+func decodeStream(w http.ResponseWriter, r *http.Request, limit int64, v any, opts json.Options) error {
+	if err := takeBody(r, limit); err != nil {
+		return err
+	}
+	return decodeReader(http.MaxBytesReader(w, r.Body, limit), v, opts)
+}
+
+// decodeReader is decodeStream's decoding.
+func decodeReader(rd io.Reader, v any, opts json.Options) error {
+	body := &sawReader{r: rd}
+	err := json.UnmarshalRead(body, v, decodeOptions, opts)
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &mbe):
+		return mbe // 413
+	case !body.saw:
+		return errEmptyBody
+	}
+	return jsonError(err)
+}
+
+// sawReader notes whether anything but whitespace was read.
+type sawReader struct {
+	r   io.Reader
+	saw bool
+}
+
+func (s *sawReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if !s.saw && len(bytes.TrimSpace(p[:n])) > 0 {
+		s.saw = true
+	}
+	return n, err
+}
+
+var errEmptyBody = &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is empty; send a JSON object"}
+
 // decodeBytes is decode for a body already read.
 func decodeBytes(raw []byte, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return &apiError{status: http.StatusBadRequest, code: "invalid_json", msg: "request body is empty; send a JSON object"}
+		return errEmptyBody
 	}
 	if err := json.Unmarshal(raw, v, decodeOptions); err != nil {
 		return jsonError(err)

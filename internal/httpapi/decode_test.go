@@ -3,17 +3,12 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
-
-	"github.com/go-json-experiment/json/jsontext"
+	"time"
 
 	"github.com/toc-dev/toc/task"
 )
-
-// batchBody is the body of POST /v1/tasks:batch, as the handler decodes it.
-type batchBody struct {
-	Tasks []jsontext.Value `json:"tasks"`
-}
 
 func TestDecodeRefuses(t *testing.T) {
 	cases := []struct {
@@ -28,6 +23,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"repeated in payload", `{"payload":{"a":1,"a":2},"app":"x"}`, false, "payload.a"},
 		{"repeated after payload", `{"payload":{"a":{"b":1}},"app":"x","app":"y"}`, false, "app"},
 		{"repeated in a batch item", `{"tasks":[{"app":"a"},{"app":"a","key":"k","key":"k"}]}`, true, "tasks.1.key"},
+		{"batch past its cap", `{"tasks":[` + strings.Repeat(`null,`, 1000) + `null]}`, true, "tasks"},
 		{"repeated retry field", `{"retry":{"max_attempts":1,"max_attempts":2}}`, false, "retry.max_attempts"},
 		{"repeated, escaped", `{"a\u0070p":"x","app":"y"}`, false, "app"},
 		{"repeated header", `{"target":{"http":{"url":"x","headers":{"A":"1","A":"2"}}}}`, false, "target.http.headers.A"},
@@ -50,7 +46,7 @@ func TestDecodeRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
 			if c.batch {
-				err = decodeBytes([]byte(c.in), &batchBody{})
+				_, err = readBatchBytes(New(Config{}), []byte(c.in), adminPrincipal, time.Now())
 			} else {
 				err = decodeBytes([]byte(c.in), &createRequest{})
 			}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -60,18 +61,30 @@ func members(size int, format string) string {
 // decodeBatch runs body through what POST /v1/tasks:batch does before the
 // engine: decode the batch, then each item. It returns the first error.
 func decodeBatch(h *Handler, body []byte) error {
-	var req batchBody
-	if err := decodeBytes(body, &req); err != nil {
+	es, err := readBatchBytes(h, body, adminPrincipal, time.Now())
+	if err != nil {
 		return err
 	}
-	now := time.Now()
-	var first error
-	for _, raw := range req.Tasks {
-		if _, err := h.batchItem(raw, now); err != nil && first == nil {
-			first = err
+	for _, e := range es {
+		if e.err != nil {
+			return e.err
 		}
 	}
-	return first
+	return nil
+}
+
+// readBatchBytes is readBatch for a body in hand.
+func readBatchBytes(h *Handler, body []byte, caller *principal, now time.Time) ([]batchEntry, error) {
+	var req struct {
+		Tasks []batchEntry `json:"tasks"`
+	}
+	if err := decodeReader(bytes.NewReader(body), &req, h.batchReader(caller, now)); err != nil {
+		return nil, err
+	}
+	if req.Tasks == nil {
+		return nil, badField("tasks", "is required")
+	}
+	return req.Tasks, nil
 }
 
 // TestDecodeCostIsLinear checks that no body costs more than linear time:

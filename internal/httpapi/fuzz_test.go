@@ -135,20 +135,28 @@ func FuzzBatchRequest(f *testing.F) {
 		"{\"tasks\":[{\"app\":\"a\",\"key\":\"\xff\"}]}",
 		`{"tasks":[{"payload":[[[[[[[[[[]]]]]]]]]]}]}`,
 		`{"tasks":[]} x`,
+		`{"tasks":[{"app":"b","payload":{"x":1},"delay":"1s","target":{"pull":{}}},{"payload":1,"app":"a","delay":"1s","target":{"pull":{}}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	h := New(Config{})
+	// An admin, and a token of app a (items of other apps are refused
+	// before they are decoded).
+	callers := []*principal{adminPrincipal, {apps: map[string]bool{"a": true}}}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req batchBody
-		if err := decodeBytes(body, &req); err != nil {
-			check4xx(t, body, err)
-			return
-		}
 		now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
-		for _, raw := range req.Tasks {
-			if _, err := h.batchItem(raw, now); err != nil {
-				check4xx(t, raw, err)
+		for _, caller := range callers {
+			es, err := readBatchBytes(h, body, caller, now)
+			if err != nil {
+				check4xx(t, body, err)
+				continue
+			}
+			for _, e := range es {
+				if e.err != nil {
+					check4xx(t, body, e.err)
+				} else if !caller.can(e.p.App) {
+					t.Fatalf("body %q: an item of app %q passed a token of app a", body, e.p.App)
+				}
 			}
 		}
 	})

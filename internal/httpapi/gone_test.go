@@ -31,6 +31,7 @@ func TestClientGoneIsNotAnError(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/apps/workers/claim", strings.NewReader(`{"wait":"30s"}`))
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() {

@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toc-dev/toc/internal/engine"
@@ -46,11 +47,26 @@ type Config struct {
 	// Public adds routes served to anyone, like "GET /ui/" (static assets
 	// that hold no data).
 	Public map[string]http.Handler
+	// AllowedOrigins are the origins (scheme://host[:port]) whose web pages
+	// may change state through the API; pages of every other origin are
+	// refused (browser.go). Empty: the server's own origin only.
+	// SetAllowedOrigins replaces them.
+	AllowedOrigins []string
 	// MaxConcurrent caps the API requests served at once (long-polling
 	// claims excepted); more get 429 with Retry-After, so that a flood
 	// sheds load instead of queueing without bound. Default
 	// MaxConcurrentDefault.
 	MaxConcurrent int
+	// MaxBodyMemory is the budget, in bytes, of the request bodies read,
+	// decoded and held at once, process-wide (budget.go); a request past
+	// it waits up to BodyWait, then gets 503 with Retry-After. Bodies
+	// larger than one task's (batches) may take half of it. At least twice
+	// the batch cap (64 MiB): a smaller value is raised to that. Default
+	// MaxBodyMemoryDefault.
+	MaxBodyMemory int64
+	// BodyWait is how long a request waits for room in MaxBodyMemory.
+	// Default BodyWaitDefault.
+	BodyWait time.Duration
 }
 
 // MaxConcurrentDefault is Config.MaxConcurrent's default.
@@ -65,9 +81,11 @@ type Handler struct {
 	mux        *http.ServeMux
 	maxPayload int
 	slots      chan struct{} // MaxConcurrent tokens
+	bodies     *bodyBudget
 	access     atomic.Pointer[Access]
-	public     *http.ServeMux // routes without authentication
-	api        http.Handler   // mux behind authentication
+	origins    atomic.Pointer[http.CrossOriginProtection] // browser.go
+	public     *http.ServeMux                             // routes without authentication
+	api        http.Handler                               // mux behind authentication
 }
 
 // maxNackError is the most bytes of a nack's error kept.
@@ -88,6 +106,8 @@ func New(cfg Config) *Handler {
 	// default payload cap 1000 maximal tasks would need about 150 MB).
 	// Decoding costs time linear in the size, so the cap bounds the work.
 	h.maxBatch = min(32<<20, int64(engine.MaxBatch)*h.maxBody)
+	h.bodies = newBodyBudget(cmp.Or(cfg.MaxBodyMemory, MaxBodyMemoryDefault), h.maxBody, h.maxBatch,
+		cmp.Or(cfg.BodyWait, BodyWaitDefault))
 
 	m := h.mux
 	m.HandleFunc("POST /v1/tasks", h.limited(h.create))
@@ -104,7 +124,7 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("POST /v1/apps/{app}/tasks:retry", h.limited(h.retryAll))   // bulk.go
 	m.HandleFunc("POST /v1/apps/{app}/tasks:cancel", h.limited(h.cancelAll)) // bulk.go
 	m.HandleFunc("GET /v1/apps/{app}", h.limited(h.app))
-	m.HandleFunc("POST /v1/apps/{app}/claim", h.claim) // waits by design; bounded by its wait
+	m.HandleFunc("POST /v1/apps/{app}/claim", h.budgeted(h.claim)) // waits by design; bounded by its wait
 	m.HandleFunc("POST /v1/apps/{app}/tasks:ack", h.limited(h.ackMany))
 	// Schedules (recurring timers): schedules.go.
 	m.HandleFunc("POST /v1/schedules", h.limited(h.createSchedule))
@@ -139,6 +159,9 @@ func New(cfg Config) *Handler {
 		h.public.Handle(pattern, handler)
 	}
 	h.access.Store(cfg.Access)
+	if err := h.SetAllowedOrigins(cfg.AllowedOrigins); err != nil {
+		panic("httpapi: " + err.Error()) // the config file's validation lets none through
+	}
 	h.api = h.authenticate(m)
 	return h
 }
@@ -173,11 +196,19 @@ func CanAccess(r *http.Request, app string) bool { return who(r.Context()).can(a
 func IsAdmin(r *http.Request) bool { return who(r.Context()).admin }
 
 // ServeHTTP serves the health routes to anyone and everything else to
-// authenticated requests.
+// authenticated requests that pass the rules for web pages (browser.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.public.Handler(r); pattern != "" {
 		h.public.ServeHTTP(w, r)
 		return
+	}
+	if err := h.checkBrowserWrite(r); err != nil {
+		// Only a route that may change state is refused: an unknown path
+		// or a known one with another method gets its 404 or 405.
+		if _, pattern := h.mux.Handler(r); pattern != "/" {
+			h.writeError(w, r, err)
+			return
+		}
 	}
 	h.api.ServeHTTP(w, r)
 }
@@ -223,13 +254,13 @@ var errBusy = &apiError{status: http.StatusTooManyRequests, code: "too_many_requ
 	msg: "the server is at its limit of concurrent requests; retry after the Retry-After delay"}
 
 // limited sheds load: past MaxConcurrent requests at once, it answers 429
-// at once instead of queueing.
+// at once instead of queueing. Its body is charged to the budget.
 func (h *Handler) limited(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case h.slots <- struct{}{}:
 			defer func() { <-h.slots }()
-			next(w, r)
+			h.charged(next, w, r)
 		default:
 			h.writeError(w, r, errBusy)
 		}
@@ -499,38 +530,31 @@ type batchItem struct {
 	Error   *errorBody `json:"error,omitempty"`
 }
 
+// batchEntry is one task of a batch as the handler reads it: its params,
+// or the error that is its answer.
+type batchEntry struct {
+	p   engine.ScheduleParams
+	err error
+}
+
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Tasks []jsontext.Value `json:"tasks"`
-	}
-	if err := decode(w, r, h.maxBatch, &req); err != nil {
+	entries, err := h.readBatch(w, r, who(r.Context()), time.Now())
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if req.Tasks == nil {
-		h.writeError(w, r, badField("tasks", "is required: an array of up to %d tasks", engine.MaxBatch))
-		return
-	}
-	if len(req.Tasks) > engine.MaxBatch {
-		h.writeError(w, r, badField("tasks", "has %d tasks, more than %d", len(req.Tasks), engine.MaxBatch))
-		return
-	}
-	now := time.Now()
-	items := make([]batchItem, len(req.Tasks))
+	items := make([]batchItem, len(entries))
 	var ps []engine.ScheduleParams
 	var idx []int
-	for i, raw := range req.Tasks {
-		p, err := h.batchItem(raw, now)
-		if err == nil {
-			err = authorizeApp(r, p.App)
-		}
-		if err != nil {
-			items[i].Error = itemError(err)
+	for i, e := range entries {
+		if e.err != nil {
+			items[i].Error = itemError(e.err)
 			continue
 		}
-		ps = append(ps, p)
+		ps = append(ps, e.p)
 		idx = append(idx, i)
 	}
+	entries = nil // the params are in ps now
 	if len(ps) > 0 {
 		rs, err := h.eng.Schedule(r.Context(), ps)
 		if err != nil {
@@ -550,18 +574,67 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	writeResults(w, items, preferMinimal(r))
 }
 
+// readBatch reads the body of a batch into one entry per task.
+func (h *Handler) readBatch(w http.ResponseWriter, r *http.Request, caller *principal, now time.Time) ([]batchEntry, error) {
+	var req struct {
+		Tasks []batchEntry `json:"tasks"`
+	}
+	if err := decodeStream(w, r, h.maxBatch, &req, h.batchReader(caller, now)); err != nil {
+		return nil, err
+	}
+	if req.Tasks == nil {
+		return nil, badField("tasks", "is required: an array of up to %d tasks", engine.MaxBatch)
+	}
+	return req.Tasks, nil
+}
+
+// batchReader reads each task of a batch as the body streams in
+// (decodeStream), so that the body is never held whole: each item, null
+// included, is turned into its params, or its error, and only those are
+// kept. More than engine.MaxBatch items end the reading with a 400.
+func (h *Handler) batchReader(caller *principal, now time.Time) jsonv2.Options {
+	n := 0
+	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, e *batchEntry) error {
+		if n++; n > engine.MaxBatch {
+			return badField("tasks", "has more than %d tasks: send them in several requests", engine.MaxBatch)
+		}
+		raw, err := dec.ReadValue() // valid until the next read: batchItem copies what it keeps
+		if err != nil {
+			return err
+		}
+		e.p, e.err = h.batchItem(raw, now, caller)
+		return nil
+	}))
+}
+
 // batchItem reads one task of a batch: its size is checked before it is
-// decoded, so that no item costs more than a create of its own would.
-func (h *Handler) batchItem(raw jsontext.Value, now time.Time) (engine.ScheduleParams, error) {
+// decoded, so that no item costs more than a create of its own would, and
+// the caller's right to its app before its payload is copied, so that the
+// items of an app the token does not reach cost only the time to read them.
+func (h *Handler) batchItem(raw jsontext.Value, now time.Time, caller *principal) (engine.ScheduleParams, error) {
 	if len(raw) > int(h.maxBody) {
 		return engine.ScheduleParams{}, &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
 			msg: fmt.Sprintf("task is larger than %d bytes", h.maxBody)}
+	}
+	if !caller.admin {
+		// The app alone; every other member is skipped, not kept. An item
+		// this cannot read is left to the full decoding for its error.
+		var head struct {
+			App string `json:"app"`
+		}
+		if jsonv2.Unmarshal(raw, &head) == nil && task.ValidateApp(head.App) == nil && !caller.can(head.App) {
+			return engine.ScheduleParams{}, errForbidden(head.App)
+		}
 	}
 	var cr createRequest
 	if err := decodeBytes(raw, &cr); err != nil {
 		return engine.ScheduleParams{}, err
 	}
-	return cr.params(now)
+	p, err := cr.params(now)
+	if err == nil && !caller.can(p.App) {
+		err = errForbidden(p.App)
+	}
+	return p, err
 }
 
 // itemError is the error object of one item of a batch answer: an error

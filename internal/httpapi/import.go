@@ -315,6 +315,9 @@ type importBody struct {
 // tasks and schedules (blank lines skipped), each line at most
 // maxImportLine bytes, the body at most maxBatch.
 func (h *Handler) readImport(w http.ResponseWriter, r *http.Request) (*importBody, error) {
+	if err := takeBody(r, h.maxBatch); err != nil {
+		return nil, err
+	}
 	br := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, h.maxBatch), 64<<10)
 	maxLine := h.maxImportLine()
 	in := &importBody{}

@@ -53,6 +53,7 @@ func TestBatchMinimal(t *testing.T) {
 	body := `{"tasks":[{"app":"m","key":"raw","delay":"1h","target":{"pull":{}}}]}`
 	req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/tasks:batch", strings.NewReader(body))
 	req.Header.Set("Prefer", "return=minimal")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -551,6 +551,7 @@ func TestScheduleConcurrentPatchKeepsDue(t *testing.T) {
 		go func() {
 			for n := 0; ctx.Err() == nil; n++ {
 				req, _ := http.NewRequest("PATCH", u, strings.NewReader(fmt.Sprintf(`{"payload":{"c":%d,"n":%d}}`, c, n)))
+				req.Header.Set("Content-Type", "application/json")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					errs <- err

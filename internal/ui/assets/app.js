@@ -85,10 +85,10 @@
     const headers = {Accept: 'application/json'};
     if (token) headers.Authorization = `Bearer ${token}`;
     const init = {method, headers, cache: 'no-store'};
-    if (body !== undefined) {
-      headers['Content-Type'] = 'application/json';
-      init.body = JSON.stringify(body);
-    }
+    // A write says it is JSON even without a body: toc without tokens
+    // refuses other writes, so that other web pages cannot make them.
+    if (method !== 'GET') headers['Content-Type'] = 'application/json';
+    if (body !== undefined) init.body = JSON.stringify(body);
     const r = await fetch(base + path.replace(/^\//, ''), init);
     const text = await r.text();
     let data = null;
