@@ -222,9 +222,10 @@ func TestOutcomeFenced(t *testing.T) {
 // its lease end, claimable again after it. The Redis script it stands for
 // has its own tests (redisindex); this one lets two engines race.
 type fakeIndex struct {
-	st   store.Store
-	mu   sync.Mutex
-	held map[task.ID]time.Time
+	st       store.Store
+	mu       sync.Mutex
+	held     map[task.ID]time.Time
+	attempts map[task.ID]int // the last attempt claimed
 }
 
 func (x *fakeIndex) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
@@ -239,13 +240,20 @@ func (x *fakeIndex) Settled(_ context.Context, ts ...*task.Task) error {
 	}
 	return nil
 }
-func (x *fakeIndex) Claim(_ context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error) {
+func (x *fakeIndex) Claim(_ context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]int, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	got := make([]bool, len(ts))
+	if x.attempts == nil {
+		x.attempts = map[task.ID]int{}
+	}
+	got := make([]int, len(ts))
 	for i, t := range ts {
 		if end, ok := x.held[t.ID]; !ok || !end.After(now) {
-			x.held[t.ID], got[i] = until[i], true
+			x.held[t.ID], got[i] = until[i], 1
+			if t.State == task.Scheduled { // numbered as claim_many.lua does
+				x.attempts[t.ID] = max(x.attempts[t.ID], t.Attempts) + 1
+				got[i] = x.attempts[t.ID]
+			}
 		}
 	}
 	return got, nil
@@ -256,9 +264,22 @@ func (x *fakeIndex) PullDue(context.Context, string) {}
 
 // TestTwoNodesOneAttempt: two engines over one store both fire a task; the
 // index gives the attempt to one. When that attempt outlives its lease, the
-// other node makes the next attempt and records it, and the first
-// attempt's late outcome does not overwrite it.
+// other node makes the next attempt, numbered 2, and whichever outcome is
+// stored first, the task ends delivered by it with both attempts in its
+// history: the first attempt's late failure neither overwrites the success
+// nor, landing first, makes the success be discarded (issue 22: a frozen
+// node's late "no answer" made the success vanish and a third delivery).
 func TestTwoNodesOneAttempt(t *testing.T) {
+	for _, lateFirst := range []bool{false, true} {
+		name := "late outcome after the success"
+		if lateFirst {
+			name = "late outcome before the success"
+		}
+		t.Run(name, func(t *testing.T) { twoNodesOneAttempt(t, lateFirst) })
+	}
+}
+
+func twoNodesOneAttempt(t *testing.T, lateFirst bool) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &writeCounter{writes: map[task.ID]int{}}
 		a, b := newBlockingSink(), newBlockingSink()
@@ -286,7 +307,9 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 		if len(b.started) == 1 {
 			late, next = b, first
 		}
-		<-late.started
+		if got := (<-late.started).Attempts; got != 1 {
+			t.Errorf("the first attempt is numbered %d, want 1", got)
+		}
 
 		// The attempt outlives its lease (2s timeout + 1s grace): the
 		// other node is told, claims it again and delivers.
@@ -297,20 +320,32 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 		if next == first {
 			nextSink = a
 		}
-		<-nextSink.started
-		nextSink.release <- nil
-		outcomesStored()
-		if got, _ := st.Get(ctx, tk.ID); got.State != task.Delivered || got.Attempts != 1 {
-			t.Fatalf("after the second node's attempt: %s, attempts %d", got.State, got.Attempts)
+		if got := (<-nextSink.started).Attempts; got != 2 {
+			t.Errorf("the second attempt is numbered %d, want 2 (Toc-Attempt must not repeat)", got)
 		}
-		late.release <- errors.New("the first attempt failed, late")
-		outcomesStored()
+		if lateFirst {
+			late.release <- errors.New("the first attempt failed, late")
+			outcomesStored()
+			nextSink.release <- nil
+			outcomesStored()
+		} else {
+			nextSink.release <- nil
+			outcomesStored()
+			late.release <- errors.New("the first attempt failed, late")
+			outcomesStored()
+		}
 		got, _ := st.Get(ctx, tk.ID)
-		if got.State != task.Delivered || got.Attempts != 1 || got.LastError != "" {
-			t.Errorf("the late outcome overwrote the newer one: %s, attempts %d, error %q", got.State, got.Attempts, got.LastError)
+		if got.State != task.Delivered || got.Attempts != 2 || got.LastError != "" {
+			t.Errorf("after both outcomes: %s, attempts %d, error %q; want delivered after 2, no error", got.State, got.Attempts, got.LastError)
 		}
-		if n := st.of(tk.ID); n != 1 {
-			t.Errorf("%d writes, want 1 (the second node's outcome)", n)
+		made := map[int]bool{}
+		for _, ev := range got.History {
+			if ev.What == "attempt" {
+				made[ev.Attempt] = true
+			}
+		}
+		if !made[1] || !made[2] {
+			t.Errorf("history %+v: want attempts 1 and 2 in it (both reached the receiver)", got.History)
 		}
 	})
 }

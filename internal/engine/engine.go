@@ -154,9 +154,12 @@ type Index interface {
 	// they ended: the index holds each one's member for this node.
 	Settled(ctx context.Context, ts ...*task.Task) error
 	// Claim gives each task of ts to this node for an attempt or a lease
-	// rollback at now, holding it until until[i]; false where another node
-	// has it. One round trip for all.
-	Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error)
+	// rollback at now, holding it until until[i]; 0 where another node has
+	// it. One round trip for all. For a scheduled task (an attempt) it
+	// returns the attempt's number: one more than the attempts claimed of
+	// the task before, or than ts[i].Attempts when that is more, so that
+	// an attempt whose process stopped during it still counts.
+	Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]int, error)
 	// Live reports whether the process that took a lease (the boot part of
 	// its token) is still a member of the cluster.
 	Live(boot string) bool
@@ -256,7 +259,11 @@ type Engine struct {
 		settlers  int           // goroutines writing outcomes
 		gathering bool          // one of them waits for more (settleOutcome)
 		full      chan struct{} // a batch is full: the gathering one writes now
+		notes     notes         // the attempt log's entries (attemptlog.go)
 	}
+	// alog is the store's attempt log (nil: it keeps none; in a cluster the
+	// index numbers the attempts).
+	alog store.AttemptLog
 
 	cancel   context.CancelFunc // stops the loops
 	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
@@ -285,6 +292,9 @@ func New(cfg Config) (*Engine, error) {
 		work:     make(chan job),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
+	if cfg.Index == nil {
+		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
+	}
 	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, e.enqueue)
 	e.mu.waiters = make(map[string]chan struct{})
@@ -310,6 +320,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		if err := e.recover(ctx, now); err != nil {
 			return err
 		}
+	}
+	if err := e.countInterrupted(ctx, now); err != nil {
+		return err
 	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())
@@ -400,6 +413,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-done
 	}
 	e.workStop()
+	e.flushNotes()
 	return nil
 }
 

@@ -128,6 +128,24 @@ type BackupManifest struct {
 	TakenAt time.Time `json:"taken_at"`
 }
 
+// AttemptLog is an optional interface of a Store that the engine of one
+// process has alone (pebblestore): a note of the push attempts it started,
+// written without an fsync, one entry per batch of attempts. A push
+// attempt is stored only at its outcome; the note is what lets a process
+// restarted after a crash count the attempts that had none. A process
+// killed loses no note the operating system took; a machine crash may
+// lose the last ones.
+type AttemptLog interface {
+	// NoteAttempts writes entry seq, saying that attempt ns[i] of ids[i]
+	// started, and deletes the entries drop, in one unsynced write.
+	NoteAttempts(ctx context.Context, seq uint64, ids []task.ID, ns []int, drop []uint64) error
+	// NotedAttempts returns, per task, the highest attempt number of every
+	// entry, and the entries' numbers.
+	NotedAttempts(ctx context.Context) (map[task.ID]int, []uint64, error)
+	// DropAttempts deletes the entries seqs (synced).
+	DropAttempts(ctx context.Context, seqs []uint64) error
+}
+
 // Sharded is an optional interface of a Store whose tasks live in numbered
 // shards, each task in the one its id names ([task.ID.Shard]): sqlstore. A
 // task must then get an id naming a shard below Shards(), and a keyed task
