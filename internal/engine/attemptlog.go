@@ -22,14 +22,13 @@ import (
 // is counted when it starts, without a synced write on the fire path:
 //
 //   - On one node the store's attempt log (store.AttemptLog) gets one
-//     unsynced entry per fire job, naming the attempts the job starts,
-//     written before the first of them is delivered. An entry is deleted
-//     (with the next entry's write) once every attempt it names has its
-//     outcome stored. At start, the attempts of the entries left (the
-//     process died during them) are counted: each task whose stored
-//     attempts are fewer gets them, "interrupted" in its history, and is
-//     dead when no attempt is left (countInterrupted). A process killed
-//     loses no entry the operating system took; a machine crash may lose
+//     unsynced append per fire job, naming the attempts the job starts,
+//     before the first of them is delivered. At start, the attempts the log
+//     names that have no outcome stored (the process died during them) are
+//     counted: each such task gets them, "interrupted" in its history, and
+//     is dead when no attempt is left (countInterrupted). Every
+//     attemptLogMax notes the log starts over with the attempts under way
+//     (one fsync). A process killed loses no note; a machine crash may lose
 //     the last ones, and then an attempt number may repeat.
 //   - In a cluster the index numbers the attempts as it claims them
 //     (Index.Claim, one counter per task in Redis).
@@ -37,80 +36,49 @@ import (
 // Either way an attempt has its number from its start (firing.n), and its
 // outcome is fenced by it (storeOutcomes).
 
-// notes is the engine's side of the attempt log: the entries written, and
-// those whose attempts have all ended. Guarded by e.out.
-type notes struct {
-	seq  uint64         // the last entry's number
-	left map[uint64]int // by entry: its attempts not yet ended
-	done []uint64       // entries to delete with the next write
-}
+// attemptLogMax is how many attempts the log notes before it starts over
+// (20 bytes each in pebblestore).
+var attemptLogMax int64 = 50_000 // a test lowers it
 
-// noteAttempts writes the attempt log's entry for the attempts ts (started,
-// not yet delivered), with the deletion of the entries whose attempts have
-// all ended. A failure is logged: the attempts go ahead, and only their
-// numbers may repeat after a crash.
+// noteAttempts appends the attempts ts (started, not yet delivered) to the
+// attempt log, or starts the log over with the attempts under way when it
+// is long enough. A failure is logged: the attempts go ahead, and only
+// their numbers may repeat after a crash.
 func (e *Engine) noteAttempts(ctx context.Context, ts []*task.Task) {
 	if e.alog == nil || len(ts) == 0 {
 		return
+	}
+	wctx, cancel := detached(ctx)
+	defer cancel()
+	if e.noted.Add(int64(len(ts))) > attemptLogMax {
+		e.noted.Store(0)
+		if err := e.alog.RestartAttemptLog(wctx, e.underwayAttempts); err != nil {
+			e.log.WarnContext(ctx, "start the attempt log over", slog.String("error", err.Error()))
+		}
+		return // ts are under way: in the new log
 	}
 	ids := make([]task.ID, len(ts))
 	ns := make([]int, len(ts))
 	for i, t := range ts {
 		ids[i], ns[i] = t.ID, t.Attempts
 	}
-	e.out.Lock()
-	n := &e.out.notes
-	n.seq++
-	seq, drop := n.seq, n.done
-	n.done = nil
-	if n.left == nil {
-		n.left = make(map[uint64]int)
-	}
-	n.left[seq] = len(ts)
-	for _, t := range ts {
-		if a := e.out.attempts[t.ID]; a != nil {
-			a.note = seq
-		}
-	}
-	e.out.Unlock()
-	wctx, cancel := detached(ctx)
-	defer cancel()
-	if err := e.alog.NoteAttempts(wctx, seq, ids, ns, drop); err != nil {
+	if err := e.alog.NoteAttempts(wctx, ids, ns); err != nil {
 		e.log.WarnContext(ctx, "note attempts started; a crash during them would not count them", slog.Int("attempts", len(ts)), slog.String("error", err.Error()))
 	}
 }
 
-// endNoteLocked notes that an attempt of entry seq ended with its outcome
-// stored. e.out is held.
-func (e *Engine) endNoteLocked(seq uint64) {
-	n := &e.out.notes
-	if seq == 0 || n.left == nil {
-		return
-	}
-	if n.left[seq]--; n.left[seq] <= 0 {
-		delete(n.left, seq)
-		n.done = append(n.done, seq)
-	}
-}
-
-// flushNotes deletes the entries whose attempts have all ended (at Stop;
-// the entries of attempts cut short stay, and count at the next start).
-func (e *Engine) flushNotes() {
-	if e.alog == nil {
-		return
-	}
+// underwayAttempts returns the push attempts under way in this process.
+func (e *Engine) underwayAttempts() ([]task.ID, []int) {
 	e.out.Lock()
-	drop := e.out.notes.done
-	e.out.notes.done = nil
-	e.out.Unlock()
-	if len(drop) == 0 {
-		return
+	defer e.out.Unlock()
+	ids := make([]task.ID, 0, len(e.out.attempts))
+	ns := make([]int, 0, len(e.out.attempts))
+	for id, a := range e.out.attempts {
+		if a != nil {
+			ids, ns = append(ids, id), append(ns, a.t.Attempts)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if err := e.alog.DropAttempts(ctx, drop); err != nil {
-		e.log.Warn("delete attempt log entries", slog.String("error", err.Error()))
-	}
+	return ids, ns
 }
 
 // interruptedMsg is the error of an attempt that had no outcome.
@@ -120,12 +88,12 @@ const interruptedMsg = "interrupted: toc stopped during the delivery"
 // that have no outcome stored (the process stopped during them): each such
 // task gets its attempts, an "interrupted" event, and is dead when it has
 // none left; otherwise it is delivered again when due (it still is). Then
-// the log is emptied.
+// the log starts over, empty.
 func (e *Engine) countInterrupted(ctx context.Context, now time.Time) error {
 	if e.alog == nil {
 		return nil
 	}
-	noted, seqs, err := e.alog.NotedAttempts(ctx)
+	noted, err := e.alog.NotedAttempts(ctx)
 	if err != nil {
 		return fmt.Errorf("count attempts interrupted by a stop: %w", err)
 	}
@@ -161,10 +129,8 @@ func (e *Engine) countInterrupted(ctx context.Context, now time.Time) error {
 	if counted > 0 {
 		e.log.InfoContext(ctx, "counted push attempts interrupted by a stop", slog.Int("tasks", counted), slog.Int("dead", dead))
 	}
-	if len(seqs) > 0 {
-		if err := e.alog.DropAttempts(ctx, seqs); err != nil {
-			return fmt.Errorf("empty the attempt log: %w", err)
-		}
+	if err := e.alog.RestartAttemptLog(ctx, func() ([]task.ID, []int) { return nil, nil }); err != nil {
+		return fmt.Errorf("start the attempt log: %w", err)
 	}
 	return nil
 }

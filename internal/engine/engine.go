@@ -259,11 +259,12 @@ type Engine struct {
 		settlers  int           // goroutines writing outcomes
 		gathering bool          // one of them waits for more (settleOutcome)
 		full      chan struct{} // a batch is full: the gathering one writes now
-		notes     notes         // the attempt log's entries (attemptlog.go)
 	}
 	// alog is the store's attempt log (nil: it keeps none; in a cluster the
-	// index numbers the attempts).
-	alog store.AttemptLog
+	// index numbers the attempts); noted counts the attempts noted since it
+	// last started over (attemptlog.go).
+	alog  store.AttemptLog
+	noted atomic.Int64
 
 	cancel   context.CancelFunc // stops the loops
 	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
@@ -413,7 +414,6 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-done
 	}
 	e.workStop()
-	e.flushNotes()
 	return nil
 }
 

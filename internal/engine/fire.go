@@ -492,7 +492,6 @@ func (e *Engine) untrack(id task.ID) {
 type attempt struct {
 	base *task.Task // the task as stored when the attempt started
 	t    *task.Task // base with the attempt started: what the sink gets, and what Get shows; never changed
-	note uint64     // its attempt log entry (attemptlog.go); 0: none
 }
 
 // reserve marks an attempt of id under way in this process, before it
@@ -751,9 +750,6 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	for i, o := range os {
 		if as[i] != nil {
 			delete(e.out.attempts, o.id)
-			if !o.released {
-				e.endNoteLocked(as[i].note) // cut short: it counts at the next start
-			}
 		}
 	}
 	e.out.Unlock()

@@ -129,21 +129,23 @@ type BackupManifest struct {
 }
 
 // AttemptLog is an optional interface of a Store that the engine of one
-// process has alone (pebblestore): a note of the push attempts it started,
-// written without an fsync, one entry per batch of attempts. A push
-// attempt is stored only at its outcome; the note is what lets a process
-// restarted after a crash count the attempts that had none. A process
-// killed loses no note the operating system took; a machine crash may
-// lose the last ones.
+// process has alone (pebblestore): a log of the push attempts it started.
+// A push attempt is stored only at its outcome; the log is what lets a
+// process restarted after a crash count the attempts that had none. A note
+// is handed to the operating system before NoteAttempts returns, without an
+// fsync: a process killed loses none, a machine crash may lose the last
+// ones.
 type AttemptLog interface {
-	// NoteAttempts writes entry seq, saying that attempt ns[i] of ids[i]
-	// started, and deletes the entries drop, in one unsynced write.
-	NoteAttempts(ctx context.Context, seq uint64, ids []task.ID, ns []int, drop []uint64) error
-	// NotedAttempts returns, per task, the highest attempt number of every
-	// entry, and the entries' numbers.
-	NotedAttempts(ctx context.Context) (map[task.ID]int, []uint64, error)
-	// DropAttempts deletes the entries seqs (synced).
-	DropAttempts(ctx context.Context, seqs []uint64) error
+	// NoteAttempts appends that attempt ns[i] of ids[i] started.
+	NoteAttempts(ctx context.Context, ids []task.ID, ns []int) error
+	// NotedAttempts returns the highest attempt noted of each task.
+	NotedAttempts(ctx context.Context) (map[task.ID]int, error)
+	// RestartAttemptLog starts the log over with the attempts that under
+	// returns (the ones under way), with no note in between: it calls
+	// under, then makes every write made before durable (so the outcomes
+	// of the attempts left out are), then replaces the log. It must be
+	// called once before the first NoteAttempts of a process.
+	RestartAttemptLog(ctx context.Context, under func() ([]task.ID, []int)) error
 }
 
 // Sharded is an optional interface of a Store whose tasks live in numbered
