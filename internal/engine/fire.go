@@ -696,6 +696,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	var stored, moved []written
 	// A task another writer changed between the optimistic read and the
 	// write (store.ErrConflict) is written again, from a fresh read.
+	tries := 0 // of writes that met an unavailable store
 	for round := 0; len(ids) > 0; round++ {
 		landed := make([]bool, len(ids))
 		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
@@ -709,8 +710,11 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 					errs[k] = errSkip
 				case landed[k]:
 					recordOutcome(t, a, o, now)
-				case o.spent || t.Attempts == 0 && a.base.Attempts > 0:
-					errs[k] = errSkip // the task moved on (or was retried): it keeps what it has
+				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
+					// The task moved on (or was retried), or has this
+					// attempt already (a write tried again after its
+					// answer was lost): it keeps what it has.
+					errs[k] = errSkip
 				default:
 					// The task moved on, but the attempt reached the
 					// receiver: its history says so.
@@ -727,6 +731,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		})
 		var again []task.ID
 		var againWhich []int
+		unavailable := false
 		for k, err := range errs {
 			switch {
 			case err == nil && landed[k]:
@@ -738,6 +743,11 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			case errors.Is(err, store.ErrNotFound):
 			case errors.Is(err, store.ErrConflict) && round < maxConflictRounds:
 				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+			case errors.Is(err, store.ErrUnavailable) && tries < maxUnavailableTries:
+				// The connection or the database was lost (a restart):
+				// write again on a new connection, after a pause.
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+				unavailable = true
 			default:
 				// The task is still due in the store: deliver it again.
 				e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
@@ -745,6 +755,17 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			}
 		}
 		ids, which = again, againWhich
+		if unavailable {
+			d := min(unavailableBackoff<<tries, unavailableBackoffMax)
+			tries++
+			e.log.WarnContext(ctx, "record delivery outcomes: database unavailable; trying again", slog.Int("tasks", len(ids)), slog.Duration("in", d))
+			if !sleepCtx(ctx, d) {
+				for _, id := range ids { // stopping: deliver them again
+					e.retryLater(id)
+				}
+				break
+			}
+		}
 	}
 	e.out.Lock()
 	for i, o := range os {
@@ -754,6 +775,40 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	}
 	e.out.Unlock()
 	e.settled(ctx, stored, moved, released)
+}
+
+// Outcome writes that meet an unavailable store (store.ErrUnavailable: a
+// database restart, a lost connection) are tried again up to
+// maxUnavailableTries times, after unavailableBackoff doubling up to
+// unavailableBackoffMax (about 9 s in all), before the outcome is given up
+// and the task delivered again.
+const (
+	maxUnavailableTries   = 8
+	unavailableBackoff    = 100 * time.Millisecond
+	unavailableBackoffMax = 2 * time.Second
+)
+
+// sleepCtx waits d, or less when ctx ends first; it reports whether d
+// passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// inHistory reports whether t's history has the start of attempt a.
+func inHistory(t *task.Task, a *attempt) bool {
+	for _, ev := range t.History {
+		if ev.What == "attempt" && ev.Attempt == a.t.Attempts && ev.At.Equal(a.t.UpdatedAt) {
+			return true
+		}
+	}
+	return false
 }
 
 // landsOn reports whether the outcome of attempt a may be written over t,

@@ -26,6 +26,12 @@ var (
 	// the task changed between its read and its write: nothing was
 	// written for it.
 	ErrConflict = errors.New("toc: task changed meanwhile")
+	// ErrUnavailable marks an error of a store over the network that a
+	// later call, on a new connection, may not meet: the connection was
+	// lost, the server restarted or is starting, refused a connection. The
+	// write it failed may or may not have been stored (a commit whose
+	// answer was lost).
+	ErrUnavailable = errors.New("toc: database unavailable")
 )
 
 // Store keeps tasks durably. All methods are safe for concurrent use.
