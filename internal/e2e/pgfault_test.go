@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +96,18 @@ func TestClusterPostgresRestartUnderOutcomes(t *testing.T) {
 	_ = conn.Close(ctx)
 	dsn := strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
 	rcv := newHooks(t)
+	// The receiver answers in 300 ms, so that tens of deliveries are
+	// under way when the database goes away, and their outcomes are
+	// written while it is down or starting.
+	inner := rcv.Config.Handler
+	rcv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(rcv.Close)
 	node := startChild(t, t.TempDir(), clusterEnv{dsn: dsn, prefix: prefix}.flags()...)
 	w := scheduleWave(t, node, rcv, 400, time.Now().Add(3*time.Second), 4*time.Second)
 	// The fault's timing, not a wait for a result: the restart falls in
@@ -122,6 +136,7 @@ func TestClusterPostgresRestartUnderOutcomes(t *testing.T) {
 		}
 		return true
 	})
+	t.Logf("outcome writes tried again after meeting the restart: %d", strings.Count(node.stderr.String(), "database unavailable; trying again"))
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
 	dups := 0
