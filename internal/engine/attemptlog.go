@@ -48,8 +48,7 @@ func (e *Engine) noteAttempts(ctx context.Context, ts []*task.Task) {
 	if e.alog == nil || len(ts) == 0 {
 		return
 	}
-	wctx, cancel := detached(ctx)
-	defer cancel()
+	wctx := context.WithoutCancel(ctx) // a file append: nothing to wait for
 	if e.noted.Add(int64(len(ts))) > attemptLogMax {
 		e.noted.Store(0)
 		if err := e.alog.RestartAttemptLog(wctx, e.underwayAttempts); err != nil {

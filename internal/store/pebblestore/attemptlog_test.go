@@ -64,3 +64,25 @@ func TestAttemptLog(t *testing.T) {
 		t.Errorf("after starting over: %v %v, want only %s: 4", noted, err, b)
 	}
 }
+
+// BenchmarkNoteAttempts: the attempt log's cost per fire job of one
+// attempt (one write(2)).
+func BenchmarkNoteAttempts(b *testing.B) {
+	s, err := pebblestore.Open(pebblestore.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.RestartAttemptLog(ctx, func() ([]task.ID, []int) { return nil, nil }); err != nil {
+		b.Fatal(err)
+	}
+	var g task.IDGenerator
+	ids := []task.ID{g.New(time.Now(), 0)}
+	ns := []int{1}
+	for b.Loop() {
+		if err := s.NoteAttempts(ctx, ids, ns); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
