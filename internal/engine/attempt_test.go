@@ -382,3 +382,34 @@ func TestStaleEntryDuringAttempt(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterAttemptsSpent: in a cluster the index numbers the attempts;
+// when the number it gives is past max_attempts (the attempts before were
+// started by nodes that died during them, with no outcome stored), the
+// task is not delivered again but ends dead, "interrupted".
+func TestClusterAttemptsSpent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		snk := newBlockingSink()
+		var x *fakeIndex
+		b := setup(t, func(c *Config) {
+			x = &fakeIndex{st: c.Store, held: map[task.ID]time.Time{}, attempts: map[task.ID]int{}}
+			c.Index = x
+			c.Sinks = map[string]sink.Sink{"http": snk}
+		})
+		due := time.Now().Add(time.Second)
+		tk := b.schedule(t, ScheduleParams{DueAt: due, Retry: task.RetryPolicy{MaxAttempts: 3}})
+		x.mu.Lock()
+		x.attempts[tk.ID] = 3 // three attempts claimed, none recorded
+		x.mu.Unlock()
+		b.eng.Notify(tk.ID, due, "")
+		time.Sleep(time.Until(due) + 10*time.Millisecond)
+		outcomesStored()
+		if n := len(snk.started); n != 0 {
+			t.Errorf("%d deliveries, want none: max_attempts (3) were made", n)
+		}
+		got := b.get(t, tk.ID)
+		if got.State != task.Dead || got.Attempts != 3 || got.LastError != interruptedMsg {
+			t.Errorf("%s after %d attempts, error %q; want dead after 3, %q", got.State, got.Attempts, got.LastError, interruptedMsg)
+		}
+	})
+}
