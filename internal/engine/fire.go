@@ -38,10 +38,10 @@ import (
 // A push attempt lives in this process only (e.out.attempts): the store
 // keeps the task as it was when the attempt started (scheduled, due), and
 // the attempt's outcome is written once, over it, in a group commit
-// (settleOutcome) fenced by what the attempt started from: it lands only if
-// the task is still scheduled for the same attempt (not cancelled, moved or
-// finished by another node meanwhile). One write per push fire instead of
-// two. A crash during the attempt leaves the task due in the store, and it
+// (settleOutcome) fenced by the attempt's number, given when it started
+// (attemptlog.go): it lands only if the task is still scheduled with fewer
+// attempts recorded (not cancelled, moved or finished by a newer attempt
+// meanwhile; landsOn). One write per push fire instead of two. A crash during the attempt leaves the task due in the store, and it
 // is delivered again: at least once, as with a stored lease. In a cluster
 // the index's PrepareQueue holds the claim until the lease's end, so no
 // other node starts the attempt again before then; a node that dies leaves
@@ -121,8 +121,10 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 		}
 		if fs[i].v == vPush {
 			t := e.startAttempt(&fs[i], w.t, now)
-			if t.Attempts > t.Retry.WithDefaults().MaxAttempts {
-				spent = append(spent, t) // its attempts were made by processes that stopped during them
+			if t.Attempts > t.Retry.WithDefaults().MaxAttempts && t.Attempts > w.t.Attempts+1 {
+				// The index counted attempts that nodes started and
+				// stopped during, and they were the last.
+				spent = append(spent, t)
 				continue
 			}
 			push = append(push, t)
