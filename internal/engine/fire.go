@@ -41,8 +41,9 @@ import (
 // (settleOutcome) fenced by the attempt's number, given when it started
 // (attemptlog.go): it lands only if the task is still scheduled with fewer
 // attempts recorded (not cancelled, moved or finished by a newer attempt
-// meanwhile; landsOn). One write per push fire instead of two. A crash during the attempt leaves the task due in the store, and it
-// is delivered again: at least once, as with a stored lease. In a cluster
+// meanwhile; landsOn). One write per push fire instead of two. A crash
+// during the attempt leaves the task due in the store, and it is delivered
+// again: at least once, as with a stored lease. In a cluster
 // the index's PrepareQueue holds the claim until the lease's end, so no
 // other node starts the attempt again before then; a node that dies leaves
 // the member to run out there, and the slot's next owner delivers it.
