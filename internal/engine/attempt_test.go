@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -410,6 +412,52 @@ func TestClusterAttemptsSpent(t *testing.T) {
 		got := b.get(t, tk.ID)
 		if got.State != task.Dead || got.Attempts != 3 || got.LastError != interruptedMsg {
 			t.Errorf("%s after %d attempts, error %q; want dead after 3, %q", got.State, got.Attempts, got.LastError, interruptedMsg)
+		}
+	})
+}
+
+// unavailableStore fails the next fail UpdateManys with
+// store.ErrUnavailable, as sqlstore does when its database restarts.
+type unavailableStore struct {
+	store.Store
+	fail atomic.Int32
+}
+
+func (s *unavailableStore) UpdateMany(ctx context.Context, ids []task.ID, o *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	if s.fail.Add(-1) >= 0 {
+		errs := make([]error, len(ids))
+		for i := range errs {
+			errs[i] = fmt.Errorf("update many: %w: terminating connection due to administrator command", store.ErrUnavailable)
+		}
+		return make([]*task.Task, len(ids)), errs
+	}
+	return s.Store.UpdateMany(ctx, ids, o, fn)
+}
+
+// TestOutcomeWrittenAgainWhenUnavailable: an outcome write that meets an
+// unavailable store (a database restarting) is tried again after a pause,
+// and lands: the task is delivered once. It used to be given up at once,
+// and the task, still due, delivered again (issue 22).
+func TestOutcomeWrittenAgainWhenUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &unavailableStore{}
+		snk := newBlockingSink()
+		b := setup(t, func(c *Config) {
+			st.Store = c.Store
+			c.Store = st
+			c.Sinks = map[string]sink.Sink{"http": snk}
+		})
+		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		<-snk.started
+		st.fail.Store(4) // the database is down for the next 4 writes
+		snk.release <- nil
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(snk.started); n != 0 {
+			t.Errorf("delivered %d more times, want once in all", n)
+		}
+		if got := b.get(t, tk.ID); got.State != task.Delivered || got.Attempts != 1 {
+			t.Errorf("%s after %d attempts, want delivered after 1", got.State, got.Attempts)
 		}
 	})
 }

@@ -699,8 +699,8 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	var stored, moved []written
 	// A task another writer changed between the optimistic read and the
 	// write (store.ErrConflict) is written again, from a fresh read.
-	tries := 0 // of writes that met an unavailable store
-	for round := 0; len(ids) > 0; round++ {
+	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
+	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
 		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
 			now := msNow()
@@ -734,7 +734,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		})
 		var again []task.ID
 		var againWhich []int
-		unavailable := false
+		conflict, unavailable := false, false
 		for k, err := range errs {
 			switch {
 			case err == nil && landed[k]:
@@ -744,8 +744,9 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			case errors.Is(err, errSkip):
 				moved = append(moved, ws[k])
 			case errors.Is(err, store.ErrNotFound):
-			case errors.Is(err, store.ErrConflict) && round < maxConflictRounds:
+			case errors.Is(err, store.ErrConflict) && rounds < maxConflictRounds:
 				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+				conflict = true
 			case errors.Is(err, store.ErrUnavailable) && tries < maxUnavailableTries:
 				// The connection or the database was lost (a restart):
 				// write again on a new connection, after a pause.
@@ -758,6 +759,9 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			}
 		}
 		ids, which = again, againWhich
+		if conflict {
+			rounds++
+		}
 		if unavailable {
 			d := min(unavailableBackoff<<tries, unavailableBackoffMax)
 			tries++
