@@ -149,8 +149,9 @@ type AttemptLog interface {
 	// RestartAttemptLog starts the log over with the attempts that under
 	// returns (the ones under way), with no note in between: it calls
 	// under, then makes every write made before durable (so the outcomes
-	// of the attempts left out are), then replaces the log. It must be
-	// called once before the first NoteAttempts of a process.
+	// of the attempts left out are), then replaces the log. under runs
+	// with the log locked and must not call the store. It must be called
+	// once before the first NoteAttempts of a process.
 	RestartAttemptLog(ctx context.Context, under func() ([]task.ID, []int)) error
 }
 
