@@ -92,7 +92,7 @@ func statusOfCode(code string) int {
 		return http.StatusForbidden
 	case "not_found":
 		return http.StatusNotFound
-	case "conflict":
+	case "conflict", "max_schedules":
 		return http.StatusConflict
 	case "too_large":
 		return http.StatusRequestEntityTooLarge

@@ -64,8 +64,10 @@ type ExportOptions struct {
 }
 
 // ExportStream is the answer of [Client.Export]: NDJSON, one task per line
-// as [Client.Get] returns it (decode a line into a task.Task). Read it to
-// io.EOF, then Count tells whether every task arrived; Close it.
+// as [Client.Get] returns it (decode a line into a task.Task), then, when
+// no State was asked for, one schedule per line as {"schedule": <as
+// [Client.GetSchedule] returns it>}. Read it to io.EOF, then Count tells
+// whether every line arrived; Close it.
 type ExportStream struct {
 	resp *http.Response
 	eof  bool
@@ -75,7 +77,8 @@ type ExportStream struct {
 const exportCountTrailer = "Toc-Export-Count"
 
 // Export streams every task the server has (an admin token's call), or
-// those opts selects, app by app and state by state, in id order. An
+// those opts selects, app by app and state by state, in id order, then
+// the schedules (of opts.App; none when opts.State is set). An
 // export of a server that fires as it goes is a picture taken over time:
 // a task that changes state meanwhile may appear twice or not at all.
 // For a move, export a store no server runs on (toc export --data).
@@ -106,9 +109,9 @@ func (s *ExportStream) Read(p []byte) (int, error) {
 // Close closes the stream.
 func (s *ExportStream) Close() error { return s.resp.Body.Close() }
 
-// Count returns the number of tasks the server says it sent, once Read
-// has returned io.EOF; ok is false before that, or when the answer carried
-// no count (a proxy dropped the trailer).
+// Count returns the number of lines (tasks and schedules) the server says
+// it sent, once Read has returned io.EOF; ok is false before that, or when
+// the answer carried no count (a proxy dropped the trailer).
 func (s *ExportStream) Count() (n int, ok bool) {
 	if !s.eof {
 		return 0, false
@@ -131,13 +134,17 @@ type ImportResult struct {
 	// Released counts the tasks that were being delivered when exported:
 	// stored scheduled, due now, so that the attempt is made again.
 	Released int `json:"released"`
-	// Moved lists the tasks stored under a new id, because their id names
-	// a shard the server's store does not have, or not their key's. A GET
-	// by the old id still finds them.
+	// Moved is always empty: every task keeps its id. (Servers before
+	// issue 23 stored some tasks of a cluster under a new id, listed here.)
 	Moved []MovedTask `json:"moved"`
 	// Taken lists the tasks not imported because another task of the
 	// server holds their app and key.
 	Taken []TakenKey `json:"taken"`
+	// SchedulesImported, SchedulesExisting and SchedulesTaken are the
+	// same for the schedule lines of the request ({"schedule": {...}}).
+	SchedulesImported int        `json:"schedules_imported"`
+	SchedulesExisting int        `json:"schedules_existing"`
+	SchedulesTaken    []TakenKey `json:"schedules_taken"`
 }
 
 // MovedTask is a task imported under a new id.
@@ -154,13 +161,13 @@ type TakenKey struct {
 	Holder task.ID `json:"holder"`
 }
 
-// ImportMax is the most tasks one [Client.Import] sends.
+// ImportMax is the most lines (tasks and schedules) one [Client.Import]
+// sends.
 const ImportMax = 1000
 
-// Import re-creates tasks an export wrote (an admin token's call): ndjson
-// holds up to ImportMax of them, one per line. They keep their ids (see
-// ImportResult.Moved), keys, times, states, attempts, payloads and
-// history. Importing again is safe: a task the server has under its id is
+// Import re-creates the tasks and schedules an export wrote (an admin
+// token's call): ndjson holds up to ImportMax of them, one per line. They
+// keep their ids, keys, times, states, attempts, payloads and history. Importing again is safe: a task the server has under its id is
 // left alone. The server checks every line before storing any: a bad one
 // refuses the request with an *Error whose Message starts "line N" and
 // whose Field names the field.

@@ -3,6 +3,7 @@ package client
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -67,11 +68,80 @@ func Sign(secret string, t time.Time, taskID string, attempt int, body []byte) s
 	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, taskID, strconv.Itoa(attempt), body))
 }
 
+// Headers of the Standard Webhooks signature (standardwebhooks.com), which
+// toc sends beside [HeaderSignature] (or instead of it: the app's
+// signature setting):
+//
+//	webhook-id: 01JD8X5C2M0000ABCDEFGHJKMN
+//	webhook-timestamp: 1767225600
+//	webhook-signature: v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,…
+//
+// The id is the task id, the same on every attempt, so a receiver
+// deduplicates deliveries by it; the timestamp is the attempt's signing
+// time in Unix seconds; each v1 is the base64 HMAC-SHA256 of
+// id + "." + timestamp + "." + body, one per signing secret of the app (so
+// a receiver holding either secret verifies during a rotation). Unlike
+// [HeaderSignature], it does not cover the attempt number. The
+// specification's libraries verify it in many languages; [Verify] does too.
+const (
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// SecretPrefix marks a secret in the Standard Webhooks form: "whsec_"
+// followed by the key in standard base64. A secret without it is used as it
+// is: its bytes are the key. A receiver using a Standard Webhooks library
+// with such a plain secret gives the library "whsec_" + base64(secret).
+const SecretPrefix = "whsec_"
+
+// SecretKey returns the HMAC key of a signing secret: the base64-decoded
+// key of a "whsec_" secret, the secret's own bytes otherwise (also when
+// what follows "whsec_" is not base64, which toc's configuration refuses).
+func SecretKey(secret string) []byte {
+	if b64, ok := strings.CutPrefix(secret, SecretPrefix); ok {
+		if key, err := base64.StdEncoding.DecodeString(b64); err == nil {
+			return key
+		}
+	}
+	return []byte(secret)
+}
+
+// SignStandard returns the value of the [HeaderWebhookSignature] header of
+// a push of body with [HeaderWebhookID] msgID signed at time t: one
+// "v1,<base64>" per non-empty secret, separated by spaces.
+func SignStandard(secrets []string, t time.Time, msgID string, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	var b strings.Builder
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("v1,")
+		b.WriteString(base64.StdEncoding.EncodeToString(standardMAC(s, msgID, ts, body)))
+	}
+	return b.String()
+}
+
+// standardMAC is HMAC-SHA256(key, msgID + "." + ts + "." + body).
+func standardMAC(secret, msgID, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, SecretKey(secret))
+	m.Write([]byte(msgID))
+	m.Write([]byte{'.'})
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
 // mac is HMAC-SHA256(secret, ts + "." + taskID + "." + attempt + "." + body).
 // ts and attempt are digits and taskID letters and digits, so the message
 // splits back into its parts one way only.
 func mac(secret, ts, taskID, attempt string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
+	m := hmac.New(sha256.New, SecretKey(secret))
 	m.Write([]byte(ts))
 	m.Write([]byte{'.'})
 	m.Write([]byte(taskID))
@@ -101,6 +171,13 @@ const maxSignatureHeader = 4 << 10
 // pushes signed with either while a secret is rotated; toc signs with the
 // first of an app's secrets. Empty secrets are ignored.
 //
+// A push that carries no [HeaderSignature] but the Standard Webhooks
+// headers ([HeaderWebhookSignature]; an app set to sign only that way) is
+// checked by those instead: a v1 signature must match the body and
+// [HeaderWebhookID] under one of secrets, and [HeaderWebhookTimestamp] be
+// within tolerance. Secrets are given as configured in toc: "whsec_…" or
+// plain (see [SecretKey]).
+//
 // The error is [ErrNoSignature], [ErrBadSignature] (also for a missing,
 // repeated or malformed task id or attempt header) or [ErrSignatureExpired],
 // possibly wrapped with detail; answer any of them with 401 and do not act
@@ -111,6 +188,9 @@ func Verify(secrets []string, h http.Header, body []byte, tolerance time.Duratio
 	}
 	header := strings.TrimSpace(h.Get(HeaderSignature))
 	if header == "" {
+		if h.Get(HeaderWebhookSignature) != "" {
+			return verifyStandard(secrets, h, body, tolerance)
+		}
 		return ErrNoSignature
 	}
 	if len(header) > maxSignatureHeader {
@@ -182,6 +262,12 @@ func Verify(secrets []string, h http.Header, body []byte, tolerance time.Duratio
 	if !matched {
 		return ErrBadSignature
 	}
+	return checkTime(ts, tolerance)
+}
+
+// checkTime checks that the signing time ts (Unix seconds, digits) is
+// within tolerance of now.
+func checkTime(ts string, tolerance time.Duration) error {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: malformed header: t=%s is out of range", ErrBadSignature, ts)
@@ -191,6 +277,61 @@ func Verify(secrets []string, h http.Header, body []byte, tolerance time.Duratio
 			time.Unix(sec, 0).UTC().Format(time.RFC3339), d.Round(time.Second).Abs(), tolerance)
 	}
 	return nil
+}
+
+// verifyStandard is [Verify] for a push that carries the Standard Webhooks
+// headers and no [HeaderSignature].
+func verifyStandard(secrets []string, h http.Header, body []byte, tolerance time.Duration) error {
+	header := strings.TrimSpace(h.Get(HeaderWebhookSignature))
+	if len(header) > maxSignatureHeader {
+		return fmt.Errorf("%w: %s is longer than %d bytes", ErrBadSignature, HeaderWebhookSignature, maxSignatureHeader)
+	}
+	msgID, err := singleHeader(h, HeaderWebhookID)
+	if err != nil {
+		return err
+	}
+	ts, err := singleHeader(h, HeaderWebhookTimestamp)
+	if err != nil {
+		return err
+	}
+	if !isDigits(ts) {
+		return fmt.Errorf("%w: %s is not Unix seconds", ErrBadSignature, HeaderWebhookTimestamp)
+	}
+	var sigs [][]byte
+	for part := range strings.FieldsSeq(header) {
+		version, b64, ok := strings.Cut(part, ",")
+		if !ok || version != "v1" {
+			continue // another version: not ours to check
+		}
+		sig, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(sig) != sha256.Size {
+			return fmt.Errorf("%w: malformed %s: v1 is not a base64 HMAC-SHA256", ErrBadSignature, HeaderWebhookSignature)
+		}
+		sigs = append(sigs, sig)
+	}
+	if len(sigs) == 0 {
+		return fmt.Errorf("%w: no v1 signature in %s", ErrNoSignature, HeaderWebhookSignature)
+	}
+	matched, keyed := false, false
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		keyed = true
+		want := standardMAC(s, msgID, ts, body)
+		for _, sig := range sigs {
+			if hmac.Equal(sig, want) {
+				matched = true
+			}
+		}
+	}
+	if !keyed {
+		return errors.New("toc: verify: no secrets to check the signature with")
+	}
+	if !matched {
+		return ErrBadSignature
+	}
+	return checkTime(ts, tolerance)
 }
 
 // isDigits reports whether s is 1 to 19 ASCII digits (an int64's worth).

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/toc-dev/toc/task"
@@ -156,7 +157,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		if err := task.ValidateKey(key); err != nil {
 			mustFieldError(t, err, "key")
-		} else if len(key) < 1 || len(key) > task.MaxKeyLen || !utf8.ValidString(key) {
+		} else if len(key) < 1 || len(key) > task.MaxKeyLen || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
 			t.Fatalf("ValidateKey(%q) accepted", key)
 		}
 		direct := task.Target{HTTP: &task.HTTPTarget{URL: "https://h/", Headers: map[string]string{hname: hvalue}}}

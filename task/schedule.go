@@ -65,8 +65,13 @@ type Schedule struct {
 	// the rule's next time when none is pending. Nil when there is none
 	// (paused, ended).
 	NextAt *time.Time `json:"next_at,omitempty"`
-	// LastAt is the due time of the last occurrence made.
+	// LastAt is the due time of the last occurrence that came due: nil
+	// until one did (the pending occurrence, made ahead, is NextAt).
 	LastAt *time.Time `json:"last_at,omitempty"`
+	// Made is the due time of the last occurrence made, pending or not:
+	// the engine's own bookkeeping (which pending occurrence to retire
+	// when the rule changes), not part of the API.
+	Made *time.Time `json:"-"`
 
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -135,6 +140,7 @@ func (s *Schedule) Clone() *Schedule {
 	c.EndAt = cloneTime(s.EndAt)
 	c.NextAt = cloneTime(s.NextAt)
 	c.LastAt = cloneTime(s.LastAt)
+	c.Made = cloneTime(s.Made)
 	c.Target = s.Target.Clone()
 	return &c
 }

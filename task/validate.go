@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -63,6 +64,13 @@ func ValidateKey(key string) error {
 	}
 	if !utf8.ValidString(key) {
 		return fieldErr("key", "is not valid UTF-8")
+	}
+	for i, r := range key {
+		if unicode.IsControl(r) {
+			// A key goes into URLs, logs, headers and terminals, where a
+			// control character breaks or disguises it.
+			return fieldErr("key", "has the control character %U at byte %d: keys are printable text", r, i)
+		}
 	}
 	return nil
 }

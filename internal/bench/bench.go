@@ -12,6 +12,8 @@
 //     fire and every one is checked off.
 //   - [Pending]: n far-future jobs; the server's memory and disk per pending
 //     job, and schedule throughput while they are pending.
+//   - [TwoApp]: one app's burst of n jobs due at one instant, and another
+//     app's jobs due while it drains; the other app's lateness.
 //
 // # Systems
 //
@@ -138,6 +140,14 @@ type Result struct {
 	RedisPrefixBytes *int64   `json:"redis_prefix_bytes,omitempty"`
 	SQLBytes         *int64   `json:"sql_bytes,omitempty"`
 	SQLPerTask       *float64 `json:"sql_bytes_per_task,omitempty"`
+
+	// Quiet is the quiet app of a twoapp run ([TwoApp]); nil otherwise.
+	Quiet *QuietApp `json:"quiet,omitempty"`
+	// CPUPressure is the share of the run's wall time during which some
+	// task of the machine was runnable but waiting for a CPU (Linux's
+	// /proc/pressure/cpu, "some"): how busy the machine was (twoapp runs
+	// only; nil where the kernel does not say).
+	CPUPressure *float64 `json:"cpu_pressure,omitempty"`
 
 	// Cost is what the fires cost (fire runs with a [CostProbe] only).
 	Cost *Cost `json:"cost,omitempty"`

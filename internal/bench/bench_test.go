@@ -119,6 +119,7 @@ type fakeSystem struct {
 	rec   *bench.Recorder
 	twice bool
 	fail  error
+	late  func(seq int) time.Duration // nil: on time
 
 	mu     sync.Mutex
 	calls  []int // batch sizes
@@ -134,7 +135,11 @@ func (f *fakeSystem) Schedule(ctx context.Context, jobs []bench.Job) error {
 	}
 	for _, j := range jobs {
 		deliver := func() { f.rec.Record(j.Seq, j.DueAt, time.Now()) }
-		f.timers = append(f.timers, time.AfterFunc(time.Until(j.DueAt), func() {
+		at := j.DueAt
+		if f.late != nil {
+			at = at.Add(f.late(j.Seq))
+		}
+		f.timers = append(f.timers, time.AfterFunc(time.Until(at), func() {
 			deliver()
 			if f.twice {
 				deliver()
@@ -551,5 +556,42 @@ func TestScheduleCreateCost(t *testing.T) {
 		if res.Cost != nil {
 			t.Errorf("SQLWait %s: a fire cost on a schedule run", wait)
 		}
+	}
+}
+
+// TestTwoApp: the burst's figures are a fire run's with no spread; the
+// quiet app's jobs, due every Every over Spread, are tallied apart, those
+// due while the burst drained too.
+func TestTwoApp(t *testing.T) {
+	t.Parallel()
+	o := bench.TwoAppOptions{N: 200, Lead: 300 * time.Millisecond, Spread: 400 * time.Millisecond, Every: 10 * time.Millisecond, Batch: 50, Concurrency: 2, Grace: time.Second}
+	if n := o.QuietN(); n != 41 {
+		t.Fatalf("QuietN = %d, want 41", n)
+	}
+	brec, qrec := bench.NewRecorder(o.N), bench.NewRecorder(o.QuietN())
+	burst := &fakeSystem{rec: brec, late: func(seq int) time.Duration { return time.Duration(seq) * time.Millisecond }} // drains at 1000/s
+	quiet := &fakeSystem{rec: qrec}
+	defer burst.stop()
+	defer quiet.stop()
+	res, err := bench.TwoApp(context.Background(), burst, brec, quiet, qrec, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Workload != "twoapp" || res.Fired != 200 || res.Missing != 0 || res.DrainPerSec <= 0 || res.DrainPerSec > 1200 {
+		t.Errorf("result %+v: want 200 fired of the burst, drained at about 1000/s", res)
+	}
+	q := res.Quiet
+	switch {
+	case q == nil:
+		t.Fatal("no quiet app in the result")
+	case q.N != 41 || q.Fired != 41 || q.Missing != 0:
+		t.Errorf("quiet app %+v, want 41 fired", q)
+	case q.DuringDrainN < 20 || q.DuringDrainN > 30:
+		t.Errorf("quiet app: %d due during the drain, want about 20 (199 ms / 10 ms)", q.DuringDrainN)
+	case q.LatenessMs.Max > 100 || q.DuringDrainMs.Max > q.LatenessMs.Max:
+		t.Errorf("quiet app lateness %+v, during the drain %+v: want timer accuracy", q.LatenessMs, q.DuringDrainMs)
+	}
+	if _, err := bench.TwoApp(context.Background(), burst, brec, quiet, bench.NewRecorder(3), o); err == nil {
+		t.Error("TwoApp with a quiet recorder of the wrong size: no error")
 	}
 }

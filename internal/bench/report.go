@@ -210,6 +210,16 @@ func WriteTable(w io.Writer, r *Result) error {
 	if r.DrainPerSec > 0 {
 		row("drained", "%.0f tasks/s (all due at one instant: fired over max lateness)", r.DrainPerSec)
 	}
+	if q := r.Quiet; q != nil {
+		row("quiet app", "%d jobs, one every few ms from the burst's due time: %d fired, %d missing", q.N, q.Fired, q.Missing)
+		l := q.LatenessMs
+		row("quiet ms", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", l.P50, l.P90, l.P99, l.Max)
+		l = q.DuringDrainMs
+		row("quiet ms, drain", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  (the %d due while the burst drained)", l.P50, l.P90, l.P99, l.Max, q.DuringDrainN)
+	}
+	if p := r.CPUPressure; p != nil {
+		row("cpu pressure", "%.0f%% of the run some task waited for a CPU (/proc/pressure/cpu)", *p*100)
+	}
 	for _, c := range r.Targets {
 		met := "MISSED"
 		if c.Met {
@@ -370,7 +380,7 @@ per create over the scheduling window for schedule runs.
 |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `)
 	for _, r := range rep.Results {
-		if r.Workload == WorkloadPending {
+		if r.Workload == WorkloadPending || r.Workload == WorkloadTwoApp { // sections of their own
 			continue
 		}
 		spread := ""
@@ -383,6 +393,7 @@ per create over the scheduling window for schedule runs.
 			floorNonZero(r.DrainPerSec), tocCPUPerTask(r),
 			num(l.P50), num(l.P90), num(l.P99), num(l.P999), num(l.Max), num(l.Min)})
 	}
+	writeTwoApp(b, rep.Results)
 	b.WriteString(`
 ## Baseline
 
@@ -791,4 +802,41 @@ func durationString(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// writeTwoApp writes the section of the twoapp runs, if any.
+func writeTwoApp(b *strings.Builder, results []*Result) {
+	var rows [][]string
+	for _, r := range results {
+		q := r.Quiet
+		if r.Workload != WorkloadTwoApp || q == nil {
+			continue
+		}
+		pressure := ""
+		if r.CPUPressure != nil {
+			pressure = fmt.Sprintf("%.0f%%", *r.CPUPressure*100)
+		}
+		l, d := q.LatenessMs, q.DuringDrainMs
+		rows = append(rows, []string{r.Variant, itoa(r.N), floorNonZero(r.DrainPerSec), num(r.LatenessMs.Max),
+			itoa(q.N), itoa(q.Missing), num(l.P50), num(l.P99), num(l.Max), itoa(q.DuringDrainN), num(d.P99), pressure})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString(`
+## Two apps
+
+Fair dispatch (` + "`--workload twoapp`" + `): one app's burst of n tasks due at one
+instant, and another app's tasks due every 10 ms from that instant for 5 s;
+the quiet app's lateness, in ms, of all its tasks and of those due while the
+burst drained (its last first delivery). CPU pressure is the share of the
+run some task of the machine waited for a CPU (/proc/pressure/cpu "some"):
+other work on the machine counts.
+
+| variant | burst n | drain/s | burst max | quiet n | missing | quiet p50 | quiet p99 | quiet max | due in drain | their p99 | CPU pressure |
+|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
+`)
+	for _, row := range rows {
+		writeRow(b, row)
+	}
 }

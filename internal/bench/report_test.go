@@ -221,3 +221,29 @@ func TestWriteMarkdownEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteMarkdownTwoApp: a twoapp run gets a section of its own with the
+// quiet app's figures; a suite without one has no such section.
+func TestWriteMarkdownTwoApp(t *testing.T) {
+	t.Parallel()
+	const line = `{"system":"toc","variant":"push, embedded","workload":"twoapp","nodes":1,"n":50000,"batch":1000,"concurrency":16,"fired":50000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":20000,"lateness_ms":{"min":60,"p50":3700,"p90":5600,"p99":6055,"p999":6120,"max":6125},"drain_per_sec":8163,"quiet":{"n":501,"fired":501,"missing":0,"lateness_ms":{"min":0.2,"p50":30.5,"p90":94.6,"p99":135.8,"p999":171.3,"max":171.3},"during_drain_n":501,"during_drain_lateness_ms":{"min":0.2,"p50":30.5,"p90":94.6,"p99":135.8,"p999":171.3,"max":171.3}},"cpu_pressure":0.99,"rss_bytes":0,"disk_bytes":0}`
+	r := new(bench.Result)
+	if err := json.Unmarshal([]byte(line), r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite", Results: []*bench.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "| push, embedded | 50000 | 8163 | 6125 | 501 | 0 | 30.5 | 135.8 | 171.3 | 501 | 135.8 | 99% |"
+	if got := b.String(); !strings.Contains(got, "## Two apps") || !strings.Contains(got, want) {
+		t.Errorf("lacks the two apps' section or its row %q:\n%s", want, got)
+	}
+	b.Reset()
+	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "## Two apps") {
+		t.Error("a suite without a twoapp run has a two apps' section")
+	}
+}

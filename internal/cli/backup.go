@@ -21,9 +21,9 @@ Has the server make a consistent copy of its embedded store while it goes
 on serving, and writes it into DIR on this machine (an admin token's
 command). Every task acknowledged before the backup began is in the copy.
 
-DIR must not exist yet. The copy is written to DIR.partial and renamed to
-DIR once whole and synced to disk, so a failed backup leaves no DIR (and
-removes DIR.partial). The command prints how many files and bytes it wrote.
+DIR must not exist yet; missing parent folders are made. The copy is
+written to DIR.partial and renamed to DIR once whole and synced to disk, so
+a failed backup leaves no DIR (and removes DIR.partial). The command prints how many files and bytes it wrote.
 
 To restore, start a server on the copy (or a copy of it):
 
@@ -70,6 +70,9 @@ func runBackup(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer body.Close()
+	if err := os.MkdirAll(filepath.Dir(partial), 0o700); err != nil {
+		return fmt.Errorf("backup: make the parent folder of %s: %w", dir, err)
+	}
 	if err := os.Mkdir(partial, 0o700); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

@@ -60,6 +60,13 @@ Workloads:
             summed), the growth of its Redis's used_memory and of the keys
             under its prefix (--redis, --redis-prefix) and of its PostgreSQL
             databases (--sql), in all and per pending task.
+  twoapp    fair dispatch: --n tasks of app --app due at one instant (a
+            burst) and, from that instant for --spread (default 5s), a task
+            of app <--app>-quiet every 10 ms; reports the burst as fire
+            --spread 0s does (lateness, "drained") and the quiet app's
+            lateness, of all its tasks and of those due while the burst
+            drained, with how busy the machine was (/proc/pressure/cpu: the
+            share of the run some task waited for a CPU). Push only.
 
 Cost per fire (fire) and per create (schedule): with --embedded,
 --server-pid, --redis or --sql, what the fires cost over the firing window
@@ -119,6 +126,7 @@ var benchNDefault = map[string]int{
 	bench.WorkloadFire:     100_000,
 	bench.WorkloadSchedule: 100_000,
 	bench.WorkloadPending:  1_000_000,
+	bench.WorkloadTwoApp:   50_000,
 }
 
 // embeddedStartTimeout bounds how long an --embedded server may take to
@@ -133,7 +141,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs := newFlagSet(e, "bench", benchHelp)
 	conn := addConnFlags(fs)
 	embedded := fs.Bool("embedded", false, "start a server in this process on a temporary data directory (instead of --server)")
-	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule or pending")
+	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule, pending or twoapp")
 	n := fs.Int("n", 0, "number of tasks (default 100000 for fire and schedule, 1000000 for pending)")
 	spread := fs.Duration("spread", 10*time.Second, "fire: spread the due times over this `duration`")
 	timeline := fs.Duration("timeline", 0, "fire: also report the lateness per bucket of due time this `wide` (like 100ms; default none)")
@@ -167,7 +175,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	if _, ok := benchNDefault[*workload]; !ok {
-		return usagef("bench: --workload must be fire, schedule or pending, got %q", *workload)
+		return usagef("bench: --workload must be fire, schedule, pending or twoapp, got %q", *workload)
 	}
 	if *n == 0 {
 		*n = benchNDefault[*workload]
@@ -181,8 +189,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	switch {
 	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"] || *pull):
 		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis, --sql and --pull")
-	case *baseline && *workload == bench.WorkloadPending:
+	case *baseline && (*workload == bench.WorkloadPending || *workload == bench.WorkloadTwoApp):
 		return usagef("bench: --baseline is for fire and schedule")
+	case *workload == bench.WorkloadTwoApp && (*pull || set["redis"] || set["sql"] || set["timeline"] || set["hold"]):
+		return usagef("bench: --workload twoapp is push only, without --pull, --redis, --sql, --timeline and --hold")
 	case *embedded && (set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
 		return usagef("bench: give --embedded or --server (with --server-pid, --data-dir, --redis, --sql), not both")
 	case (set["redis"] || set["sql"]) && *workload == bench.WorkloadSchedule:
@@ -306,7 +316,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		dsns := strings.Split(*sqlDSN, ",")
 		pending.SQL = func(ctx context.Context) (int64, error) { return storesize.PostgresSize(ctx, dsns) }
 	}
-	if *workload != bench.WorkloadPending && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
+	if *workload != bench.WorkloadPending && *workload != bench.WorkloadTwoApp && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
 		probe := &bench.CostProbe{Toc: pids}
 		if *embedded {
 			probe.Toc = []int{os.Getpid()}
@@ -354,6 +364,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
+	twoApp := bench.TwoAppOptions{N: *n, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	if set["spread"] {
+		twoApp.Spread = *spread
+	}
+	var quiet *bench.Toc
+	var quietRec *bench.Recorder
+	if *workload == bench.WorkloadTwoApp {
+		quietRec = bench.NewRecorder(twoApp.QuietN())
+		quiet, err = bench.NewToc(bench.TocConfig{Clients: clients, Recorder: quietRec, Delivery: delivery, App: *app + "-quiet"})
+		if err != nil {
+			_ = sys.Close()
+			return err
+		}
+	}
 	var res *bench.Result
 	switch *workload {
 	case bench.WorkloadFire:
@@ -362,9 +386,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		res, err = bench.Schedule(ctx, sys, rec, schedule)
 	case bench.WorkloadPending:
 		res, err = bench.Pending(ctx, sys, pending)
+	case bench.WorkloadTwoApp:
+		res, err = bench.TwoApp(ctx, sys, rec, quiet, quietRec, twoApp)
 	}
 	if cerr := sys.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("stop receiver: %w", cerr)
+	}
+	if quiet != nil {
+		if cerr := quiet.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("stop the quiet app's receiver: %w", cerr)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)

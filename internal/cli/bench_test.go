@@ -144,6 +144,18 @@ func TestBenchFire(t *testing.T) {
 	}
 }
 
+// TestBenchTwoApp: a small twoapp run on an embedded server reports the
+// burst and the quiet app.
+func TestBenchTwoApp(t *testing.T) {
+	t.Parallel()
+	got := runBenchJSON(t, "twoapp", 300, "--n", "300", "--spread", "500ms")
+	q, _ := got["quiet"].(map[string]any)
+	l, _ := q["lateness_ms"].(map[string]any)
+	if q["n"] != 51.0 || q["fired"] != 51.0 || jsonType(l["p99"]) != "number" || jsonType(q["during_drain_n"]) != "number" {
+		t.Errorf("quiet %v, want 51 fired with their lateness", got["quiet"])
+	}
+}
+
 // TestBenchBaseline: the fire and schedule workloads with no toc.
 func TestBenchBaseline(t *testing.T) {
 	t.Parallel()
@@ -283,7 +295,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--embedded", "--workload", "nap"}, "--workload must be fire, schedule or pending"},
+		{[]string{"--embedded", "--workload", "nap"}, "--workload must be fire, schedule, pending or twoapp"},
+		{[]string{"--embedded", "--workload", "twoapp", "--pull"}, "--workload twoapp is push only"},
+		{[]string{"--baseline", "--workload", "twoapp"}, "--baseline is for fire and schedule"},
 		{[]string{"--embedded", "--server", "http://127.0.0.1:1"}, "give --embedded or --server"},
 		{[]string{"--embedded", "--n", "-1"}, "--n must be at least 1"},
 		{[]string{"--embedded", "--batch", "1001"}, "--batch must be between 1 and 1000"},
@@ -615,6 +629,11 @@ func TestBenchSuite(t *testing.T) {
 			checkNumbers(t, "fire and schedule", fire[i], 12) // drained per second
 		}
 	}
+	two := tableRows(t, doc, "## Two apps")
+	if len(two) != 1 || two[0][0] != "push, embedded" || two[0][1] != "300" || two[0][4] != "51" || two[0][5] != "0" {
+		t.Fatalf("two apps: rows %q, want the embedded run of 300 and its 51 quiet tasks (over the 0.5 s spread):\n%s", two, doc)
+	}
+	checkNumbers(t, "two apps", two[0], 2, 3, 6, 7, 8, 9, 10)
 	// toc beside the baselines: the fire's p99 and max, each schedule's
 	// rate.
 	base := tableRows(t, doc, "## Baseline")

@@ -24,7 +24,8 @@ them, --all confirms that every task in the state is meant.
 
 The server changes up to 100000 tasks a request (--limit: fewer); when
 there are more, the command repeats the request until none are left,
-noting its progress on stderr. Repeating the command is safe: a task
+noting its progress on stderr; at the end it prints what it did ("retried
+40000 tasks"). Repeating the command is safe: a task
 changed has left the state. Tasks retried while their endpoint still fails
 may die again, and a later run retries them again.
 
@@ -126,7 +127,7 @@ func runBulk(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintf(e.stderr, "%s %d tasks so far, going on\n", done, total)
 	}
-	_, err = fmt.Fprintln(e.stdout, total)
+	_, err = fmt.Fprintf(e.stdout, "%s %d %s\n", done, total, plural(total, "task", "tasks"))
 	return err
 }
 
@@ -140,4 +141,12 @@ func statesOr(states []task.State) string {
 		s[i] = string(st)
 	}
 	return strings.Join(s, " or ")
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

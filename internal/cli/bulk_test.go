@@ -38,7 +38,7 @@ func TestBulk(t *testing.T) {
 			answers:    []answer{{200, `{"count":700,"more":true}`}, {200, `{"count":700,"more":true}`}, {200, `{"count":12}`}},
 			app:        "billing",
 			body:       `{"state":"dead","key_prefix":"refund/","due_after":"2026-03-01T09:00:00Z","due_before":"2026-03-01T10:00:00.5+01:00","limit":700}`,
-			stdout:     "1412\n",
+			stdout:     "retried 1412 tasks\n",
 			wantStderr: "retried 700 tasks so far, going on\nretried 1400 tasks so far, going on\n",
 		},
 		{
@@ -48,7 +48,7 @@ func TestBulk(t *testing.T) {
 			answers: []answer{{200, `{"count":3}`}},
 			app:     "billing",
 			body:    `{"state":"expired"}`,
-			stdout:  "3\n",
+			stdout:  "retried 3 tasks\n",
 		},
 		{
 			name:    "cancel, flags before the action",
@@ -57,7 +57,7 @@ func TestBulk(t *testing.T) {
 			answers: []answer{{200, `{"count":0}`}},
 			app:     "a.b",
 			body:    `{"state":"scheduled","key_prefix":"promo/"}`,
-			stdout:  "0\n",
+			stdout:  "cancelled 0 tasks\n",
 		},
 	}
 	for _, tt := range tests {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/task"
 )
@@ -21,8 +21,10 @@ import (
 const exportHelp = `
 Writes tasks to stdout as NDJSON, one task per line exactly as "toc get"
 and GET /v1/tasks/{id} show it (ids, keys, times, states, attempts,
-payloads, history), app by app and state by state, in id order. "toc
-import" re-creates them on another server, in either mode.
+payloads, history), app by app and state by state, in id order; then,
+unless --state is given, the schedules (recurring timers), one per line
+as {"schedule": <as GET /v1/schedules/{id} shows it>}. "toc import"
+re-creates them on another server, in either mode, with their ids.
 
 Over --server (an admin token's command) it asks a running server, in
 either mode. That server goes on firing meanwhile, so a task that changes
@@ -32,7 +34,7 @@ server runs on (stop the server first), which is what a move from
 embedded to cluster mode exports: nothing fires while it runs, and
 nothing the file holds fires again at the source.
 
-It prints how many tasks it wrote on stderr.
+It prints how many tasks and schedules it wrote on stderr.
 
 Examples:
   toc export --server http://toc.internal:7070 > tasks.ndjson
@@ -64,92 +66,115 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		return usagef("export: give --server or --data, not both")
 	}
 	out := bufio.NewWriterSize(e.stdout, 64<<10)
-	var n int
+	lc := &lineCounter{w: out, start: true}
 	if *data != "" {
-		n, err = exportStore(ctx, *data, f, out, e.stderr)
+		err = exportStore(ctx, *data, f, lc, e.stderr)
 	} else {
-		n, err = exportServer(ctx, e, conn, f, out)
+		err = exportServer(ctx, e, conn, f, lc)
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
 	if err != nil {
-		if n > 0 {
-			fmt.Fprintf(e.stderr, "export: stopped after %d tasks\n", n)
+		if lc.n > 0 {
+			fmt.Fprintf(e.stderr, "export: stopped after %d tasks and %d schedules\n", lc.n-lc.schedules, lc.schedules)
 		}
 		return err
 	}
-	_, err = fmt.Fprintf(e.stderr, "exported %d tasks\n", n)
+	_, err = fmt.Fprintf(e.stderr, "exported %d tasks and %d schedules\n", lc.n-lc.schedules, lc.schedules)
 	return err
 }
 
-// exportServer copies the server's export to out and returns the tasks
-// (lines) it holds.
-func exportServer(ctx context.Context, e *env, conn *connFlags, f engine.ExportFilter, out io.Writer) (int, error) {
+// exportServer copies the server's export to lc.
+func exportServer(ctx context.Context, e *env, conn *connFlags, f engine.ExportFilter, lc *lineCounter) error {
 	c, err := conn.client(e, "export")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	s, err := c.Export(ctx, client.ExportOptions{App: f.App, State: f.State})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer s.Close()
-	lc := &lineCounter{w: out}
 	if _, err := io.Copy(lc, s); err != nil {
-		return lc.n, fmt.Errorf("export: the stream broke: %w", err)
+		return fmt.Errorf("export: the stream broke: %w", err)
 	}
 	switch sent, ok := s.Count(); {
 	case !ok:
-		fmt.Fprintln(e.stderr, "export: the server's answer carried no count (a proxy dropped it?): it cannot be checked that every task arrived")
+		fmt.Fprintln(e.stderr, "export: the server's answer carried no count (a proxy dropped it?): it cannot be checked that every line arrived")
 	case sent != lc.n:
-		return lc.n, fmt.Errorf("export: the server sent %d tasks, %d arrived", sent, lc.n)
+		return fmt.Errorf("export: the server sent %d lines, %d arrived", sent, lc.n)
 	}
-	return lc.n, nil
+	return nil
 }
 
-// lineCounter counts the lines written through it.
+// scheduleLineStart is how an export's schedule line starts.
+const scheduleLineStart = `{"schedule":`
+
+// lineCounter counts the lines written through it, and those of them that
+// are schedules (start with scheduleLineStart).
 type lineCounter struct {
-	w io.Writer
-	n int
+	w            io.Writer
+	n, schedules int
+	start        bool   // the next byte starts a line
+	head         []byte // the first bytes of the current line, up to len(scheduleLineStart)
 }
 
 func (l *lineCounter) Write(p []byte) (int, error) {
 	n, err := l.w.Write(p)
-	l.n += bytes.Count(p[:n], []byte("\n"))
+	for _, c := range p[:n] {
+		if l.start {
+			l.head, l.start = l.head[:0], false
+		}
+		if c == '\n' {
+			l.n++
+			l.start = true
+			continue
+		}
+		if len(l.head) < len(scheduleLineStart) {
+			if l.head = append(l.head, c); string(l.head) == scheduleLineStart {
+				l.schedules++
+			}
+		}
+	}
 	return n, err
 }
 
-// exportStore writes the tasks of the embedded store in dir to out, as the
-// server's export does.
-func exportStore(ctx context.Context, dir string, f engine.ExportFilter, out io.Writer, stderr io.Writer) (int, error) {
+// exportStore writes the tasks and schedules of the embedded store in dir
+// to out, as the server's export does.
+func exportStore(ctx context.Context, dir string, f engine.ExportFilter, out io.Writer, stderr io.Writer) error {
 	if err := checkStoreDir(dir); err != nil {
-		return 0, err
+		return err
 	}
 	if err := pebblestore.CheckNotInUse(dir); err != nil {
-		return 0, fmt.Errorf("export: the store in %s is in use (does a server run on it? stop it first, or export over --server): %w", dir, err)
+		return fmt.Errorf("export: the store in %s is in use (does a server run on it? stop it first, or export over --server): %w", dir, err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := pebblestore.Open(pebblestore.Options{Dir: dir, Logger: log})
 	if err != nil {
-		return 0, fmt.Errorf("export: open the store in %s (does a server run on it? stop it first, or export over --server): %w", dir, err)
+		return fmt.Errorf("export: open the store in %s (does a server run on it? stop it first, or export over --server): %w", dir, err)
 	}
 	defer st.Close()
 	eng, err := engine.New(engine.Config{Store: st, Logger: log}) // never started: it only reads
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return eng.Export(ctx, f, func(t *task.Task) error {
-		b, err := json.Marshal(t)
+	line := func(v any) error {
+		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		if _, err := out.Write(b); err != nil {
-			return err
-		}
-		_, err = out.Write([]byte{'\n'})
+		_, err = out.Write(append(b, '\n'))
 		return err
-	})
+	}
+	if _, err := eng.Export(ctx, f, func(t *task.Task) error { return line(t) }); err != nil {
+		return err
+	}
+	if f.State != "" {
+		return nil
+	}
+	_, err = eng.ExportSchedules(ctx, f.App, func(s *task.Schedule) error { return line(httpapi.ExportedSchedule{Schedule: s}) })
+	return err
 }
 
 // checkStoreDir fails unless dir holds an embedded store, so that a typo

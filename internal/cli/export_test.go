@@ -41,22 +41,23 @@ func exportAPI(t *testing.T, body, count string) (*httptest.Server, *string) {
 
 func TestExport(t *testing.T) {
 	t.Parallel()
-	body := `{"id":"01JD8X5C2M0000ABCDEFGHJKMN","app":"shop"}` + "\n" + `{"id":"01JD8X5C2M0000ABCDEFGHJKMP","app":"shop"}` + "\n"
-	s, q := exportAPI(t, body, "2")
-	stdout, stderr, err := runCLI(t, map[string]string{EnvServer: s.URL}, "export", "--app", "shop", "--state", "dead")
+	body := `{"id":"01JD8X5C2M0000ABCDEFGHJKMN","app":"shop"}` + "\n" + `{"id":"01JD8X5C2M0000ABCDEFGHJKMP","app":"shop"}` + "\n" +
+		`{"schedule":{"id":"01JD8X5C2M0000ABCDEFGHJKMQ","app":"shop"}}` + "\n"
+	s, q := exportAPI(t, body, "3")
+	stdout, stderr, err := runCLI(t, map[string]string{EnvServer: s.URL}, "export", "--app", "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stdout != body || stderr != "exported 2 tasks\n" {
+	if stdout != body || stderr != "exported 2 tasks and 1 schedules\n" {
 		t.Errorf("stdout %q, stderr %q", stdout, stderr)
 	}
-	if *q != "app=shop&state=dead" {
+	if *q != "app=shop" {
 		t.Errorf("query %q", *q)
 	}
 
 	// A count that does not match what arrived, or none.
-	s, _ = exportAPI(t, body, "3")
-	if _, _, err := runCLI(t, map[string]string{EnvServer: s.URL}, "export"); err == nil || !strings.Contains(err.Error(), "the server sent 3 tasks, 2 arrived") {
+	s, _ = exportAPI(t, body, "4")
+	if _, _, err := runCLI(t, map[string]string{EnvServer: s.URL}, "export"); err == nil || !strings.Contains(err.Error(), "the server sent 4 lines, 3 arrived") {
 		t.Errorf("short export: %v", err)
 	}
 	s, _ = exportAPI(t, body, "")
@@ -105,6 +106,12 @@ func TestExportData(t *testing.T) {
 		}
 		want = append([]*task.Task{tk}, want...) // apps in name order
 	}
+	sched := &task.Schedule{ID: gen.New(now, 0), App: "a-app", Key: "tick", Every: task.Duration(time.Minute), Timezone: "UTC",
+		CatchUp: task.CatchUpOne, State: task.ScheduleActive, NextAt: &now, CreatedAt: now, UpdatedAt: now, Anchor: now, WakeAt: now,
+		Target: task.Target{Pull: &task.PullTarget{}}, Retry: task.RetryPolicy{}.WithDefaults()}
+	if _, _, err := st.CreateSchedule(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
 	// While a process has the store open, it is refused.
 	if _, _, err := runCLI(t, nil, "export", "--data", dir); err == nil || !strings.Contains(err.Error(), "does a server run on it?") {
 		t.Errorf("export of a store in use: %v", err)
@@ -117,14 +124,19 @@ func TestExportData(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-	if len(lines) != 2 || stderr != "exported 2 tasks\n" {
+	if len(lines) != 3 || stderr != "exported 2 tasks and 1 schedules\n" {
 		t.Fatalf("stdout %q, stderr %q", stdout, stderr)
 	}
-	for i, l := range lines {
+	for i, l := range lines[:2] {
 		b, _ := json.Marshal(want[i])
 		if l != string(b) {
 			t.Errorf("line %d: %s, want %s", i+1, l, b)
 		}
+	}
+	// The schedule last, in its API form.
+	b, _ := json.Marshal(map[string]*task.Schedule{"schedule": sched})
+	if lines[2] != string(b) {
+		t.Errorf("line 3: %s, want %s", lines[2], b)
 	}
 	empty := t.TempDir()
 	if _, _, err := runCLI(t, nil, "export", "--data", empty); err == nil || !strings.Contains(err.Error(), "holds no toc store") {

@@ -14,30 +14,30 @@ import (
 )
 
 const importHelp = `
-Re-creates on the server the tasks "toc export" wrote (an admin token's
-command), read as NDJSON from stdin or --from: they keep their ids, keys,
-times, states, attempts, payloads and history, finished ones in their final
-state. Scheduled tasks fire on their schedule; the ones already due fire at
-once. A task that was being delivered when it was exported is scheduled
-again, due now (at least once).
+Re-creates on the server the tasks and schedules "toc export" wrote (an
+admin token's command), read as NDJSON from stdin or --from: they keep
+their ids, keys, times, states, attempts, payloads and history, finished
+ones in their final state, in either mode. Scheduled tasks fire on their
+schedule; the ones already due fire at once. A task that was being
+delivered when it was exported is scheduled again, due now (at least
+once). A schedule goes on from its next_at: its pending occurrence is the
+one the export holds (the export writes schedules after tasks: import a
+file in its order), and the occurrences due during the move are made.
 
-Running it again is safe: a task the server has under its id is left
-alone and counted as existing, so a re-run imports nothing twice.
+Running it again is safe: a task or schedule the server has under its id
+is left alone and counted as existing, so a re-run imports nothing twice.
 
-The server checks every task as strictly as a create, and refuses a
+The server checks every line as strictly as a create, and refuses a
 request with a bad line before storing any of it; the command stops there
-and names the line of the input. Tasks are sent --batch at a time.
+and names the line of the input. Lines are sent --batch at a time.
 
-In cluster mode a task lives in the SQL shard its id names, and a task
-with a key in its key's shard: a task whose id names another shard (every
-id an embedded server made names shard 0) is stored under a new id, the
-same but for its shard. The command lists each as "moved OLD NEW"; a GET
-by the old id still finds the task. A task whose app and key another task
-of the server holds is not imported: listed as "taken ID app key holder
-HOLDER".
+A task (schedule) whose app and key another task (schedule) of the server
+holds is not imported: listed as "taken ID app key holder HOLDER"
+("taken schedule ...").
 
-It prints "imported N, existing N, released N, moved N, taken N" first,
-and on a terminal a progress line on stderr as it goes.
+It prints "imported N, existing N, released N, taken N; schedules
+imported N, existing N, taken N" first, and on a terminal a progress line
+on stderr as it goes.
 
 Example:
   toc import --server http://toc-cluster.internal:7070 < tasks.ndjson
@@ -85,18 +85,18 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr)
 	}
 	if err != nil {
-		if im.total.Imported > 0 || im.total.Existing > 0 {
+		if im.total.Imported > 0 || im.total.Existing > 0 || im.total.SchedulesImported > 0 {
 			fmt.Fprintf(e.stderr, "import: before this error: %s\n", im.summary())
 		}
 		return err
 	}
 	var b strings.Builder
 	fmt.Fprintln(&b, im.summary())
-	for _, m := range im.total.Moved {
-		fmt.Fprintf(&b, "moved %s %s\n", m.ID, m.NewID)
-	}
 	for _, k := range im.total.Taken {
 		fmt.Fprintf(&b, "taken %s %s %q holder %s\n", k.ID, k.App, k.Key, k.Holder)
+	}
+	for _, k := range im.total.SchedulesTaken {
+		fmt.Fprintf(&b, "taken schedule %s %s %q holder %s\n", k.ID, k.App, k.Key, k.Holder)
 	}
 	_, err = io.WriteString(e.stdout, b.String())
 	return err
@@ -159,8 +159,10 @@ func (im *importer) send(ctx context.Context) error {
 	im.total.Imported += res.Imported
 	im.total.Existing += res.Existing
 	im.total.Released += res.Released
-	im.total.Moved = append(im.total.Moved, res.Moved...)
 	im.total.Taken = append(im.total.Taken, res.Taken...)
+	im.total.SchedulesImported += res.SchedulesImported
+	im.total.SchedulesExisting += res.SchedulesExisting
+	im.total.SchedulesTaken = append(im.total.SchedulesTaken, res.SchedulesTaken...)
 	im.body.Reset()
 	im.lines = im.lines[:0]
 	if im.progress {
@@ -188,7 +190,8 @@ func (im *importer) inputError(err error) error {
 
 func (im *importer) summary() string {
 	t := im.total
-	return fmt.Sprintf("imported %d, existing %d, released %d, moved %d, taken %d", t.Imported, t.Existing, t.Released, len(t.Moved), len(t.Taken))
+	return fmt.Sprintf("imported %d, existing %d, released %d, taken %d; schedules imported %d, existing %d, taken %d",
+		t.Imported, t.Existing, t.Released, len(t.Taken), t.SchedulesImported, t.SchedulesExisting, len(t.SchedulesTaken))
 }
 
 var errInputLineTooLong = errors.New("line too long")

@@ -48,16 +48,16 @@ func TestImport(t *testing.T) {
 	s, bodies := importAPI(t,
 		answer{200, `{"imported":2,"existing":0,"released":1,"moved":[{"id":"01JD8X5C2M0000ABCDEFGHJKMN","new_id":"01JD8X5C2M0003ABCDEFGHJKMN"}],"taken":[]}`},
 		answer{200, `{"imported":0,"existing":1,"released":0,"moved":[],"taken":[{"id":"01JD8X5C2M0000ABCDEFGHJKMP","app":"shop","key":"o 1","holder":"01JD8X5C2M0001ABCDEFGHJKMQ"}]}`},
-		answer{200, `{"imported":1,"existing":0,"released":0,"moved":[],"taken":[]}`},
+		answer{200, `{"imported":1,"existing":0,"released":0,"moved":[],"taken":[],"schedules_imported":1,"schedules_existing":1,"schedules_taken":[{"id":"01JD8X5C2M0000ABCDEFGHJKMR","app":"shop","key":"tick","holder":"01JD8X5C2M0001ABCDEFGHJKMS"}]}`},
 	)
 	in := writeInput(t, "{\"n\":1}\n\n{\"n\":2}\r\n{\"n\":3}\n   \n{\"n\":4}\n{\"n\":5}")
 	stdout, stderr, err := runCLI(t, map[string]string{EnvServer: s.URL}, "import", "--from", in, "--batch", "2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "imported 3, existing 1, released 1, moved 1, taken 1\n" +
-		"moved 01JD8X5C2M0000ABCDEFGHJKMN 01JD8X5C2M0003ABCDEFGHJKMN\n" +
-		"taken 01JD8X5C2M0000ABCDEFGHJKMP shop \"o 1\" holder 01JD8X5C2M0001ABCDEFGHJKMQ\n"
+	want := "imported 3, existing 1, released 1, taken 1; schedules imported 1, existing 1, taken 1\n" +
+		"taken 01JD8X5C2M0000ABCDEFGHJKMP shop \"o 1\" holder 01JD8X5C2M0001ABCDEFGHJKMQ\n" +
+		"taken schedule 01JD8X5C2M0000ABCDEFGHJKMR shop \"tick\" holder 01JD8X5C2M0001ABCDEFGHJKMS\n"
 	if stdout != want || stderr != "" {
 		t.Errorf("stdout %q, stderr %q", stdout, stderr)
 	}
@@ -81,7 +81,7 @@ func TestImportRefused(t *testing.T) {
 	if err == nil || err.Error() != "import: "+in+":5 (task 01JD8X5C2M0000ABCDEFGHJKMN): target.http.url: is required (HTTP 400, invalid_field)" {
 		t.Errorf("err = %v", err)
 	}
-	if stdout != "" || stderr != "import: before this error: imported 2, existing 0, released 0, moved 0, taken 0\n" {
+	if stdout != "" || stderr != "import: before this error: imported 2, existing 0, released 0, taken 0; schedules imported 0, existing 0, taken 0\n" {
 		t.Errorf("stdout %q, stderr %q", stdout, stderr)
 	}
 	if n := len(bodies()); n != 2 {

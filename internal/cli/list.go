@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,9 @@ import (
 )
 
 const listHelp = `
-Lists an app's tasks in one state, oldest first, one line per task with tab
-separated columns:
+Lists an app's tasks in one state (--state), or in every state one after
+the other when --state is not given, one line per task with tab separated
+columns:
 
   id  state  due_at  key  attempts  last_error
 
@@ -24,15 +26,16 @@ there are more, the --cursor of the next page on stderr. --json prints
 {"tasks":[...],"next_cursor":"..."} instead (with --all, every task and no
 cursor).
 
-Example:
+Examples:
   toc list --app billing --state dead --all
+  toc list --app billing --all        # every task of the app, state by state
 `
 
 func runList(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "list", listHelp)
 	conn := addConnFlags(fs)
 	app := fs.String("app", "", "`app` whose tasks to list (required)")
-	state := fs.String("state", "", "`state` to list (required): "+statesList())
+	state := fs.String("state", "", "`state` to list, one of "+statesList()+" (default: every state in turn)")
 	pf := addPageFlags(fs, "tasks")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -44,9 +47,7 @@ func runList(ctx context.Context, e *env, args []string) error {
 	switch st := task.State(*state); {
 	case *app == "":
 		return usagef("list: --app is required")
-	case *state == "":
-		return usagef("list: --state is required: %s", statesList())
-	case !st.Valid():
+	case *state != "" && !st.Valid():
 		return usagef("list: --state: want one of %s, got %q", statesList(), *state)
 	case *pf.limit < 0:
 		return usagef("list: --limit must not be negative, got %d", *pf.limit)
@@ -56,10 +57,19 @@ func runList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
+	page := func(ctx context.Context, state task.State, cursor string) (*client.ListPage, error) {
+		return c.List(ctx, *app, state, &client.ListOptions{Limit: *pf.limit, Cursor: cursor})
+	}
 	l := listing[*task.Task]{
 		cmd: "list",
 		page: func(ctx context.Context, cursor string) (any, []*task.Task, string, error) {
-			p, err := c.List(ctx, *app, task.State(*state), &client.ListOptions{Limit: *pf.limit, Cursor: cursor})
+			var p *client.ListPage
+			var err error
+			if *state != "" {
+				p, err = page(ctx, task.State(*state), cursor)
+			} else {
+				p, err = everyState(ctx, page, cursor)
+			}
 			if err != nil {
 				return nil, nil, "", err
 			}
@@ -138,6 +148,38 @@ func (l listing[T]) print(ctx context.Context, e *env, pf pageFlags) error {
 		return printJSON(e.stdout, l.whole(append([]T{}, kept...)))
 	}
 	return nil
+}
+
+// everyState reads one page of the listing of every state in turn
+// (task.States' order). Its cursor is "STATE:CURSOR", the state being read
+// and the server's cursor within it; a state with no task is stepped over.
+func everyState(ctx context.Context, page func(context.Context, task.State, string) (*client.ListPage, error), cursor string) (*client.ListPage, error) {
+	i, inner := 0, ""
+	if cursor != "" {
+		st, rest, ok := strings.Cut(cursor, ":")
+		i = slices.Index(task.States, task.State(st))
+		if !ok || i < 0 {
+			return nil, usagef("list: --cursor %q is not a cursor of a listing without --state (want STATE:CURSOR)", cursor)
+		}
+		inner = rest
+	}
+	for ; i < len(task.States); i, inner = i+1, "" {
+		p, err := page(ctx, task.States[i], inner)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case p.NextCursor != "":
+			p.NextCursor = string(task.States[i]) + ":" + p.NextCursor
+		case i+1 < len(task.States):
+			if len(p.Tasks) == 0 {
+				continue
+			}
+			p.NextCursor = string(task.States[i+1]) + ":"
+		}
+		return p, nil
+	}
+	return &client.ListPage{Tasks: []*task.Task{}}, nil
 }
 
 func statesList() string {

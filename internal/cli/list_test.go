@@ -145,7 +145,6 @@ func TestListUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--state", "dead"}, "list: --app is required"},
-		{[]string{"--app", "a"}, "list: --state is required: scheduled, delivering, delivered, dead, expired, cancelled"},
 		{[]string{"--app", "a", "--state", "zombie"}, `list: --state: want one of scheduled, delivering, delivered, dead, expired, cancelled, got "zombie"`},
 		{[]string{"--app", "a", "--state", "dead", "--limit", "-1"}, "list: --limit must not be negative"},
 		{[]string{"--app", "a", "--state", "dead", "extra"}, `list: unexpected argument "extra"`},
@@ -155,5 +154,44 @@ func TestListUsageErrors(t *testing.T) {
 	}
 	if n := len(a.requests()); n != 0 {
 		t.Errorf("API got %d requests, want none", n)
+	}
+}
+
+// Without --state the listing goes through every state in turn, stepping
+// over empty ones, with cursors that name the state they continue.
+func TestListEveryState(t *testing.T) {
+	t.Parallel()
+	dead := deadTasks()
+	sched := sampleTask()
+	sched.ID[15] = 9
+	byState := map[string][]*task.Task{"scheduled": {sched}, "dead": dead}
+	a := newAPI(t, map[string]func(request) answer{"GET /v1/apps/{app}/tasks": func(r request) answer {
+		return pagedTasks(t, byState[r.Query.Get("state")])(r)
+	}})
+	stdout, stderr, err := runCLI(t, serverEnv(a), "list", "--app", "billing", "--json", "--all")
+	if err != nil || stderr != "" {
+		t.Fatalf("err %v, stderr %q", err, stderr)
+	}
+	checkJSON(t, fmt.Sprintf(`{"tasks":%s}`, jsonOf(t, append([]*task.Task{sched}, dead...))), stdout)
+	var asked []string
+	for _, r := range a.requests() {
+		asked = append(asked, r.Query.Get("state")+":"+r.Query.Get("cursor"))
+	}
+	want := []string{"scheduled:", "delivering:", "delivered:", "dead:", "dead:2", "expired:", "cancelled:"}
+	if d := cmp.Diff(want, asked); d != "" {
+		t.Errorf("requests (state:cursor) mismatch (-want +got):\n%s", d)
+	}
+
+	// One page at a time: the cursor printed continues where the page ended.
+	_, stderr, err = runCLI(t, serverEnv(a), "list", "--app", "billing")
+	if err != nil || stderr != "more: --cursor delivering:\n" {
+		t.Errorf("first page: err %v, stderr %q, want the cursor of the next state", err, stderr)
+	}
+	stdout, stderr, err = runCLI(t, serverEnv(a), "list", "--app", "billing", "--cursor", "delivering:")
+	if err != nil || stderr != "more: --cursor dead:2\n" || strings.Count(stdout, "\n") != 2 {
+		t.Errorf("second page: err %v, stdout %q, stderr %q; want dead's first 2 and its cursor", err, stdout, stderr)
+	}
+	if _, _, err := runCLI(t, serverEnv(a), "list", "--app", "billing", "--cursor", "2"); err == nil || !strings.Contains(err.Error(), "STATE:CURSOR") {
+		t.Errorf("a cursor without a state: err %v, want a usage error", err)
 	}
 }

@@ -90,7 +90,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", engine.ShutdownDefault, "how long a shutdown waits for in-flight deliveries")
 	fs.IntVar(&c.maxPayload, "max-payload", task.DefaultMaxPayload, "largest payload in bytes")
 	fs.IntVar(&c.maxLoaded, "max-loaded", engine.MaxLoadedDefault, "most tasks held in memory (the timing wheel's cap)")
-	fs.IntVar(&c.maxInFlight, "max-in-flight", engine.MaxInFlightDefault, "most concurrent push deliveries (one app gets at most half unless configured)")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", engine.MaxInFlightDefault, "most concurrent push deliveries (one app gets half unless configured, at most three quarters)")
 	fs.DurationVar(&c.window, "window", engine.WindowDefault, "how far ahead tasks are loaded into memory")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -254,6 +254,8 @@ func policies(f *config.File) engine.Policies {
 			Target: a.Target, Retry: a.Retry, MaxPayload: a.MaxPayload,
 			DeliveriesPerSecond: a.Rate.DeliveriesPerSecond, Burst: a.Rate.Burst,
 			MaxInFlight: a.Rate.MaxInFlight, CreatesPerSecond: a.Rate.CreatesPerSecond,
+			MaxSchedules: a.MaxSchedules,
+			Weight:       a.Weight,
 		}
 	}
 	p := engine.Policies{Default: conv(f.Defaults), Apps: map[string]engine.AppPolicy{}}
@@ -376,6 +378,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		},
 		Public: map[string]http.Handler{
 			"GET /ui/":          ui.Handler(),
+			"GET /{$}":          http.RedirectHandler("/ui/", http.StatusFound), // a browser pointed at toc finds the dashboard
 			"GET /openapi.json": openapi.Handler(),
 		},
 	})
@@ -448,7 +451,8 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		}
 	}
 	if err := eng.Stop(sctx); err != nil {
-		return fmt.Errorf("stop engine: %w", err)
+		// The shutdown timeout ran out: the engine is stopped all the same.
+		log.Warn("stop engine", slog.String("error", err.Error()))
 	}
 	log.Info("toc stopped")
 	return nil
@@ -461,6 +465,7 @@ type backend struct {
 	node     *cluster.Node // nil on a single node
 	rate     *cluster.RateLimiter
 	shardFor func(app, key string, id task.ID) uint16
+	home     func(id task.ID) int // the SQL shard a schedule lives in
 	describe string
 	closers  []func() error
 }
@@ -480,13 +485,14 @@ func (b *backend) limiter() engine.Limiter {
 }
 
 // ownsSchedule gives a cluster node's schedule loop the schedules of the
-// SQL shards it owns (a schedule lives in the shard its id names); nil on a
-// single node, which acts on all.
+// SQL shards it owns (a schedule lives in its home shard: the one its id
+// names, modulo the shards, see sqlstore.Store.Home); nil on a single node,
+// which acts on all.
 func (b *backend) ownsSchedule() func(task.ID) bool {
 	if b.node == nil {
 		return nil
 	}
-	return func(id task.ID) bool { return b.node.OwnsShard(int(id.Shard())) }
+	return func(id task.ID) bool { return b.node.OwnsShard(b.home(id)) }
 }
 
 func (b *backend) close() error {
@@ -519,7 +525,7 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 	if err != nil {
 		return nil, fmt.Errorf("open the SQL task library: %w (Options.DSNs is --sql, Options.Tables is --sql-tables; a database an earlier toc set up without --sql-tables has 16)", err)
 	}
-	b.store, b.shardFor = st, st.ShardFor
+	b.store, b.shardFor, b.home = st, st.ShardFor, st.Home
 	b.closers = append(b.closers, st.Close)
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(c.redis, ",")})
 	rdb.AddHook(redisindex.MetricsHook(bm))
@@ -549,8 +555,9 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 // configuration, so a reload applies to the next push.
 func newHTTPSink(lv *live) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
-		Secrets: func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
-		Guard:   lv.policy,
+		Secrets:   func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
+		Signature: func(app string) string { return lv.file.Load().Effective(app).Signature },
+		Guard:     lv.policy,
 	})
 }
 

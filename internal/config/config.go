@@ -13,9 +13,12 @@
 //	    target: {http: {url: "https://shop.internal/timeouts"}}
 //	    retry: {max_attempts: 10, min_backoff: 2s, max_backoff: 5m}
 //	    max_payload: 16384
+//	    max_schedules: 1000
 //	    rate: {deliveries_per_second: 200, burst: 50, max_in_flight: 64, creates_per_second: 1000}
+//	    weight: 2
 //	    tokens: [<sha256 hex>]
-//	    signing_secrets: [current-secret, previous-secret]
+//	    signing_secrets: [whsec_<base64 key>, previous-secret]
+//	    signature: both     # standard | toc | both
 //	    allow_private_targets: false
 //	    allowed_hosts: [receiver.internal]
 //	    allowed_brokers: [orders]
@@ -31,6 +34,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -96,12 +100,25 @@ type App struct {
 	// Retry is the app's default retry policy; a task's own fields win.
 	Retry      task.RetryPolicy `json:"retry,omitempty"`
 	MaxPayload int              `json:"max_payload,omitempty"`
-	Rate       Rate             `json:"rate,omitempty"`
+	// MaxSchedules caps the app's recurring schedules: 0 (or absent) is
+	// the default, 1000 (engine.MaxSchedulesDefault); -1 is no cap.
+	MaxSchedules int  `json:"max_schedules,omitempty"`
+	Rate         Rate `json:"rate,omitempty"`
+	// Weight is how many due tasks the app takes in its turn when the
+	// apps with due tasks take turns to be fired (1 to MaxWeight; 0: the
+	// default, 1).
+	Weight int `json:"weight,omitempty"`
 	// Tokens are SHA-256 hex digests of bearer tokens that reach this app.
 	Tokens []string `json:"tokens,omitempty"`
 	// SigningSecrets sign the app's webhooks; the first one signs, all
 	// verify (so a secret can be rotated).
-	SigningSecrets      []string `json:"signing_secrets,omitempty"`
+	// A secret is "whsec_" + a base64 key (the Standard Webhooks form) or
+	// any other string of 16 characters or more, whose bytes are the key.
+	SigningSecrets []string `json:"signing_secrets,omitempty"`
+	// Signature says which signatures the app's pushes carry: "standard"
+	// (the Standard Webhooks headers), "toc" (Toc-Signature) or "both"
+	// (the default).
+	Signature           string   `json:"signature,omitempty"`
 	AllowPrivateTargets *bool    `json:"allow_private_targets,omitempty"`
 	AllowedHosts        []string `json:"allowed_hosts,omitempty"`
 	// AllowedBrokers are the brokers the app's amqp and nats targets may
@@ -109,6 +126,10 @@ type App struct {
 	// Brokers, or exact broker URLs. See [File.Broker].
 	AllowedBrokers []string `json:"allowed_brokers,omitempty"`
 }
+
+// MaxWeight bounds App.Weight: an app takes at most this many due tasks in
+// a turn.
+const MaxWeight = 100
 
 // Rate limits an app. Zero means unlimited (MaxInFlight: the server's
 // default share).
@@ -270,8 +291,9 @@ func (f *File) Validate() error {
 }
 
 // ValidateTargets checks that the amqp and nats targets of defaults and of
-// the apps name only brokers the apps may use (see [File.Broker]), with
-// amqp and nats the server's default brokers. [File.Validate] checks them
+// the apps name brokers that exist and are of the right kind (see
+// [File.Broker]; a broker written there is the operator's own and thereby
+// allowed for the app), with amqp and nats the server's default brokers. [File.Validate] checks them
 // against the file's own amqp and nats; a server whose flags set other
 // defaults checks again with those.
 func (f *File) ValidateTargets(amqp, nats string) error {
@@ -288,6 +310,9 @@ func (f *File) ValidateTargets(amqp, nats string) error {
 			kind, ref, def = "nats", t.NATS.URL, nats
 		default:
 			return nil
+		}
+		if ref != "" && !task.IsBrokerName(ref) && brokerKind(ref) != kind {
+			return &Error{Field: prefix + ".target." + kind + ".url", Msg: fmt.Sprintf("must be a %s broker URL or the name of one under brokers", kindName(kind))}
 		}
 		if err := f.CheckBroker(app, kind, ref, def); err != nil {
 			return &Error{Field: prefix + ".target." + kind + ".url", Msg: err.Error()}
@@ -382,7 +407,13 @@ func (f *File) Broker(app, kind, ref, def string) (rawURL string, allowed bool, 
 	if rawURL == def {
 		return rawURL, true, nil
 	}
-	for _, b := range f.Effective(app).AllowedBrokers {
+	eff := f.Effective(app)
+	if own := eff.targetBroker(kind); own != "" && (own == ref || own == rawURL || f.Brokers[own] == rawURL) {
+		// The operator wrote this broker into the app's default target
+		// (or the defaults'): the file is the operator's own, trusted.
+		return rawURL, true, nil
+	}
+	for _, b := range eff.AllowedBrokers {
 		if b == ref || b == rawURL {
 			return rawURL, true, nil
 		}
@@ -391,6 +422,19 @@ func (f *File) Broker(app, kind, ref, def string) (rawURL string, allowed bool, 
 		}
 	}
 	return rawURL, false, nil
+}
+
+// targetBroker is the url (a broker name or URL) of the app's default
+// target of kind, "" when it has none.
+func (a App) targetBroker(kind string) string {
+	switch {
+	case a.Target == nil:
+	case kind == "amqp" && a.Target.AMQP != nil:
+		return a.Target.AMQP.URL
+	case kind == "nats" && a.Target.NATS != nil:
+		return a.Target.NATS.URL
+	}
+	return ""
 }
 
 // CheckBroker is [File.Broker] as a create sees it: nil when app may use
@@ -442,6 +486,12 @@ func (a *App) validate(prefix string, declared bool) error {
 	if a.MaxPayload < 0 {
 		return bad("max_payload", "must not be negative")
 	}
+	if a.MaxSchedules < -1 {
+		return bad("max_schedules", "must be a count, 0 for the default (1000) or -1 for no cap; got %d", a.MaxSchedules)
+	}
+	if a.Weight < 0 || a.Weight > MaxWeight {
+		return bad("weight", "must be 1 to %d (0 or absent: 1)", MaxWeight)
+	}
 	r := a.Rate
 	switch {
 	case r.DeliveriesPerSecond < 0:
@@ -462,9 +512,21 @@ func (a *App) validate(prefix string, declared bool) error {
 		return bad("tokens", "belong to a declared app (apps.<name>.tokens), not to defaults")
 	}
 	for i, s := range a.SigningSecrets {
+		if b64, ok := strings.CutPrefix(s, "whsec_"); ok {
+			key, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil || len(key) < 16 {
+				return bad(fmt.Sprintf("signing_secrets[%d]", i), "must be whsec_ followed by a key of 16 bytes or more in standard base64 (e.g. whsec_$(head -c 32 /dev/urandom | base64))")
+			}
+			continue
+		}
 		if len(s) < 16 {
 			return bad(fmt.Sprintf("signing_secrets[%d]", i), "is shorter than 16 characters")
 		}
+	}
+	switch a.Signature {
+	case "", "standard", "toc", "both":
+	default:
+		return bad("signature", `must be "standard", "toc" or "both", got %q`, a.Signature)
 	}
 	for i, h := range a.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/ ") {
@@ -518,11 +580,20 @@ func (f *File) Effective(app string) App {
 	if a.MaxPayload == 0 {
 		a.MaxPayload = d.MaxPayload
 	}
+	if a.MaxSchedules == 0 {
+		a.MaxSchedules = d.MaxSchedules
+	}
 	if a.Rate == (Rate{}) {
 		a.Rate = d.Rate
 	}
+	if a.Weight == 0 {
+		a.Weight = d.Weight
+	}
 	if a.SigningSecrets == nil {
 		a.SigningSecrets = d.SigningSecrets
+	}
+	if a.Signature == "" {
+		a.Signature = d.Signature
 	}
 	if a.AllowPrivateTargets == nil {
 		a.AllowPrivateTargets = d.AllowPrivateTargets

@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +177,38 @@ func rabbitQueue(t *testing.T, url, routingKey string) (ch *amqp.Channel, exchan
 		t.Fatal(err)
 	}
 	return ch, exchange, queue
+}
+
+// TestConfigTargetOnOperatorsBroker: an app's default target in the config
+// file names an AMQP broker that is not the server's --amqp. The file is
+// the operator's own, so toc starts with it and delivers through that
+// broker (#23: it refused to start).
+func TestConfigTargetOnOperatorsBroker(t *testing.T) {
+	url := cmp.Or(os.Getenv("TOC_AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/")
+	ch, exchange, queue := rabbitQueue(t, url, "orders")
+	// The same broker under another URL than --amqp's.
+	own := strings.Replace(url, "127.0.0.1", "localhost", 1)
+	if own == url {
+		t.Skipf("TOC_AMQP_URL %s has no 127.0.0.1 to write another way", url)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toc.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("apps:\n  orders:\n    target: {amqp: {url: %q, exchange: %q}}\n", own, exchange)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, filepath.Join(dir, "data"), "--config", cfg, "--amqp", "amqp://guest:guest@127.0.0.1:5999/")
+	cl := c.client()
+	ctx := context.Background()
+	tk, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "orders", Key: "o-1", Payload: []byte(`{"order":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the task to be delivered through the file's broker", func() bool {
+		got, err := cl.Get(ctx, tk.ID)
+		return err == nil && got.State == task.Delivered
+	})
+	msg, found, err := ch.Get(queue, true)
+	if err != nil || !found || msg.MessageId != tk.ID.String() {
+		t.Fatalf("queue: found %v, err %v, message id %q, want %s", found, err, msg.MessageId, tk.ID)
+	}
 }

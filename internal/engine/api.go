@@ -315,6 +315,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 		return nil, err
 	}
 	e.wrote(ctx, w)
+	e.skipped(ctx, w.t) // skip.go: an occurrence's schedule moves on
 	return w.t, nil
 }
 

@@ -29,11 +29,50 @@ type AppPolicy struct {
 	Burst               int
 	// MaxInFlight caps the app's concurrent push attempts. Default: half of
 	// Config.MaxInFlight, so that one app whose endpoint hangs can never
-	// take every delivery slot.
+	// take every delivery slot. On this node it is at most three quarters
+	// of Config.MaxInFlight whatever it says (in a cluster an explicit one
+	// holds across the nodes, and may be larger): the other apps keep a
+	// quarter of the workers.
 	MaxInFlight int
 	// CreatesPerSecond limits task creation (0: unlimited); past it creates
-	// fail with a *RateLimitError (HTTP 429 with Retry-After).
+	// fail with a *RateLimitError (HTTP 429 with Retry-After). Creating,
+	// changing or resuming a schedule takes one create too, and so does
+	// each occurrence a schedule makes: an occurrence held back by the
+	// limit is made late, keeping its due time (schedules.go).
 	CreatesPerSecond float64
+	// MaxSchedules caps the app's schedules (any state): past it a create
+	// fails with a *ScheduleLimitError (HTTP 409). 0: MaxSchedulesDefault;
+	// negative: no cap.
+	MaxSchedules int
+	// Weight is how many due tasks the app takes in its turn when apps
+	// with due tasks take turns to be fired (package sched). Default 1.
+	Weight int
+}
+
+// MaxSchedulesDefault is an app's MaxSchedules when its policy leaves it
+// zero.
+const MaxSchedulesDefault = 1000
+
+// maxSchedules is p's cap on schedules, 0 for none.
+func (p AppPolicy) maxSchedules() int {
+	switch {
+	case p.MaxSchedules < 0:
+		return 0
+	case p.MaxSchedules == 0:
+		return MaxSchedulesDefault
+	}
+	return p.MaxSchedules
+}
+
+// ScheduleLimitError: an app that has its MaxSchedules schedules created
+// another.
+type ScheduleLimitError struct {
+	App string
+	Max int
+}
+
+func (e *ScheduleLimitError) Error() string {
+	return fmt.Sprintf("toc: app %q has %d schedules, its max_schedules; delete one, or raise the app's max_schedules in the config file", e.App, e.Max)
 }
 
 // Policies are the per-app settings; Default applies to apps not in Apps.
@@ -86,9 +125,11 @@ type apps struct {
 	pol      Policies
 	state    map[string]*appState
 	defShare int  // default MaxInFlight per app
+	maxShare int  // the most MaxInFlight per app on this node
 	closed   bool // the engine is stopping: no gate starts
 
 	rated      atomic.Pointer[ratedApps]
+	weights    atomic.Pointer[appWeights]
 	limiter    Limiter // the cluster's; nil on one node
 	log        *slog.Logger
 	leaseGrace time.Duration
@@ -96,17 +137,22 @@ type apps struct {
 	enqueue    func(app string, ids ...task.ID) // hands due tasks to the workers
 	ctx        context.Context                  // the engine's loops': gates run until it ends (set by Start)
 	gates      sync.WaitGroup                   // the gates running
+	// changed is signalled when the policies change: the schedule loop
+	// drops the holds the old creates limits gave.
+	changed chan struct{}
 }
 
 func newApps(cfg Config, boot string, enqueue func(app string, ids ...task.ID)) *apps {
 	return &apps{
 		state:      map[string]*appState{},
 		defShare:   max(1, cfg.MaxInFlight/2),
+		maxShare:   max(1, cfg.MaxInFlight-cfg.MaxInFlight/4),
 		limiter:    cfg.Limiter,
 		log:        cfg.Logger,
 		leaseGrace: cfg.LeaseGrace,
 		boot:       boot,
 		enqueue:    enqueue,
+		changed:    make(chan struct{}, 1),
 	}
 }
 
@@ -121,13 +167,18 @@ func (a *apps) setPolicies(p Policies) {
 		rated[app] = ap.DeliveriesPerSecond > 0 || a.gatedBy(ap)
 	}
 	a.rated.Store(&ratedApps{apps: rated, all: p.Default.DeliveriesPerSecond > 0 || a.gatedBy(p.Default)})
+	weights := map[string]int{}
+	for app, ap := range p.Apps {
+		weights[app] = ap.Weight
+	}
+	a.weights.Store(&appWeights{apps: weights, def: p.Default.Weight})
 	a.mu.Lock()
 	a.pol = p
-	var unpark []task.ID
+	unpark := map[string][]task.ID{}
 	for app, st := range a.state {
 		a.applyLocked(app, st)
 		for free := st.maxInFlight - st.inFlight; free > 0 && len(st.parked) > 0; free-- {
-			unpark = append(unpark, st.parked[0])
+			unpark[app] = append(unpark[app], st.parked[0])
 			st.parked = st.parked[1:]
 		}
 		if st.gate != nil {
@@ -135,7 +186,29 @@ func (a *apps) setPolicies(p Policies) {
 		}
 	}
 	a.mu.Unlock()
-	a.enqueue("", unpark...)
+	for app, ids := range unpark {
+		a.enqueue(app, ids...)
+	}
+	signal(a.changed)
+}
+
+// appWeights are the apps' turn weights (AppPolicy.Weight), read by the
+// scheduling core under Engine.mu: an atomic snapshot, not apps.mu.
+type appWeights struct {
+	apps map[string]int
+	def  int
+}
+
+// weight is app's AppPolicy.Weight (package sched counts one below 1).
+func (a *apps) weight(app string) int {
+	w := a.weights.Load()
+	if w == nil {
+		return 1
+	}
+	if v, ok := w.apps[app]; ok {
+		return v
+	}
+	return w.def
 }
 
 // Policy returns the settings in force for app.
@@ -148,7 +221,8 @@ func (a *apps) policy(app string) AppPolicy {
 }
 
 // EffectivePolicy is Policy with every default filled in: the retry
-// policy, the payload cap, the in-flight cap and the burst actually applied.
+// policy, the payload cap, the in-flight cap, the burst and the weight
+// actually applied.
 func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	p := e.Policy(app)
 	p.Retry = p.Retry.WithDefaults()
@@ -158,9 +232,16 @@ func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	if p.MaxInFlight <= 0 {
 		p.MaxInFlight = e.apps.defShare
 	}
+	if e.cfg.Limiter == nil {
+		p.MaxInFlight = min(p.MaxInFlight, e.apps.maxShare) // in a cluster it holds across the nodes
+	}
 	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
 		p.Burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
 	}
+	if p.MaxSchedules == 0 {
+		p.MaxSchedules = MaxSchedulesDefault
+	}
+	p.Weight = max(1, p.Weight)
 	return p
 }
 
@@ -170,6 +251,7 @@ func (a *apps) applyLocked(app string, st *appState) {
 	if st.maxInFlight <= 0 {
 		st.maxInFlight = a.defShare
 	}
+	st.maxInFlight = min(st.maxInFlight, a.maxShare) // the other apps keep a quarter of the workers
 	st.deliver = setLimit(st.deliver, p.DeliveriesPerSecond, p.Burst)
 	st.create = setLimit(st.create, p.CreatesPerSecond, 0)
 }
@@ -342,7 +424,7 @@ func (a *apps) release(app string, id task.ID) {
 	if slot {
 		a.releaseSlot(app, id, max)
 	}
-	a.enqueue("", next...)
+	a.enqueue(app, next...)
 }
 
 // kickParked sends parked tasks of app to try for the free slots: called
@@ -360,7 +442,7 @@ func (a *apps) kickParked(app string) {
 		}
 	}
 	a.mu.Unlock()
-	a.enqueue("", next...)
+	a.enqueue(app, next...)
 }
 
 // InFlight returns app's push attempts under way and tasks parked for a
@@ -392,9 +474,38 @@ func (a *apps) allowCreate(app string, n int, now time.Time) error {
 	return nil
 }
 
+// takeCreates takes up to n of app's create tokens for a schedule's
+// occurrences, without waiting: got is how many it took. When got < n it
+// also holds one token reserved for the time it returns, so that a held
+// back schedule has its turn at the limit's pace, in the order it asked
+// (creates that cannot wait, API calls, get 429 meanwhile): the caller
+// steps the schedule then with that token paid.
+func (a *apps) takeCreates(app string, n int, now time.Time) (got int, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	if st.create == nil {
+		return n, time.Time{}
+	}
+	for got < n {
+		r := st.create.ReserveN(now, 1)
+		if !r.OK() { // a burst of 0: never
+			return got, time.Time{}
+		}
+		if d := r.DelayFrom(now); d > 0 {
+			return got, task.Ms(now.Add(d))
+		}
+		got++
+	}
+	return got, time.Time{}
+}
+
 // enqueue hands app's due ids to the workers, bypassing the wheel. app
 // ("" when unknown) stays known with them, so that fire finds a rated
 // app's grant before reading the store.
+// enqueue hands app's due ids to the workers, bypassing the wheel, in
+// app's ready queue ("" when unknown). A rated app's tasks are paced again
+// (fire.go's pace), where a gate's grant is found before the store is read.
 func (e *Engine) enqueue(app string, ids ...task.ID) {
 	if len(ids) == 0 {
 		return

@@ -22,8 +22,9 @@ import (
 // is counted when it starts, without a synced write on the fire path:
 //
 //   - On one node the store's attempt log (store.AttemptLog) gets one
-//     unsynced append per fire job, naming the attempts the job starts,
-//     before the first of them is delivered. At start, the attempts the log
+//     unsynced append per attempt, just before it is sent (not when its
+//     fire job starts it: an attempt waiting for a worker when toc stops
+//     was not made, and does not count). At start, the attempts the log
 //     names that have no outcome stored (the process died during them) are
 //     counted: each such task gets them, "interrupted" in its history, and
 //     is dead when no attempt is left (countInterrupted). Every
@@ -40,11 +41,11 @@ import (
 // (20 bytes each in pebblestore).
 var attemptLogMax int64 = 50_000 // a test lowers it
 
-// noteAttempts appends the attempts ts (started, not yet delivered) to the
-// attempt log, or starts the log over with the attempts under way when it
-// is long enough. A failure is logged: the attempts go ahead, and only
-// their numbers may repeat after a crash.
-func (e *Engine) noteAttempts(ctx context.Context, ts []*task.Task) {
+// noteAttempts appends the attempts ts (about to be sent) to the attempt
+// log, or starts the log over with the attempts under way when it is long
+// enough. A failure is logged: the attempts go ahead, and only their
+// numbers may repeat after a crash.
+func (e *Engine) noteAttempts(ctx context.Context, ts ...*task.Task) {
 	if e.alog == nil || len(ts) == 0 {
 		return
 	}
@@ -54,7 +55,7 @@ func (e *Engine) noteAttempts(ctx context.Context, ts []*task.Task) {
 		if err := e.alog.RestartAttemptLog(wctx, e.underwayAttempts); err != nil {
 			e.log.WarnContext(ctx, "start the attempt log over", slog.String("error", err.Error()))
 		}
-		return // ts are under way: in the new log
+		return // ts are under way (e.out.attempts): in the new log
 	}
 	ids := make([]task.ID, len(ts))
 	ns := make([]int, len(ts))

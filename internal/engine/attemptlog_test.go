@@ -92,9 +92,7 @@ func TestAttemptsCountedAcrossStops(t *testing.T) {
 		stopNow := func(b *bundle) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // no time for the attempt under way: it is cut short
-			if err := b.eng.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
+			_ = b.eng.Stop(ctx) // says so
 		}
 		b, snk := open()
 		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second), Retry: task.RetryPolicy{MaxAttempts: 2}})
@@ -163,9 +161,7 @@ func TestAttemptLogStartsOver(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if err := b.eng.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		_ = b.eng.Stop(ctx) // says the held attempt was cut short
 		b = setup(t, func(c *Config) {
 			c.Store = st
 			c.Sinks = map[string]sink.Sink{"http": snk}
@@ -178,5 +174,52 @@ func TestAttemptLogStartsOver(t *testing.T) {
 			t.Errorf("%d delivered, want 3 (none again)", n)
 		}
 		_ = b.eng.Stop(ctx)
+	})
+}
+
+// TestAttemptWaitingForAWorkerNotCounted: an attempt that never reached its
+// sink (it waited for a free worker when toc stopped) does not count: it is
+// attempt 1 again after the restart, while the one its worker was sending
+// is attempt 2.
+func TestAttemptWaitingForAWorkerNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &logStore{Store: memstore.New()}
+		open := func() (*bundle, *blockingSink) {
+			snk := newBlockingSink()
+			b := setup(t, func(c *Config) {
+				c.Store = st
+				c.MaxInFlight = 1
+				c.Sinks = map[string]sink.Sink{"http": snk}
+			})
+			return b, snk
+		}
+		b, snk := open()
+		due := time.Now().Add(time.Second)
+		rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{{App: "app", DueAt: due, Target: httpTarget}, {App: "app", DueAt: due, Target: httpTarget}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := (<-snk.started).ID
+		synctest.Wait()
+		if n := len(snk.started); n != 0 {
+			t.Fatalf("%d more attempts sent with one worker busy, want none", n)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = b.eng.Stop(ctx) // cuts the attempt under way short
+
+		_, snk = open()
+		want := map[task.ID]int{}
+		for _, r := range rs {
+			want[r.Task.ID] = 1
+		}
+		want[sent] = 2
+		for range 2 {
+			got := <-snk.started
+			if got.Attempts != want[got.ID] {
+				t.Errorf("task %s: attempt %d after the restart, want %d", got.ID, got.Attempts, want[got.ID])
+			}
+			snk.release <- nil
+		}
 	})
 }

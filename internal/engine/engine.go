@@ -17,7 +17,7 @@
 //
 // Every live task with a WakeAt at or before the cursor is in the wheel (at
 // or before its WakeAt: an entry may fire early and find the task moved,
-// never late), in the ready queue, or being handled by a worker. Tasks
+// never late), in a ready queue, or being handled by a worker. Tasks
 // after the cursor are only in the store. Anything written to the store
 // reaches the wheel through track; package sched keeps the invariant
 // against concurrent scans and copies tracked out of order, and its model
@@ -25,14 +25,17 @@
 //
 // # Locks
 //
-// Three mutexes, none ever held while another is taken, so there is no lock
+// Four mutexes, none ever held while another is taken, so there is no lock
 // order to keep:
 //   - e.mu guards the scheduling core (package sched: the wheel, the cursor
-//     and the ready queue) and the pull waiters;
+//     and the per-app ready queues) and the pull waiters;
 //   - e.apps.mu guards the apps' policies, rate reservations, in-flight
 //     counts, parked tasks and gates (apps.go, gate.go);
-//   - e.out guards the push attempts under way in this process and their
-//     outcomes waiting to be stored (fire.go).
+//   - e.out guards the push attempts under way in this process, those
+//     waiting for a worker (waiting.go) and their outcomes waiting to be
+//     stored (fire.go);
+//   - e.creates guards the creates gathering into the next group-committed
+//     store write (creates.go).
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
@@ -234,13 +237,21 @@ type Engine struct {
 	schedules store.Schedules
 	schedKick chan struct{}
 	startedAt time.Time
+	// stepping marks the schedules an API call of this process is
+	// stepping (stepNow), id → its own mark: the loop leaves them, so
+	// that one step, not two, takes the app's creates for them.
+	stepping sync.Map
+	// loopSteps marks the schedules the loop is stepping, id → a channel
+	// closed when the step ends (beginLoopStep): a PATCH, pause or delete
+	// waits for it before it answers (awaitLoopStep).
+	loopSteps sync.Map
 
 	mu struct {
 		sync.Mutex
 		started  bool
 		stopping bool
-		// core holds the wheel, the loader's cursor and the ready queue
-		// (package sched); nil before Start.
+		// core holds the wheel, the loader's cursor and the per-app ready
+		// queues (package sched); nil before Start.
 		core    *sched.Core
 		waiters map[string]chan struct{}
 	}
@@ -259,7 +270,11 @@ type Engine struct {
 		settlers  int           // goroutines writing outcomes
 		gathering bool          // one of them waits for more (settleOutcome)
 		full      chan struct{} // a batch is full: the gathering one writes now
+
+		waiting waitingDeliveries // push attempts that found no free worker (waiting.go)
 	}
+	deliverKick chan struct{} // capacity 1: attempts wait for a worker (waiting.go)
+
 	// alog is the store's attempt log (nil: it keeps none; in a cluster the
 	// index numbers the attempts); noted counts the attempts noted since it
 	// last started over (attemptlog.go).
@@ -291,6 +306,8 @@ func New(cfg Config) (*Engine, error) {
 		sem:      make(chan struct{}, cfg.MaxInFlight),
 		writing:  make(chan struct{}, fireWriters),
 		work:     make(chan job),
+
+		deliverKick: make(chan struct{}, 1),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
 	if cfg.Index == nil {
@@ -313,7 +330,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 		return errors.New("engine: already started")
 	}
-	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Rated: e.apps.isRated})
+	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Weight: e.apps.weight})
 	e.mu.Unlock()
 	e.startedAt = now.UTC().Truncate(time.Millisecond)
 
@@ -364,7 +381,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time) error {
 		e.mu.Lock()
 		for _, w := range ws {
 			if w.State == task.Delivering && w.Kind != "pull" {
-				e.mu.core.Enqueue("", w.ID)
+				e.mu.core.Enqueue(w.App, w.ID)
 				n++
 			}
 		}
@@ -383,7 +400,8 @@ func (e *Engine) recover(ctx context.Context, now time.Time) error {
 
 // Stop stops firing, gives in-flight deliveries until ctx is done to finish,
 // then cancels them and puts them back to scheduled. It is safe to call more
-// than once and before Start.
+// than once and before Start. When ctx ended before the deliveries did, the
+// engine is stopped all the same and the error (wrapping ctx's) says so.
 //
 // Shutdown order: loops first (nothing new fires), then workers (in-flight
 // attempts finish or are released), so the store is still open for both.
@@ -407,14 +425,16 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() { e.workers.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
 		e.workStop() // in-flight attempts see ctx cancelled and release their tasks
 		<-done
+		err = fmt.Errorf("stop: deliveries under way were interrupted (they are delivered again later): %w", ctx.Err())
 	}
 	e.workStop()
-	return nil
+	return err
 }
 
 // Ready reports whether the engine accepts work.
@@ -427,7 +447,7 @@ func (e *Engine) Ready() bool {
 // Stats is a snapshot of the engine's memory tiers.
 type Stats struct {
 	Wheel  int       // tasks in the timing wheel
-	Ready  int       // fired tasks waiting for a worker
+	Ready  int       // due tasks waiting for a worker, in all apps' queues
 	Cursor time.Time // the loader has loaded everything due up to here
 }
 
@@ -573,8 +593,9 @@ func (e *Engine) runLoop(ctx context.Context) {
 }
 
 // pumpLoop hands ready tasks to workers in batches, at most MaxInFlight
-// workers at once. When all are busy it waits, and tasks queue in memory in
-// due order.
+// workers at once. When all are busy it waits, and tasks queue in memory,
+// in their apps' ready queues, which a batch takes from in turns (package
+// sched): one app's backlog does not hold up the others.
 //
 // A batch is what came due together, up to fireBatchMax and to the workers
 // free: one store write fires it (fireMany), one transaction on SQL instead
@@ -705,21 +726,26 @@ func (e *Engine) startWorker(ctx context.Context, j job) {
 const workerIdle = 10 * time.Second
 
 // worker does j, then the jobs handed to it, until it has waited
-// workerIdle for one or the loops stop.
+// workerIdle for one or the loops stop. Between jobs it delivers the push
+// attempts waiting for a worker (waiting.go), before it takes a new job.
 func (e *Engine) worker(ctx context.Context, j job) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		e.busy.Add(1)
-		if j.deliver != nil {
+		switch {
+		case j.deliver != nil:
 			e.deliver(e.workCtx, j.deliver)
-		} else {
+		case j.fire != nil:
 			e.fireMany(e.workCtx, j.fire)
 		}
+		e.deliverWaiting(e.workCtx)
 		e.busy.Add(-1)
 		idle.Reset(workerIdle)
 		select {
 		case j = <-e.work:
+		case <-e.deliverKick:
+			j = job{} // only the waiting attempts
 		case <-idle.C:
 			return
 		case <-ctx.Done():
@@ -729,15 +755,21 @@ func (e *Engine) worker(ctx context.Context, j job) {
 }
 
 // deliverAll delivers the push attempts fireMany started: each by a worker
-// of its own while there are idle workers or room for one, the rest (and
-// the last) here, one after the other. It never waits for a worker, so
-// workers firing batches cannot all wait on each other.
+// of its own while there are idle workers or room for one, the last here.
+// When no worker is free, the rest wait in their apps' queues (waiting.go)
+// for the first worker free, this one included, which takes them by app in
+// turn: one after the other here, an app's delivery that hangs would hold
+// up the other apps' of the batch. It never waits for a worker, so workers
+// firing batches cannot all wait on each other.
 func (e *Engine) deliverAll(ctx context.Context, ts []*task.Task) {
 	for i, t := range ts {
-		if i < len(ts)-1 && e.tryHandOff(e.loopCtx, job{deliver: t}) {
-			continue
+		switch {
+		case i == len(ts)-1:
+			e.deliver(ctx, t)
+		case !e.tryHandOff(e.loopCtx, job{deliver: t}):
+			e.queueDeliveries(ts[i:])
+			return // the worker delivers them next (deliverWaiting)
 		}
-		e.deliver(ctx, t)
 	}
 }
 

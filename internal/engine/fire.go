@@ -65,7 +65,7 @@ const (
 // firing is one task of a fire job.
 type firing struct {
 	id       task.ID
-	knownApp string // the app the wheel entry named (rated apps)
+	knownApp string // the app of the ready queue it came from ("": unknown)
 	app      string // the app of the task as read
 	v        verdict
 	pullDue  bool      // a pull task became due: wake the claims waiting
@@ -136,7 +136,6 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 		e.apps.release(t.App, t.ID)
 		e.settleOutcome(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
 	}
-	e.noteAttempts(ctx, push)
 	e.deliverAll(ctx, push)
 }
 
@@ -153,11 +152,12 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 		}
 		seen[tk.ID] = true
 		switch {
-		case tk.App != "" && e.cfg.Limiter != nil:
+		case !e.apps.isRated(tk.App):
+		case e.cfg.Limiter != nil:
 			if e.apps.enterGate(tk.App, tk.ID) {
 				continue
 			}
-		case tk.App != "":
+		default:
 			if at := e.apps.preAdmit(tk.App, tk.ID, msNow()); !at.IsZero() {
 				e.deferTo(tk.ID, at, tk.App)
 				continue
@@ -364,7 +364,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		e.untrack(id)
 		return written{}, false
 	case errors.Is(err, store.ErrConflict):
-		e.deferTo(id, time.Now(), "") // changed under the look: look again
+		e.deferTo(id, time.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
 		return written{}, false
 	case err != nil && !errors.Is(err, errSkip):
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
@@ -559,6 +559,9 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 		h(t.App, kind, start.Sub(t.NextAttemptAt))
 	}
 	s := e.cfg.Sinks[kind]
+	if ctx.Err() == nil {
+		e.noteAttempts(ctx, t) // counted from here on, even if toc dies during it
+	}
 	var derr error
 	if s == nil {
 		derr = fmt.Errorf("no sink for target kind %q on this server", kind)

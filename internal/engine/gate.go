@@ -126,7 +126,20 @@ func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 			}
 			return
 		}
-		ids := slices.Clone(g.queue[:min(len(g.queue), gateBatch)])
+		n := min(len(g.queue), gateBatch)
+		if p.MaxInFlight > 0 {
+			// The cluster's slots are shared by the nodes, but this node
+			// holds at most its share of them (appState.maxInFlight: its
+			// workers are not all for one app): ask for no more than the
+			// share has room for, and wait for a slot of it to free.
+			n = min(n, a.nodeRoomLocked(a.getLocked(app)))
+			if n <= 0 {
+				a.mu.Unlock()
+				wait = time.Second // or until a slot frees (g.freed)
+				continue
+			}
+		}
+		ids := slices.Clone(g.queue[:n])
 		a.mu.Unlock()
 
 		n, slots, w := a.askLimiter(ctx, app, p, ids)
@@ -146,6 +159,19 @@ func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 		a.mu.Unlock()
 		a.letThrough(app, ids[:n])
 	}
+}
+
+// nodeRoomLocked is how many more of the app's attempts this node may
+// hold cluster slots for: its share, less the attempts under way and the
+// tasks let through with a slot that have not started yet. apps.mu is held.
+func (a *apps) nodeRoomLocked(st *appState) int {
+	n := st.maxInFlight - st.inFlight
+	for _, g := range st.granted {
+		if g.slot {
+			n--
+		}
+	}
+	return n
 }
 
 // letThrough hands granted tasks to the workers. Their app stays known, so

@@ -29,6 +29,10 @@ type Hooks struct {
 	// app's schedule newly stored in one write (not those found by their
 	// key); Created counts them too, as tasks.
 	OccurrencesCreated func(app string, n int)
+	// ScheduleHeld is called when the app's creates_per_second holds back
+	// occurrences a schedule's step was to make: they are made later,
+	// late, keeping their due times.
+	ScheduleHeld func(app string)
 }
 
 // written is a task as one write stored it, with the write's number: the

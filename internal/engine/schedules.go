@@ -15,7 +15,8 @@ package engine
 // A schedule has at most one pending occurrence: the one at NextAt. The
 // next is made when it comes due: the schedule's WakeAt is the pending
 // one's due time, and the schedule loop acts on it then (stepSchedule). In
-// the steady state WakeAt == NextAt == LastAt.
+// the steady state WakeAt == NextAt == Made (the last occurrence made);
+// LastAt is the last one that came due.
 //
 // A WakeAt before NextAt means "the occurrence at NextAt may not exist
 // yet, or may carry an older template": create, PATCH and resume store the
@@ -47,7 +48,28 @@ package engine
 // cancels the future occurrences it created that the schedule no longer
 // names.
 //
+// # Limits
+//
+// A schedule is held to its app's limits (issue 21). Create, PATCH and
+// resume take one of the app's creates (apps.allowCreate: a
+// *RateLimitError past creates_per_second), which pays for the
+// occurrence their step makes; a create past the app's MaxSchedules is a
+// *ScheduleLimitError. Each occurrence a step makes takes a create
+// (apps.takeCreates). Those the limit holds back are not made: the step
+// writes the schedule with NextAt at the first of them and WakeAt just
+// before it (to be made, as after a PATCH), and returns the time of the
+// one create reserved for the schedule, when the loop steps it again
+// with that create paid. So occurrences are made late, keeping their due
+// times and keys, in the order the schedules asked, at the limit's pace;
+// none is dropped. An API call marks the schedule it steps (stepping), so
+// that the loop does not step it too and take its creates twice.
+//
 // # Replacing an occurrence
+//
+// Only an occurrence not yet due is replaced or cancelled (syncOccurrence,
+// retireOccurrence decide it under the task's row lock): one that has
+// fallen due is delivered as it was, however the calls that read it
+// pending race with it.
 //
 // An occurrence's key is its due time, and a cancelled task keeps its key
 // until the retention sweep. So a PATCH that keeps the next due time
@@ -64,6 +86,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -144,6 +167,10 @@ func (e *Engine) readyScheduleStore() (store.Schedules, error) {
 // NextAt, LastAt, times and WakeAt of s are ignored. When (App, Key)
 // already names a schedule, that one is returned unchanged and created is
 // false.
+//
+// A create takes one of the app's creates_per_second (it covers the first
+// occurrence): past the limit it is a *RateLimitError. An app that has
+// its max_schedules schedules gets a *ScheduleLimitError.
 func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Schedule, bool, error) {
 	ss, err := e.readyScheduleStore()
 	if err != nil {
@@ -154,6 +181,27 @@ func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Sc
 	if err != nil {
 		return nil, false, err
 	}
+	if err := e.apps.allowCreate(sc.App, 1, now); err != nil {
+		return nil, false, err
+	}
+	limit := e.Policy(sc.App).maxSchedules()
+	if limit > 0 {
+		n, err := ss.CountAppSchedules(ctx, sc.App, limit)
+		if err != nil {
+			return nil, false, fmt.Errorf("count the app's schedules: %w", err)
+		}
+		if n >= limit {
+			// At the cap, a create of a key the app has is still the
+			// idempotent answer.
+			switch got, err := ss.GetScheduleByKey(ctx, sc.App, sc.Key); {
+			case err == nil:
+				return got, false, nil
+			case !errors.Is(err, store.ErrNotFound):
+				return nil, false, fmt.Errorf("look up schedule: %w", err)
+			}
+			return nil, false, &ScheduleLimitError{App: sc.App, Max: limit}
+		}
+	}
 	stored, created, err := ss.CreateSchedule(ctx, sc)
 	if err != nil {
 		return nil, false, fmt.Errorf("store schedule: %w", err)
@@ -161,7 +209,30 @@ func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Sc
 	if !created {
 		return stored, false, nil
 	}
-	return e.stepNow(ctx, stored), true, nil
+	if limit > 0 && e.overScheduleCap(ctx, ss, stored, limit) {
+		return nil, false, &ScheduleLimitError{App: sc.App, Max: limit}
+	}
+	return e.stepNow(ctx, stored, 1), true, nil
+}
+
+// overScheduleCap counts the app's schedules again after the create of s,
+// which the count before it let through: creates racing with it (on this
+// node or another) may have passed the cap together. Then s is deleted
+// again and it reports true. Racing creates may all be refused so; the
+// cap is never passed for longer than the race.
+func (e *Engine) overScheduleCap(ctx context.Context, ss store.Schedules, s *task.Schedule, limit int) bool {
+	n, err := ss.CountAppSchedules(ctx, s.App, limit+1)
+	if err != nil || n <= limit {
+		if err != nil {
+			e.log.WarnContext(ctx, "count an app's schedules after a create", slog.String("app", s.App), slog.String("error", err.Error()))
+		}
+		return false
+	}
+	if err := e.deleteSchedule(ctx, ss, s); err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.log.WarnContext(ctx, "delete a schedule past the app's max_schedules", slog.String("schedule", s.ID.String()), slog.String("error", err.Error()))
+		return false
+	}
+	return true
 }
 
 // newSchedule validates s and returns the schedule to store.
@@ -185,7 +256,7 @@ func (e *Engine) newSchedule(in *task.Schedule, now time.Time) (*task.Schedule, 
 	}
 	s.ID = id
 	s.CreatedAt, s.UpdatedAt = now, now
-	s.NextAt, s.LastAt, s.WakeAt = nil, nil, time.Time{}
+	s.NextAt, s.LastAt, s.Made, s.WakeAt = nil, nil, nil, time.Time{}
 	s.Anchor = anchorOf(s, now)
 	s.State = task.ScheduleActive
 	if err := planFrom(s, now); err != nil {
@@ -278,9 +349,13 @@ func msPtr(t *time.Time) *time.Time {
 // stepNow steps a schedule an API call just wrote, and wakes the loop so
 // that it times the schedule's next step. A failed step is logged: the
 // schedule's WakeAt is in the past, and the loop does it within a second.
-func (e *Engine) stepNow(ctx context.Context, s *task.Schedule) *task.Schedule {
+// paid is the creates the call took for the step's occurrences.
+func (e *Engine) stepNow(ctx context.Context, s *task.Schedule, paid int) *task.Schedule {
 	defer e.kickSchedules()
-	got, err := e.stepSchedule(ctx, s)
+	mark := new(byte)
+	e.stepping.Store(s.ID, mark)
+	defer e.stepping.CompareAndDelete(s.ID, mark)
+	got, _, err := e.stepSchedule(ctx, s, paid)
 	if err != nil {
 		e.log.WarnContext(ctx, "make a schedule's occurrence; the schedule loop will", slog.String("schedule", s.ID.String()), slog.String("error", err.Error()))
 		return s
@@ -336,9 +411,11 @@ func (e *Engine) ListSchedules(ctx context.Context, app string, after task.ID, l
 // PatchSchedule changes a schedule. An active (or ended) schedule's next
 // occurrence is computed again from now; an every-rule counts from the
 // PATCH when the rule or StartAt changes (from StartAt when given). The
-// pending occurrence made for the old rule, when not yet started, is
+// pending occurrence made for the old rule, when not yet due, is
 // cancelled and replaced, or updated in place when its due time stays. A
-// paused schedule stays paused: resume computes its next occurrence.
+// paused schedule stays paused: resume computes its next occurrence. A
+// PATCH takes one of the app's creates_per_second (past it: a
+// *RateLimitError, and nothing changes).
 func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch) (*task.Schedule, error) {
 	ss, err := e.readyScheduleStore()
 	if err != nil {
@@ -351,7 +428,10 @@ func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch)
 	var old *task.Schedule
 	s, err := ss.UpdateSchedule(ctx, id, func(s *task.Schedule) error {
 		old = s.Clone()
-		return e.applyPatch(s, p, now)
+		if err := e.applyPatch(s, p, now); err != nil {
+			return err
+		}
+		return e.apps.allowCreate(s.App, 1, now)
 	})
 	if err != nil {
 		return nil, err
@@ -360,7 +440,7 @@ func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch)
 	if s.State != task.ScheduleActive {
 		return s, nil
 	}
-	return e.stepNow(ctx, s), nil
+	return e.stepNow(ctx, s, 1), nil
 }
 
 // applyPatch changes s as p says, validates it, and plans its next
@@ -425,7 +505,7 @@ func (e *Engine) applyPatch(s *task.Schedule, p SchedulePatch, now time.Time) er
 }
 
 // PauseSchedule pauses a schedule: its pending occurrence is cancelled
-// (unless started) and nothing fires until ResumeSchedule. Pausing a
+// (unless already due) and nothing fires until ResumeSchedule. Pausing a
 // paused schedule changes nothing; an ended one is a *ScheduleConflictError.
 func (e *Engine) PauseSchedule(ctx context.Context, id task.ID) (*task.Schedule, error) {
 	return e.setPaused(ctx, id, true)
@@ -434,7 +514,9 @@ func (e *Engine) PauseSchedule(ctx context.Context, id task.ID) (*task.Schedule,
 // ResumeSchedule resumes a paused schedule: its next occurrence is the
 // rule's first time after now (no catch-up for the paused time), and an
 // every-rule counts from now (from StartAt when given). Resuming an active
-// schedule changes nothing; an ended one is a *ScheduleConflictError.
+// schedule changes nothing; an ended one is a *ScheduleConflictError. A
+// resume takes one of the app's creates_per_second (past it: a
+// *RateLimitError).
 func (e *Engine) ResumeSchedule(ctx context.Context, id task.ID) (*task.Schedule, error) {
 	return e.setPaused(ctx, id, false)
 }
@@ -464,6 +546,9 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 			if err := planFrom(s, now); err != nil {
 				return err
 			}
+			if err := e.apps.allowCreate(s.App, 1, now); err != nil {
+				return err
+			}
 		}
 		s.UpdatedAt = now
 		return nil
@@ -482,11 +567,11 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 	if s.State != task.ScheduleActive {
 		return s, nil
 	}
-	return e.stepNow(ctx, s), nil
+	return e.stepNow(ctx, s, 1), nil
 }
 
 // DeleteSchedule deletes a schedule: its key is free again, and its pending
-// occurrence is cancelled unless started. Occurrences already started
+// occurrence is cancelled unless already due. Occurrences already due
 // finish.
 func (e *Engine) DeleteSchedule(ctx context.Context, id task.ID) error {
 	ss, err := e.readyScheduleStore()
@@ -550,16 +635,17 @@ func (e *Engine) NextTimes(ctx context.Context, id task.ID, n int) ([]time.Time,
 }
 
 // retireOld cancels what was pending for old and is not pending for s (nil:
-// the schedule is gone): old's NextAt, and its LastAt (the pending
+// the schedule is gone): old's NextAt, and its Made (the pending
 // occurrence before an unfinished replacement), when due after now and not
 // started.
 func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why string) {
+	e.awaitLoopStep(ctx, old.ID)
 	now := msNow()
 	var keep *time.Time
 	if s != nil && s.State == task.ScheduleActive {
 		keep = s.NextAt
 	}
-	for _, due := range []*time.Time{old.NextAt, old.LastAt} {
+	for _, due := range []*time.Time{old.NextAt, madeOf(old)} {
 		if due == nil || !due.After(now) || (keep != nil && keep.Equal(*due)) {
 			continue
 		}
@@ -571,7 +657,8 @@ func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why strin
 }
 
 // retireOccurrence cancels s's occurrence due at due, if it exists, is s's
-// and has not started. The cancel is marked as the schedule's, so that a
+// and has not fallen due (nor started): decided under the task's row
+// lock, so an occurrence that falls due while the caller works is kept. The cancel is marked as the schedule's, so that a
 // later resume may revive it (see the file comment).
 func (e *Engine) retireOccurrence(ctx context.Context, s *task.Schedule, due time.Time, why string) error {
 	t, err := e.store.GetByKey(ctx, s.App, task.OccurrenceKey(s.Key, due))
@@ -588,7 +675,14 @@ func (e *Engine) retireOccurrence(ctx context.Context, s *task.Schedule, due tim
 		if t.State != task.Scheduled || t.Attempts > 0 || e.attemptOf(t.ID) != nil {
 			return errSkip // started: it finishes
 		}
-		finish(t, task.Cancelled, msNow())
+		now := msNow()
+		if !t.NextAttemptAt.After(now) {
+			// Due: it stays, claimable or on its way, whatever the caller
+			// read before (issue 21: a PATCH that read it pending, then
+			// cancelled it once due, lost it).
+			return errSkip
+		}
+		finish(t, task.Cancelled, now)
 		t.History[len(t.History)-1].Error = scheduleCancelNote + why
 		return nil
 	})
@@ -615,14 +709,21 @@ func cancelledBySchedule(t *task.Task) bool {
 // NextAt), and, when that one is due, the occurrences that follow it (see
 // the file comment for catch-up), then moves the schedule on to its new
 // pending occurrence, or ends it. It returns the schedule as it is after.
-func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Schedule, error) {
+//
+// Each occurrence takes one of the app's creates_per_second, paid (by
+// the caller) or taken here. Those the limit holds back are left for a
+// later step, oldest last: the schedule is written with NextAt at the
+// first one not made (and WakeAt before it: to be made), and held is the
+// time the step is to be done again, holding one create paid for it
+// (apps.takeCreates).
+func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule, paid int) (_ *task.Schedule, held time.Time, _ error) {
 	now := msNow()
 	if s.State != task.ScheduleActive || s.WakeAt.IsZero() || s.WakeAt.After(now) || s.NextAt == nil {
-		return s, nil
+		return s, time.Time{}, nil
 	}
 	rule, err := ruleOf(s)
 	if err != nil {
-		return nil, fmt.Errorf("schedule %s: %w", s.ID, err)
+		return nil, time.Time{}, fmt.Errorf("schedule %s: %w", s.ID, err)
 	}
 	pending := *s.NextAt
 	var dues []time.Time
@@ -640,23 +741,35 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 		}
 	}
 
+	// The app's creates_per_second: what it holds back waits (see above).
+	var unmade []time.Time
+	if got, at := e.apps.takeCreates(s.App, max(len(dues)-paid, 0), now); paid+got < len(dues) {
+		dues, unmade, held = dues[:paid+got], dues[paid+got:], at
+		if h := e.cfg.Hooks.ScheduleHeld; h != nil {
+			h(s.App)
+		}
+		if len(dues) == 0 {
+			return s, held, nil // nothing made: the schedule stays as it is
+		}
+	}
+
 	var made []store.CreateResult
 	if len(dues) > 0 {
 		if made, err = e.makeOccurrences(ctx, s, dues, now); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 	if fresh {
 		// The occurrence at NextAt may be an older one with the same key:
 		// bring it to the schedule's template.
 		if err := e.syncOccurrence(ctx, s, made[0], now); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
-		if s.LastAt != nil && !s.LastAt.Equal(pending) && s.LastAt.After(now) {
+		if made := madeOf(s); made != nil && !made.Equal(pending) && made.After(now) {
 			// The pending occurrence of the rule before a PATCH or a
 			// resume, if the call that replaced it did not cancel it.
-			if err := e.retireOccurrence(ctx, s, *s.LastAt, "changed"); err != nil {
-				return nil, err
+			if err := e.retireOccurrence(ctx, s, *made, "changed"); err != nil {
+				return nil, time.Time{}, err
 			}
 		}
 	}
@@ -668,7 +781,21 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 		}
 		if len(dues) > 0 {
 			last := dues[len(dues)-1]
-			c.LastAt = &last
+			c.Made = &last
+		}
+		if !pending.After(now) { // came due: LastAt is the last of it and what followed
+			c.LastAt = &pending
+			for _, due := range dues {
+				if !due.After(now) && due.After(*c.LastAt) {
+					c.LastAt = &due
+				}
+			}
+		}
+		if len(unmade) > 0 {
+			// Held back: the first one not made is the next to make.
+			first := unmade[0]
+			c.NextAt, c.WakeAt = &first, first.Add(-time.Millisecond)
+			return nil
 		}
 		if next.IsZero() {
 			c.State, c.NextAt, c.WakeAt = task.ScheduleEnded, nil, time.Time{}
@@ -681,17 +808,17 @@ func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule) (*task.Sche
 	case errors.Is(err, errSkip), errors.Is(err, store.ErrNotFound):
 		cur, gerr := ss.GetSchedule(ctx, s.ID)
 		if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
-			return nil, fmt.Errorf("read schedule %s again: %w", s.ID, gerr)
+			return nil, time.Time{}, fmt.Errorf("read schedule %s again: %w", s.ID, gerr)
 		}
 		e.dropStray(ctx, s, cur, made, fresh, now)
 		if cur == nil {
-			return nil, fmt.Errorf("schedule %s: %w", s.ID, store.ErrNotFound)
+			return nil, time.Time{}, fmt.Errorf("schedule %s: %w", s.ID, store.ErrNotFound)
 		}
-		return cur, nil
+		return cur, time.Time{}, nil
 	case err != nil:
-		return nil, fmt.Errorf("advance schedule %s: %w", s.ID, err)
+		return nil, time.Time{}, fmt.Errorf("advance schedule %s: %w", s.ID, err)
 	}
-	return got, nil
+	return got, held, nil
 }
 
 // following returns the occurrences to make now that the pending one, at
@@ -816,9 +943,10 @@ func (e *Engine) applyTemplate(t *task.Task, s *task.Schedule, due, now time.Tim
 }
 
 // syncOccurrence brings the occurrence at s's NextAt, as its create found
-// it, to s's template: an existing one of s not yet started is updated in
-// place, one a schedule cancelled is revived. Others (started, finished,
-// cancelled by a user, another task with the key) stay as they are.
+// it, to s's template: an existing one of s not yet due is updated in
+// place, one a schedule cancelled is revived. Others (due, started,
+// finished, cancelled by a user, another task with the key) stay as they
+// are.
 func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.CreateResult, now time.Time) error {
 	if r.Created {
 		return nil
@@ -830,6 +958,9 @@ func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.C
 		}
 		switch {
 		case t.State == task.Scheduled && t.Attempts == 0 && t.ScheduleID == s.ID:
+			if !t.NextAttemptAt.After(msNow()) {
+				return errSkip // due: it is delivered as it was
+			}
 			want := t.Clone()
 			e.applyTemplate(want, s, due, now)
 			if sameTemplate(t, want) {
@@ -908,15 +1039,28 @@ func (e *Engine) kickSchedules() { signal(e.schedKick) }
 // Schedules due together are stepped concurrently (scheduleWorkers), so
 // their occurrences share create writes; the loop waits for them before it
 // reads again.
+//
+// A schedule whose step the app's creates_per_second held back is acted
+// on again at the time its step returned (held), with the create reserved
+// for it paid, not at its WakeAt (which stays in the past: the store says
+// it is behind, and another node, or this one after a restart, steps it
+// at once).
 func (e *Engine) scheduleLoop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var (
-		due    []*task.Schedule // read, not yet acted on, in WakeAt order
+		due    []*task.Schedule // read, not yet acted on, in actAt order
 		read   time.Time        // when due was read
 		full   bool             // the read was a full page
 		reread = true
+		held   = map[task.ID]time.Time{} // held back until
 	)
+	actAt := func(s *task.Schedule) time.Time {
+		if at, ok := held[s.ID]; ok && at.After(s.WakeAt) {
+			return at
+		}
+		return s.WakeAt
+	}
 	for {
 		now := time.Now()
 		if reread || !now.Before(read.Add(scheduleRescan)) {
@@ -928,14 +1072,38 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 				e.log.ErrorContext(ctx, "read due schedules", slog.String("error", err.Error()))
 			}
 			due, read, full, reread = got, now, f, false
+			if len(held) > 0 {
+				// Holds of schedules not read (gone, paused, stepped
+				// elsewhere) are dropped; the rest order the acts.
+				keep := make(map[task.ID]time.Time, len(held))
+				for _, s := range due {
+					if at, ok := held[s.ID]; ok {
+						keep[s.ID] = at
+					}
+				}
+				held = keep
+				slices.SortStableFunc(due, func(a, b *task.Schedule) int { return actAt(a).Compare(actAt(b)) })
+			}
 		}
 		var act []*task.Schedule
-		for len(due) > 0 && !due[0].WakeAt.After(now) {
+		for len(due) > 0 && !actAt(due[0]).After(now) {
 			act = append(act, due[0])
 			due = due[1:]
 		}
 		if len(act) > 0 {
-			e.stepSchedules(ctx, act)
+			again := false
+			for i, at := range e.stepSchedules(ctx, act, held) {
+				if id := act[i].ID; at.IsZero() {
+					delete(held, id)
+				} else {
+					// Held back: due again at its time, read or not.
+					held[id] = at
+					due, again = append(due, act[i]), true
+				}
+			}
+			if again {
+				slices.SortStableFunc(due, func(a, b *task.Schedule) int { return actAt(a).Compare(actAt(b)) })
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -945,7 +1113,7 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 		}
 		wait := time.Until(read.Add(scheduleRescan))
 		if len(due) > 0 {
-			wait = min(wait, time.Until(due[0].WakeAt))
+			wait = min(wait, time.Until(actAt(due[0])))
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -953,6 +1121,9 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 			return
 		case <-timer.C:
 		case <-e.schedKick:
+			reread = true
+		case <-e.apps.changed:
+			clear(held) // new limits: steps held back by the old ones go at once
 			reread = true
 		}
 	}
@@ -981,23 +1152,34 @@ func (e *Engine) dueSchedules(ctx context.Context, until time.Time) ([]*task.Sch
 }
 
 // stepSchedules steps each of ss, up to scheduleWorkers at once, and
-// returns when all are done. Each is read again first: the loop's copy may
+// returns when all are done, with the time each was held back until by
+// its app's creates_per_second (zero: not held). A schedule in held has a
+// create paid for its step. Each is read again first: the loop's copy may
 // be up to scheduleRescan old, and a step of a copy that a PATCH or a pause
 // has since changed would make an occurrence only to cancel it. A failed
 // step is logged; its schedule keeps its WakeAt, and the next read finds
 // it again.
-func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule) {
+func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule, held map[task.ID]time.Time) []time.Time {
 	sem := make(chan struct{}, scheduleWorkers)
+	holds := make([]time.Time, len(ss))
 	var wg sync.WaitGroup
-	for _, s := range ss {
+	for i, s := range ss {
+		if _, busy := e.stepping.Load(s.ID); busy {
+			continue // an API call steps it, and then kicks the loop
+		}
+		paid := 0
+		if _, ok := held[s.ID]; ok {
+			paid = 1
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			sctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
+			defer e.beginLoopStep(s.ID)() // before the read: see awaitLoopStep
 			cur, err := e.schedules.GetSchedule(sctx, s.ID)
 			if err == nil {
-				_, err = e.stepSchedule(sctx, cur)
+				_, holds[i], err = e.stepSchedule(sctx, cur, paid)
 			}
 			if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrNotFound) {
 				e.log.ErrorContext(ctx, "step a schedule", slog.String("schedule", s.ID.String()), slog.String("app", s.App), slog.String("error", err.Error()))
@@ -1005,6 +1187,35 @@ func (e *Engine) stepSchedules(ctx context.Context, ss []*task.Schedule) {
 		})
 	}
 	wg.Wait()
+	return holds
+}
+
+// beginLoopStep marks s as being stepped by the loop until the returned
+// func is called.
+func (e *Engine) beginLoopStep(id task.ID) (end func()) {
+	done := make(chan struct{})
+	e.loopSteps.Store(id, done)
+	return func() {
+		e.loopSteps.CompareAndDelete(id, done)
+		close(done)
+	}
+}
+
+// awaitLoopStep waits until no step of the loop is under way for the
+// schedule id (or ctx ends). A PATCH, pause or delete calls it after its
+// write: a step that read the schedule before that write made an
+// occurrence the write has made stray, and takes it back when its own
+// write fails (dropStray); waiting for it means the call answers with no
+// such occurrence pending. A step that starts after the write reads the
+// schedule after it (the mark is set before the read), so it makes none.
+// Steps of other nodes are not waited for: their strays go a moment later.
+func (e *Engine) awaitLoopStep(ctx context.Context, id task.ID) {
+	if v, ok := e.loopSteps.Load(id); ok {
+		select {
+		case <-v.(chan struct{}):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // ScheduleConflictError says a schedule is not in a state that allows the

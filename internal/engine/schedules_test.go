@@ -133,8 +133,11 @@ func TestScheduleFirstOccurrenceAtCreate(t *testing.T) {
 		start := time.Now().UTC()
 		s := mustCreate(t, b.eng, newSched("report", every(time.Minute)))
 		due := start.Add(time.Minute)
-		if s.State != task.ScheduleActive || s.NextAt == nil || !s.NextAt.Equal(due) || s.LastAt == nil || !s.LastAt.Equal(due) || !s.WakeAt.Equal(due) {
-			t.Fatalf("schedule after create: state %s, next %v, last %v, wake %v; want active and all at %v", s.State, s.NextAt, s.LastAt, s.WakeAt, due)
+		if s.State != task.ScheduleActive || s.NextAt == nil || !s.NextAt.Equal(due) || s.Made == nil || !s.Made.Equal(due) || !s.WakeAt.Equal(due) {
+			t.Fatalf("schedule after create: state %s, next %v, made %v, wake %v; want active and all at %v", s.State, s.NextAt, s.Made, s.WakeAt, due)
+		}
+		if s.LastAt != nil {
+			t.Errorf("schedule after create: last_at %v, want none: no occurrence came due", s.LastAt)
 		}
 		if s.Timezone != "UTC" || s.CatchUp != task.CatchUpOne {
 			t.Errorf("defaults: timezone %q, catch_up %q", s.Timezone, s.CatchUp)
@@ -435,8 +438,8 @@ func TestSchedulePatchReplacesPending(t *testing.T) {
 			t.Fatal(err)
 		}
 		due := at.Add(2 * time.Minute)
-		if p.NextAt == nil || !p.NextAt.Equal(due) || p.LastAt == nil || !p.LastAt.Equal(due) {
-			t.Fatalf("after a rule patch: next %v, last %v, want %v", p.NextAt, p.LastAt, due)
+		if p.NextAt == nil || !p.NextAt.Equal(due) || p.Made == nil || !p.Made.Equal(due) || p.LastAt != nil {
+			t.Fatalf("after a rule patch: next %v, made %v, want %v; last %v, want none", p.NextAt, p.Made, due, p.LastAt)
 		}
 		occ = occurrences(t, b.eng, "app", s.ID)
 		if len(occ) != 2 || occ[0].State != task.Cancelled || occ[1].State != task.Scheduled || !occ[1].DueAt.Equal(due) {
@@ -610,6 +613,50 @@ func TestScheduleNextTimes(t *testing.T) {
 			if _, err := b.eng.NextTimes(t.Context(), s.ID, n); !errors.As(err, &fe) || fe.Field != "n" {
 				t.Errorf("n=%d: %v", n, err)
 			}
+		}
+	})
+}
+
+// TestSchedulePauseWaitsForLoopStep: a pause that lands while the loop is
+// stepping the schedule (the step has made the next occurrence but not yet
+// written the schedule) answers only after the step took that occurrence
+// back, so nothing is pending once the pause has answered. This was the
+// flake of httpapi's TestScheduleLifecycle ("still pending after the
+// pause"): the stray occurrence was cancelled a few ms after the answer.
+func TestSchedulePauseWaitsForLoopStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var armed atomic.Bool
+		entered, release := make(chan struct{}), make(chan struct{})
+		b := setup(t, func(c *Config) {
+			c.Hooks.OccurrencesCreated = func(string, int) {
+				if armed.CompareAndSwap(true, false) {
+					close(entered)
+					<-release
+				}
+			}
+		})
+		ctx := t.Context()
+		s := mustCreate(t, b.eng, newSched("p", every(time.Minute)))
+		armed.Store(true)
+		<-entered // the loop steps at the first occurrence (+1m): it made the second
+		paused := make(chan error, 1)
+		go func() {
+			_, err := b.eng.PauseSchedule(ctx, s.ID)
+			paused <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-paused:
+			close(release)
+			t.Fatalf("the pause answered (err %v) while the loop's step was under way", err)
+		default:
+		}
+		close(release)
+		if err := <-paused; err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range inState(occurrences(t, b.eng, "app", s.ID), task.Scheduled) {
+			t.Errorf("occurrence due %s still pending after the pause", o.DueAt)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/toc-dev/toc/internal/recur"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
@@ -124,12 +125,12 @@ func (e *Engine) Export(ctx context.Context, f ExportFilter, emit func(*task.Tas
 // does not carry: its state and its times must agree. Nothing of a call is
 // stored unless every task passes.
 //
-// Placement: a store with shards (store.Sharded: cluster mode) keeps a
-// task in the shard its id names, and a keyed task must be in its key's
-// shard (Config.ShardFor). A task whose id names another shard, or one the
-// store lacks, is stored under a new id: the same id with the shard field
-// changed (its time and random parts kept), reported in Moved. A GET by the
-// old id still finds it (see getMoved).
+// Ids are kept, in every mode: a task answers, is delivered and is found
+// by every route under the id it came with. A store with shards (sqlstore)
+// keeps it in the shard its id names (modulo its shard count), and a keyed
+// one whose key belongs to another shard holds its key there with a key
+// claim (see sqlstore's claim.go): reads by id cost what they cost for any
+// task, a read by key one extra point read.
 //
 // A task that was being delivered when it was exported is stored
 // scheduled, due now, its attempt given back ("released"): the attempt
@@ -146,7 +147,8 @@ type ImportResult struct {
 	// Released counts the tasks stored scheduled that were being delivered
 	// when exported.
 	Released int
-	// Moved lists the tasks stored under a new id.
+	// Moved is always empty: ids are kept. Earlier releases stored some
+	// tasks of a cluster under a new id and listed them here.
 	Moved []MovedID
 	// Taken lists the tasks not stored because another task holds their
 	// app and key here.
@@ -170,13 +172,18 @@ type TakenKey struct {
 // ImportError says which task of an Import call was refused, and why (a
 // *task.FieldError, or ErrTooLarge). Nothing of the call was stored.
 type ImportError struct {
-	Index int     // in the call's tasks
-	ID    task.ID // the task's id as given
-	Err   error
+	Index    int     // in the call's tasks (schedules)
+	ID       task.ID // the task's (schedule's) id as given
+	Err      error
+	Schedule bool // of ImportSchedules
 }
 
 func (e *ImportError) Error() string {
-	return fmt.Sprintf("task %d (%s): %v", e.Index, e.ID, e.Err)
+	what := "task"
+	if e.Schedule {
+		what = "schedule"
+	}
+	return fmt.Sprintf("%s %d (%s): %v", what, e.Index, e.ID, e.Err)
 }
 
 func (e *ImportError) Unwrap() error { return e.Err }
@@ -193,8 +200,8 @@ const maxImportText = 64 << 10
 var importing = make(chan struct{}, 1)
 
 // Import stores ts (at most MaxBatch) as exported by another server; see
-// the top of this section. The tasks are changed in place (placed and
-// checked). An error is an *ImportError for a task refused, or the call's
+// the top of this section. The tasks are changed in place (checked and
+// filled). An error is an *ImportError for a task refused, or the call's
 // (not ready, store failure).
 func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, error) {
 	var res ImportResult
@@ -264,9 +271,6 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 			continue
 		}
 		res.Imported++
-		if t.ID != given[i] {
-			res.Moved = append(res.Moved, MovedID{ID: given[i], NewID: t.ID})
-		}
 		ws = append(ws, written{t: r.Task})
 	}
 	e.wrote(ctx, ws...)
@@ -300,8 +304,8 @@ func (e *Engine) storedIDs(ctx context.Context, ids []task.ID) (map[task.ID]bool
 
 // checkImport checks t as a create is checked, and that its state and
 // times agree; fills what the engine derives (retry defaults, WakeAt);
-// puts a delivering task back to scheduled (released); and places it (its
-// id, in cluster mode). released reports the latter.
+// and puts a delivering task back to scheduled (released), which released
+// reports. Its id is kept.
 func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err error) {
 	if t.ID.IsZero() {
 		return false, &task.FieldError{Field: "id", Message: "is required"}
@@ -361,7 +365,6 @@ func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err er
 		t.Lease, t.LeaseExpiresAt = "", nil
 		t.WakeAt = time.Time{}
 	}
-	t.ID = e.placeID(t)
 	return released, nil
 }
 
@@ -388,6 +391,10 @@ func checkImportRecord(t *task.Task) error {
 		return bad("finished_at", "is required for a %s task", t.State)
 	case !t.State.Final() && t.FinishedAt != nil:
 		return bad("finished_at", "must be absent for a %s task", t.State)
+	case t.UpdatedAt.Before(t.CreatedAt):
+		return bad("updated_at", "is before created_at")
+	case t.FinishedAt != nil && t.FinishedAt.Before(t.CreatedAt):
+		return bad("finished_at", "is before created_at")
 	case t.Deadline != nil && t.Deadline.Before(t.DueAt):
 		return bad("deadline", "is before the due time")
 	case len(t.LastError) > maxImportText:
@@ -410,57 +417,188 @@ func checkImportRecord(t *task.Task) error {
 	return nil
 }
 
-// placeID returns the id t is stored under here: its own, unless the store
-// has shards (cluster mode) and t's id names one t cannot live in.
-func (e *Engine) placeID(t *task.Task) task.ID {
-	if e.cfg.ShardFor == nil {
-		return t.ID
-	}
-	shard := t.ID.Shard()
-	n := 0
-	if s, ok := store.As[store.Sharded](e.store); ok {
-		n = s.Shards()
-	}
-	switch {
-	case t.Key != "":
-		shard = e.cfg.ShardFor(t.App, t.Key, t.ID)
-	case n > 0 && int(shard) >= n:
-		shard = e.cfg.ShardFor(t.App, "", t.ID)
-	}
-	return t.ID.WithShard(shard)
+// get is Get: the task with id.
+func (e *Engine) get(ctx context.Context, id task.ID) (*task.Task, error) {
+	return e.store.Get(ctx, id)
 }
 
-// get is Get: the task with id, or one an import stored under id with
-// another shard (getMoved).
-func (e *Engine) get(ctx context.Context, id task.ID) (*task.Task, error) {
-	t, err := e.store.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		if m, merr := e.getMoved(ctx, id); merr == nil {
-			return m, nil
+// # Schedules
+//
+// An export ends with the schedules (ExportSchedules), in their API form,
+// after the tasks: an import that reads the stream in order stores every
+// occurrence (with its ScheduleID) before its schedule, so that the
+// schedule's first step finds its pending occurrence there rather than
+// making another under a new id.
+//
+// ImportSchedules stores schedules as they were: id, key, rule, times,
+// state, template. It is idempotent as Import is: a schedule stored under
+// its id is left alone. An active schedule is stored to be stepped at once
+// (WakeAt now), as a create is: the step keeps the pending occurrence at
+// NextAt that the import brought, makes it when the import did not, and
+// makes what is due when NextAt passed during the move. An every-rule
+// counts from NextAt (the API form has no anchor; NextAt is on the rule's
+// grid), so the times go on as they were.
+
+// ExportSchedules calls emit with every schedule of app (of every app
+// when app is ""), app by app in name order, in id order within each. It
+// stops at emit's first error, or ctx's, and returns it with the number of
+// schedules emitted before. A store without schedules has none to export.
+func (e *Engine) ExportSchedules(ctx context.Context, app string, emit func(*task.Schedule) error) (int, error) {
+	ss := e.schedules
+	if ss == nil {
+		return 0, nil
+	}
+	apps := []string{app}
+	if app == "" {
+		counts, err := ss.CountSchedules(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("count the store's schedules: %w", err)
+		}
+		apps = slices.Sorted(maps.Keys(counts))
+	}
+	n := 0
+	for _, app := range apps {
+		var after task.ID
+		for {
+			if err := ctx.Err(); err != nil {
+				return n, err
+			}
+			page, err := ss.ListSchedules(ctx, app, after, schedulePage)
+			if err != nil {
+				return n, fmt.Errorf("list schedules of app %s: %w", app, err)
+			}
+			for _, s := range page {
+				if err := emit(s); err != nil {
+					return n, err
+				}
+				n++
+			}
+			if len(page) < schedulePage {
+				break
+			}
+			after = page[len(page)-1].ID
 		}
 	}
-	return t, err
+	return n, nil
 }
 
-// getMoved looks for a task an import stored under a new id (see
-// placeID): the same id with another shard. It is Get's answer to an id
-// the store does not have, in cluster mode; one point read per shard.
-func (e *Engine) getMoved(ctx context.Context, id task.ID) (*task.Task, error) {
-	s, ok := store.As[store.Sharded](e.store)
-	if !ok || e.cfg.ShardFor == nil {
-		return nil, store.ErrNotFound
+// ScheduleImportResult is what ImportSchedules did.
+type ScheduleImportResult struct {
+	Imported int        // schedules stored
+	Existing int        // already stored under their id, or repeated in the call
+	Taken    []TakenKey // not stored: another schedule holds their app and key
+}
+
+// ImportSchedules stores ss (at most MaxBatch), as exported by another
+// server; see the top of this section. An error is an *ImportError (its
+// Schedule set) for a schedule refused, before anything is stored, or the
+// call's.
+func (e *Engine) ImportSchedules(ctx context.Context, ss []*task.Schedule) (ScheduleImportResult, error) {
+	var res ScheduleImportResult
+	st, err := e.readyScheduleStore()
+	if err != nil {
+		return res, err
 	}
-	for shard := range min(s.Shards(), 1<<16) {
-		if uint16(shard) == id.Shard() {
+	if len(ss) > MaxBatch {
+		return res, &task.FieldError{Field: "schedules", Message: fmt.Sprintf("has %d schedules, more than %d", len(ss), MaxBatch)}
+	}
+	now := msNow()
+	for i, s := range ss {
+		if err := e.checkScheduleImport(s, now); err != nil {
+			return res, &ImportError{Index: i, ID: s.ID, Err: err, Schedule: true}
+		}
+	}
+	select {
+	case importing <- struct{}{}:
+		defer func() { <-importing }()
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	seen := map[task.ID]bool{}
+	var step []*task.Schedule
+	for _, s := range ss {
+		if seen[s.ID] {
+			res.Existing++
 			continue
 		}
-		t, err := e.store.Get(ctx, id.WithShard(uint16(shard)))
-		if err == nil {
-			return t, nil
+		seen[s.ID] = true
+		switch _, err := st.GetSchedule(ctx, s.ID); {
+		case err == nil:
+			res.Existing++
+			continue
+		case !errors.Is(err, store.ErrNotFound):
+			return res, fmt.Errorf("look up schedule %s: %w", s.ID, err)
 		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
+		got, created, err := st.CreateSchedule(ctx, s)
+		if err != nil {
+			return res, fmt.Errorf("store schedule %s: %w", s.ID, err)
+		}
+		if !created {
+			res.Taken = append(res.Taken, TakenKey{ID: s.ID, App: s.App, Key: s.Key, Holder: got.ID})
+			continue
+		}
+		res.Imported++
+		if got.State == task.ScheduleActive {
+			step = append(step, got)
 		}
 	}
-	return nil, store.ErrNotFound
+	for _, s := range step {
+		e.stepNow(ctx, s, 0) // its occurrences take creates like the loop's
+	}
+	return res, nil
+}
+
+// checkScheduleImport checks s as a create checks a schedule, and that its
+// state and times agree, and fills what the API form leaves out (Anchor,
+// WakeAt, Made).
+func (e *Engine) checkScheduleImport(s *task.Schedule, now time.Time) error {
+	bad := func(field, format string, args ...any) error {
+		return &task.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+	}
+	if s.ID.IsZero() {
+		return bad("id", "is required")
+	}
+	if err := task.ValidateApp(s.App); err != nil {
+		return err
+	}
+	s.Timezone = cmp.Or(s.Timezone, "UTC")
+	s.CatchUp = cmp.Or(s.CatchUp, task.CatchUpOne)
+	for _, p := range []*time.Time{s.StartAt, s.EndAt, s.NextAt, s.LastAt, &s.CreatedAt, &s.UpdatedAt} {
+		if p != nil {
+			*p = task.Ms(*p)
+		}
+	}
+	s.Anchor = s.CreatedAt
+	switch {
+	case s.NextAt != nil:
+		s.Anchor = *s.NextAt
+	case s.StartAt != nil:
+		s.Anchor = *s.StartAt
+	}
+	if err := recur.Check(s); err != nil {
+		return err
+	}
+	if err := e.checkTemplate(s, false); err != nil {
+		return err
+	}
+	switch {
+	case !slices.Contains(task.ScheduleStates, s.State):
+		return bad("state", "must be one of %v, got %q", task.ScheduleStates, s.State)
+	case s.CreatedAt.IsZero():
+		return bad("created_at", "is required")
+	case s.UpdatedAt.IsZero():
+		return bad("updated_at", "is required")
+	case s.UpdatedAt.Before(s.CreatedAt):
+		return bad("updated_at", "is before created_at")
+	case s.State == task.ScheduleActive && s.NextAt == nil:
+		return bad("next_at", "is required for an active schedule")
+	case s.State != task.ScheduleActive && s.NextAt != nil:
+		return bad("next_at", "must be absent for a %s schedule", s.State)
+	}
+	s.Made, s.WakeAt = nil, time.Time{}
+	if s.NextAt != nil {
+		next := *s.NextAt
+		s.Made, s.WakeAt = &next, now // the pending occurrence came with the import (or the step makes it)
+	}
+	return nil
 }

@@ -299,11 +299,13 @@ func TestPullClaimAckNackLease(t *testing.T) {
 	if c1.Lease == "" || c1.Attempts != 1 || c1.State != task.Delivering {
 		t.Fatalf("claimed: %+v", c1)
 	}
-	if err := s.client.Nack(ctx, tk.ID, client.NackRequest{Lease: c1.Lease, Error: "db busy", RetryIn: 0}); err != nil {
+	// The error is cut to 4096 bytes on a character boundary: byte 4096
+	// falls inside an 'é'.
+	if err := s.client.Nack(ctx, tk.ID, client.NackRequest{Lease: c1.Lease, Error: "db busy" + strings.Repeat("é", 3000), RetryIn: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if cur, _ := s.client.Get(ctx, tk.ID); cur.LastError != "db busy" {
-		t.Errorf("last_error %q after nack", cur.LastError)
+	if cur, _ := s.client.Get(ctx, tk.ID); cur.LastError != "db busy"+strings.Repeat("é", 2044) {
+		t.Errorf("last_error %q after nack, want the error's first 4095 bytes", cur.LastError)
 	}
 	got, err = s.client.Claim(ctx, "workers", client.ClaimRequest{Max: 5, Lease: task.Duration(time.Second), Wait: task.Duration(10 * time.Second)})
 	if err != nil || len(got) != 1 || got[0].Attempts != 2 {
@@ -383,6 +385,8 @@ func TestErrorAnswers(t *testing.T) {
 		{"claim max not a number", "POST", "/v1/apps/a/claim", `{"max":"10"}`, 400, "max"},
 		{"nack unparsable retry_in", "POST", "/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/nack", `{"lease":"x","retry_in":"later"}`, 400, "retry_in"},
 		{"bad timeout", "POST", "/v1/tasks", `{"app":"a","delay":"1s","target":{"http":{"url":"http://127.0.0.1:9/x","timeout":"soon"}}}`, 400, "target.http.timeout"},
+		{"key with a control character", "POST", "/v1/tasks", `{"app":"a","key":"order\n1234","delay":"1s",` + okTarget + `}`, 400, "key"},
+		{"zone only this machine has", "POST", "/v1/schedules", `{"app":"a","key":"r","every":"1m","timezone":"posixrules",` + okTarget + `}`, 400, "timezone"},
 		{"bad due_at", "POST", "/v1/tasks", `{"app":"a","due_at":"tomorrow",` + okTarget + `}`, 400, "due_at"},
 		{"patch bad deadline", "PATCH", "/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV", `{"deadline":7}`, 400, "deadline"},
 		{"nested unknown field", "POST", "/v1/tasks", `{"app":"a","delay":"1s","target":{"http":{"url":"http://127.0.0.1:9/x","colour":"red"}}}`, 400, "target.http.colour"},

@@ -12,14 +12,15 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// ExportCountTrailer is the trailer of an export's answer: how many tasks
-// the stream holds. A stream cut short has no trailer, or a count above
-// what arrived.
+// ExportCountTrailer is the trailer of an export's answer: how many lines
+// (tasks and schedules) the stream holds. A stream cut short has no
+// trailer, or a count above what arrived.
 const ExportCountTrailer = "Toc-Export-Count"
 
 // export is GET /v1/admin/export: every task (of ?app, in ?state) as
-// NDJSON, one task per line exactly as GET /v1/tasks/{id} answers it.
-// Admin only.
+// NDJSON, one task per line exactly as GET /v1/tasks/{id} answers it, then
+// (without ?state) every schedule (of ?app), one per line as
+// {"schedule": <as GET /v1/schedules/{id} answers it>}. Admin only.
 func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 	if err := requireAdmin(r); err != nil {
 		h.writeError(w, r, err)
@@ -45,15 +46,15 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 	})
 	bw := bufio.NewWriterSize(sw, 64<<10)
 	n, err := h.eng.Export(r.Context(), f, func(t *task.Task) error {
-		b, err := json.Marshal(t) // as writeJSON answers GET /v1/tasks/{id}
-		if err != nil {
-			return err
-		}
-		if _, err := bw.Write(b); err != nil {
-			return err
-		}
-		return bw.WriteByte('\n')
+		return writeLine(bw, t) // as writeJSON answers GET /v1/tasks/{id}
 	})
+	var ns int
+	if err == nil && f.State == "" {
+		ns, err = h.eng.ExportSchedules(r.Context(), f.App, func(s *task.Schedule) error {
+			return writeLine(bw, ExportedSchedule{Schedule: s})
+		})
+		n += ns
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -71,5 +72,22 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set(ExportCountTrailer, strconv.Itoa(n))
 	h.log.InfoContext(r.Context(), "export", slog.String("app", f.App), slog.String("state", string(f.State)),
-		slog.Int("tasks", n), slog.Duration("took", time.Since(start)))
+		slog.Int("tasks", n-ns), slog.Int("schedules", ns), slog.Duration("took", time.Since(start)))
+}
+
+// ExportedSchedule is a schedule's line of an export.
+type ExportedSchedule struct {
+	Schedule *task.Schedule `json:"schedule"`
+}
+
+// writeLine writes v's JSON and a newline.
+func writeLine(bw *bufio.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	return bw.WriteByte('\n')
 }

@@ -19,10 +19,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/recur"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
@@ -67,6 +69,9 @@ type Handler struct {
 	public     *http.ServeMux // routes without authentication
 	api        http.Handler   // mux behind authentication
 }
+
+// maxNackError is the most bytes of a nack's error kept.
+const maxNackError = 4096
 
 // New returns the API handler.
 func New(cfg Config) *Handler {
@@ -116,6 +121,12 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET /v1/admin/export", h.limited(h.export))
 	m.HandleFunc("POST /v1/admin/import", h.limited(h.importTasks))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := h.allowed(r); allow != "" {
+			w.Header().Set("Allow", allow)
+			h.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+				msg: r.Method + " is not allowed on " + r.URL.Path + ": use " + allow})
+			return
+		}
 		h.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
 	})
 	for pattern, handler := range cfg.Mount {
@@ -130,6 +141,28 @@ func New(cfg Config) *Handler {
 	h.access.Store(cfg.Access)
 	h.api = h.authenticate(m)
 	return h
+}
+
+// allowed lists the methods that have a route for r's path, for the Allow
+// header of a 405; "" when no method has one. The catch-all route that
+// answers an unknown path in JSON also catches a known path with the wrong
+// method (ServeMux would answer that 405 itself, but only without a
+// catch-all), so this asks both muxes which methods would match.
+func (h *Handler) allowed(r *http.Request) string {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if method == r.Method {
+			continue
+		}
+		probe := *r
+		probe.Method = method
+		if _, p := h.public.Handler(&probe); p != "" {
+			allow = append(allow, method)
+		} else if _, p := h.mux.Handler(&probe); p != "" && p != "/" {
+			allow = append(allow, method)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // CanAccess reports whether the request's token reaches app (always true
@@ -325,7 +358,7 @@ type createRequest struct {
 // Times toc accepts: the store keeps Unix milliseconds of years 1970-9998.
 var (
 	minTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = recur.End // a schedule's occurrences are never later: they export and import
 )
 
 func parseTime(field, s string) (time.Time, error) {
@@ -744,7 +777,10 @@ type appSettings struct {
 	Target     *task.Target     `json:"target,omitempty"`
 	Retry      task.RetryPolicy `json:"retry"`
 	MaxPayload int              `json:"max_payload"`
-	Rate       struct {
+	// MaxSchedules is -1 for no cap.
+	MaxSchedules int `json:"max_schedules"`
+	Weight       int `json:"weight"`
+	Rate         struct {
 		DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 		Burst               int     `json:"burst"`
 		MaxInFlight         int     `json:"max_in_flight"`
@@ -763,7 +799,7 @@ func (h *Handler) app(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := h.eng.EffectivePolicy(app)
-	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload}
+	out := appSettings{App: app, Target: p.Target, Retry: p.Retry, MaxPayload: p.MaxPayload, MaxSchedules: p.MaxSchedules, Weight: p.Weight}
 	out.Rate.DeliveriesPerSecond, out.Rate.Burst = p.DeliveriesPerSecond, p.Burst
 	out.Rate.MaxInFlight, out.Rate.CreatesPerSecond = p.MaxInFlight, p.CreatesPerSecond
 	writeJSON(w, http.StatusOK, out)
@@ -953,8 +989,12 @@ func (h *Handler) nack(w http.ResponseWriter, r *http.Request) {
 		}
 		retryIn = &d
 	}
-	if len(req.Error) > 4096 {
-		req.Error = req.Error[:4096]
+	if len(req.Error) > maxNackError {
+		n := maxNackError // cut on a character boundary
+		for n > 0 && !utf8.RuneStart(req.Error[n]) {
+			n--
+		}
+		req.Error = req.Error[:n]
 	}
 	if err := h.authorizeID(r, id); err != nil {
 		h.writeError(w, r, err)

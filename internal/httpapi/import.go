@@ -23,6 +23,7 @@ type importTask struct {
 	ID             *string           `json:"id"`
 	App            string            `json:"app"`
 	Key            *string           `json:"key"`
+	ScheduleID     *string           `json:"schedule_id"` // an occurrence's
 	DueAt          *string           `json:"due_at"`
 	NextAttemptAt  *string           `json:"next_attempt_at"`
 	Deadline       *string           `json:"deadline"`
@@ -65,6 +66,13 @@ func (it *importTask) task() (*task.Task, error) {
 			return nil, err
 		}
 		t.Key = *it.Key
+	}
+	if it.ScheduleID != nil {
+		sid, err := task.ParseID(*it.ScheduleID)
+		if err != nil || sid.IsZero() {
+			return nil, badField("schedule_id", "is not a schedule id: %q", *it.ScheduleID)
+		}
+		t.ScheduleID = sid
 	}
 	if it.State == nil {
 		return nil, badField("state", "is required: one of %v", task.States)
@@ -140,93 +148,213 @@ func (it *importTask) task() (*task.Task, error) {
 	return t, nil
 }
 
+// importSchedule is a schedule's line of POST /v1/admin/import:
+// {"schedule": <a schedule as GET /v1/schedules/{id} answers it>}, as GET
+// /v1/admin/export writes it, decoded as strictly as a create.
+type importSchedule struct {
+	Schedule *struct {
+		scheduleRequest `json:",inline"`
+		ID              *string `json:"id"`
+		State           *string `json:"state"`
+		NextAt          *string `json:"next_at"`
+		LastAt          *string `json:"last_at"`
+		CreatedAt       *string `json:"created_at"`
+		UpdatedAt       *string `json:"updated_at"`
+	} `json:"schedule"`
+}
+
+// schedule turns the line into the schedule to import; the engine checks
+// the rest (engine.ImportSchedules).
+func (is *importSchedule) schedule() (*task.Schedule, error) {
+	in := is.Schedule
+	if in == nil {
+		return nil, badField("schedule", "is required")
+	}
+	if in.ID == nil {
+		return nil, badField("schedule.id", "is required: the schedule's id, kept by the import")
+	}
+	id, err := task.ParseID(*in.ID)
+	if err != nil || id.IsZero() {
+		return nil, badField("schedule.id", "is not a schedule id: %q", *in.ID)
+	}
+	req := in.scheduleRequest
+	if req.PayloadBase64 != nil {
+		req.Payload = nil // an export carries both forms; the base64 one is exact
+	}
+	s, err := req.schedule()
+	if err != nil {
+		return nil, err
+	}
+	s.ID = id
+	if in.State == nil {
+		return nil, badField("schedule.state", "is required: one of %v", task.ScheduleStates)
+	}
+	s.State = task.ScheduleState(*in.State)
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  *time.Time
+	}{{"schedule.created_at", in.CreatedAt, &s.CreatedAt}, {"schedule.updated_at", in.UpdatedAt, &s.UpdatedAt}} {
+		if f.in == nil {
+			return nil, badField(f.name, "is required")
+		}
+		if *f.out, err = parseTime(f.name, *f.in); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  **time.Time
+	}{{"schedule.next_at", in.NextAt, &s.NextAt}, {"schedule.last_at", in.LastAt, &s.LastAt}} {
+		if f.in == nil {
+			continue
+		}
+		t, err := parseTime(f.name, *f.in)
+		if err != nil {
+			return nil, err
+		}
+		*f.out = &t
+	}
+	return s, nil
+}
+
+// isScheduleLine reports whether an import line is a schedule's: an
+// object whose first member is "schedule".
+func isScheduleLine(line []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	tok, err := dec.ReadToken()
+	return err == nil && tok.Kind() == '"' && tok.String() == "schedule"
+}
+
 // importResponse answers an import.
 type importResponse struct {
 	Imported int               `json:"imported"`
 	Existing int               `json:"existing"`
 	Released int               `json:"released"`
-	Moved    []engine.MovedID  `json:"moved"`
+	Moved    []engine.MovedID  `json:"moved"` // always empty: ids are kept
 	Taken    []engine.TakenKey `json:"taken"`
+	// The schedules of the request.
+	SchedulesImported int               `json:"schedules_imported"`
+	SchedulesExisting int               `json:"schedules_existing"`
+	SchedulesTaken    []engine.TakenKey `json:"schedules_taken"`
 }
 
 // maxImportLine is the largest line of an import: a task at the payload
 // cap in both of its forms, its history and the rest.
 func (h *Handler) maxImportLine() int { return int(h.maxBody) + h.maxPayload + 256<<10 }
 
-// importTasks is POST /v1/admin/import: up to engine.MaxBatch tasks as
-// NDJSON, stored as they were (engine.Import). Admin only. Every line is
-// checked before anything is stored: one bad line refuses the request (400
-// naming the line and the field).
+// importTasks is POST /v1/admin/import: up to engine.MaxBatch tasks and
+// schedules as NDJSON, stored as they were (engine.Import, then
+// engine.ImportSchedules). Admin only. Every line is checked before
+// anything is stored: one bad line refuses the request (400 naming the
+// line and the field).
 func (h *Handler) importTasks(w http.ResponseWriter, r *http.Request) {
 	if err := requireAdmin(r); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	ts, lines, err := h.readImport(w, r)
+	in, err := h.readImport(w, r)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if len(ts) == 0 {
+	if len(in.tasks) == 0 && len(in.schedules) == 0 {
 		h.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_json",
-			msg: "request body has no task: send up to 1000 tasks as NDJSON, one per line, as GET /v1/admin/export writes them"})
+			msg: "request body has no task: send up to 1000 tasks and schedules as NDJSON, one per line, as GET /v1/admin/export writes them"})
 		return
 	}
-	res, err := h.eng.Import(r.Context(), ts)
+	var res engine.ImportResult
+	if len(in.tasks) > 0 {
+		res, err = h.eng.Import(r.Context(), in.tasks)
+	}
+	var sres engine.ScheduleImportResult
+	if err == nil && len(in.schedules) > 0 {
+		sres, err = h.eng.ImportSchedules(r.Context(), in.schedules)
+	}
 	var ie *engine.ImportError
 	if errors.As(err, &ie) {
-		err = atLine(lines[ie.Index], ie.ID.String(), ie.Err)
+		if ie.Schedule {
+			err = atLine(in.scheduleLines[ie.Index], "schedule "+ie.ID.String(), ie.Err)
+		} else {
+			err = atLine(in.taskLines[ie.Index], "task "+ie.ID.String(), ie.Err)
+		}
 	}
 	if err != nil {
-		h.writeError(w, r, err)
+		h.writeError(w, r, scheduleErr(err))
 		return
 	}
 	out := importResponse{Imported: res.Imported, Existing: res.Existing, Released: res.Released,
-		Moved: res.Moved, Taken: res.Taken}
-	if out.Moved == nil {
-		out.Moved = []engine.MovedID{}
-	}
+		Moved: []engine.MovedID{}, Taken: res.Taken,
+		SchedulesImported: sres.Imported, SchedulesExisting: sres.Existing, SchedulesTaken: sres.Taken}
 	if out.Taken == nil {
 		out.Taken = []engine.TakenKey{}
 	}
-	h.log.InfoContext(r.Context(), "import", slog.Int("tasks", len(ts)), slog.Int("imported", res.Imported),
-		slog.Int("existing", res.Existing), slog.Int("moved", len(res.Moved)), slog.Int("taken", len(res.Taken)))
+	if out.SchedulesTaken == nil {
+		out.SchedulesTaken = []engine.TakenKey{}
+	}
+	h.log.InfoContext(r.Context(), "import", slog.Int("tasks", len(in.tasks)), slog.Int("imported", res.Imported),
+		slog.Int("existing", res.Existing), slog.Int("taken", len(res.Taken)),
+		slog.Int("schedules", len(in.schedules)), slog.Int("schedules_imported", sres.Imported))
 	writeJSON(w, http.StatusOK, out)
 }
 
-// readImport reads the request's NDJSON: at most engine.MaxBatch tasks
-// (blank lines skipped), each line at most maxImportLine bytes, the body
-// at most maxBatch. It returns the tasks and the line number of each.
-func (h *Handler) readImport(w http.ResponseWriter, r *http.Request) ([]*task.Task, []int, error) {
+// importBody is what readImport read: the tasks and the schedules, and
+// the line of each.
+type importBody struct {
+	tasks         []*task.Task
+	taskLines     []int
+	schedules     []*task.Schedule
+	scheduleLines []int
+}
+
+// readImport reads the request's NDJSON: at most engine.MaxBatch lines of
+// tasks and schedules (blank lines skipped), each line at most
+// maxImportLine bytes, the body at most maxBatch.
+func (h *Handler) readImport(w http.ResponseWriter, r *http.Request) (*importBody, error) {
 	br := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, h.maxBatch), 64<<10)
 	maxLine := h.maxImportLine()
-	var ts []*task.Task
-	var lines []int
+	in := &importBody{}
 	for n := 1; ; n++ {
 		line, err := readLine(br, maxLine)
 		if errors.Is(err, errLineTooLong) {
-			return nil, nil, &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
 				msg: fmt.Sprintf("line %d is longer than %d bytes", n, maxLine)}
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, nil, err // *http.MaxBytesError → 413
+			return nil, err // *http.MaxBytesError → 413
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			if len(ts) == engine.MaxBatch {
-				return nil, nil, badField("tasks", "the body has more than %d tasks: send them in several requests", engine.MaxBatch)
+			if len(in.tasks)+len(in.schedules) == engine.MaxBatch {
+				return nil, badField("tasks", "the body has more than %d lines: send them in several requests", engine.MaxBatch)
 			}
-			var it importTask
-			if derr := decodeBytes(line, &it); derr != nil {
-				return nil, nil, atLine(n, idOf(&it), derr)
+			if isScheduleLine(line) {
+				var is importSchedule
+				if derr := decodeBytes(line, &is); derr != nil {
+					return nil, atLine(n, scheduleIDOf(&is), derr)
+				}
+				s, serr := is.schedule()
+				if serr != nil {
+					return nil, atLine(n, scheduleIDOf(&is), serr)
+				}
+				in.schedules, in.scheduleLines = append(in.schedules, s), append(in.scheduleLines, n)
+			} else {
+				var it importTask
+				if derr := decodeBytes(line, &it); derr != nil {
+					return nil, atLine(n, idOf(&it), derr)
+				}
+				t, terr := it.task()
+				if terr != nil {
+					return nil, atLine(n, idOf(&it), terr)
+				}
+				in.tasks, in.taskLines = append(in.tasks, t), append(in.taskLines, n)
 			}
-			t, terr := it.task()
-			if terr != nil {
-				return nil, nil, atLine(n, idOf(&it), terr)
-			}
-			ts, lines = append(ts, t), append(lines, n)
 		}
 		if errors.Is(err, io.EOF) {
-			return ts, lines, nil
+			return in, nil
 		}
 	}
 }
@@ -251,7 +379,14 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 
 func idOf(it *importTask) string {
 	if it.ID != nil {
-		return *it.ID
+		return "task " + *it.ID
+	}
+	return ""
+}
+
+func scheduleIDOf(is *importSchedule) string {
+	if is.Schedule != nil && is.Schedule.ID != nil {
+		return "schedule " + *is.Schedule.ID
 	}
 	return ""
 }
@@ -265,7 +400,7 @@ func atLine(n int, id string, err error) error {
 	}
 	where := fmt.Sprintf("line %d", n)
 	if id != "" {
-		where += " (task " + id + ")"
+		where += " (" + id + ")" // "task ID" or "schedule ID"
 	}
 	return &apiError{status: status, code: code, field: field, msg: where + ": " + err.Error()}
 }

@@ -31,13 +31,17 @@ var errNoScheduleStore = &apiError{status: http.StatusNotImplemented, code: "not
 	msg: "this server's store keeps no schedules"}
 
 // scheduleErr turns the engine's answers about a schedule into the API's:
-// a schedule that is not there is "no such schedule", not "no such task".
+// a schedule that is not there is "no such schedule", not "no such task";
+// an app at its max_schedules is 409 "max_schedules".
 func scheduleErr(err error) error {
+	var sl *engine.ScheduleLimitError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return errNoSchedule
 	case errors.Is(err, engine.ErrNoSchedules):
 		return errNoScheduleStore
+	case errors.As(err, &sl):
+		return &apiError{status: http.StatusConflict, code: "max_schedules", msg: sl.Error()}
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/task"
 )
@@ -85,12 +86,12 @@ func TestScheduleLifecycle(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %v", code, m)
 	}
-	for _, f := range []string{"id", "app", "key", "every", "timezone", "catch_up", "state", "next_at", "last_at", "created_at", "updated_at", "payload", "payload_base64", "target", "retry", "deadline_after"} {
+	for _, f := range []string{"id", "app", "key", "every", "timezone", "catch_up", "state", "next_at", "created_at", "updated_at", "payload", "payload_base64", "target", "retry", "deadline_after"} {
 		if _, ok := m[f]; !ok {
 			t.Errorf("schedule object lacks %q: %v", f, m)
 		}
 	}
-	for _, f := range []string{"cron", "start_at", "end_at", "anchor", "wake_at"} {
+	for _, f := range []string{"cron", "start_at", "end_at", "anchor", "wake_at", "made", "last_at"} { // last_at: none came due yet
 		if _, ok := m[f]; ok {
 			t.Errorf("schedule object has %q: %v", f, m)
 		}
@@ -525,5 +526,171 @@ func TestScheduleSkipAndEnd(t *testing.T) {
 	}
 	if tk, err := s.client.GetByKey(context.Background(), "shop", skipped); err != nil || tk.State != task.Cancelled {
 		t.Errorf("the skipped occurrence: %v %v", tk, err)
+	}
+}
+
+// TestScheduleConcurrentPatchKeepsDue: clients PATCHing a schedule's
+// payload concurrently cancel no occurrence that has fallen due (issue 21,
+// finding 6: 2 to 6 of every 12 to 15 occurrences ended cancelled 6 to
+// 100 ms after their due time), and every second of the rule keeps an
+// occurrence that is not cancelled.
+func TestScheduleConcurrentPatchKeepsDue(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	code, sc, m := doSchedule(t, "POST", s.url+"/v1/schedules", `{"app":"shop","key":"busy","cron":"* * * * * *","payload":{"v":0},"target":{"pull":{}}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	u := s.url + "/v1/schedules/" + sc.ID.String()
+	began := time.Now()
+	const clients, run = 4, 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				req, _ := http.NewRequest("PATCH", u, strings.NewReader(fmt.Sprintf(`{"payload":{"c":%d,"n":%d}}`, c, n)))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("PATCH: %d", resp.StatusCode)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := time.Now()
+
+	occ := occurrencesOf(t, s, "shop", "busy")
+	byDue := map[int64]*task.Task{}
+	for _, o := range occ {
+		byDue[o.DueAt.UnixMilli()] = o
+		if o.State != task.Cancelled {
+			continue
+		}
+		at := o.History[len(o.History)-1].At
+		if !at.Before(o.DueAt) {
+			t.Errorf("occurrence %s cancelled %s after its due time: %+v", o.Key, at.Sub(o.DueAt), o.History[len(o.History)-1])
+		}
+	}
+	// Every second of the run, past the first, has its occurrence.
+	for due := began.Truncate(time.Second).Add(2 * time.Second); due.Before(ended.Add(-time.Second)); due = due.Add(time.Second) {
+		if o := byDue[due.UnixMilli()]; o == nil || o.State == task.Cancelled {
+			state := "none"
+			if o != nil {
+				state = string(o.State)
+			}
+			t.Errorf("no live occurrence due at %s: %s", due.Format(time.RFC3339Nano), state)
+		}
+	}
+}
+
+// TestScheduleLimits: a schedule create or PATCH past the app's
+// creates_per_second answers 429 like a plain create, and a create past
+// its max_schedules 409 naming the limit (issue 21, finding 4).
+func TestScheduleLimits(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{
+		"shop": {CreatesPerSecond: 0.5}, // a burst of 1, then one every 2s
+		"bank": {MaxSchedules: 2},
+	}})
+	const body = `{"app":%q,"key":%q,"every":"1h","target":{"pull":{}}}`
+	code, sc, m := doSchedule(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "shop", "a"))
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	rateLimited := func(m map[string]any) bool {
+		e, _ := m["error"].(map[string]any)
+		return e["code"] == "rate_limited"
+	}
+	if code, m := do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "shop", "b")); code != http.StatusTooManyRequests || !rateLimited(m) {
+		t.Errorf("a second create at once at 0.5/s: %d %v, want 429", code, m)
+	}
+	if code, m := do(t, "PATCH", s.url+"/v1/schedules/"+sc.ID.String(), `{"every":"2h"}`); code != http.StatusTooManyRequests || !rateLimited(m) {
+		t.Errorf("a PATCH at once: %d %v, want 429", code, m)
+	}
+	if code, m := do(t, "POST", s.url+"/v1/tasks", `{"app":"shop","delay":"1h","target":{"pull":{}}}`); code != http.StatusTooManyRequests {
+		t.Errorf("a plain create at once: %d %v, want 429 as well", code, m)
+	}
+
+	for _, k := range []string{"a", "b"} {
+		if code, m := do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "bank", k)); code != http.StatusCreated {
+			t.Fatalf("bank's schedule %s: %d %v", k, code, m)
+		}
+	}
+	code, m = do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "bank", "c"))
+	if e, _ := m["error"].(map[string]any); code != http.StatusConflict || e["code"] != "max_schedules" || !strings.Contains(errMsg(m), "max_schedules") {
+		t.Errorf("a third schedule at max_schedules 2: %d %v, want 409 max_schedules", code, m)
+	}
+	if code, m := do(t, "POST", s.url+"/v1/schedules", fmt.Sprintf(body, "bank", "a")); code != http.StatusOK {
+		t.Errorf("an existing key at the cap: %d %v, want 200 and the schedule", code, m)
+	}
+	if code, m := do(t, "GET", s.url+"/v1/apps/bank", ""); code != 200 || m["max_schedules"] != 2.0 {
+		t.Errorf("GET /v1/apps/bank: %d %v, want max_schedules 2", code, m)
+	}
+	if _, m := do(t, "GET", s.url+"/v1/apps/other", ""); m["max_schedules"] != float64(engine.MaxSchedulesDefault) {
+		t.Errorf("GET /v1/apps/other: %v, want the default max_schedules", m)
+	}
+}
+
+// TestScheduleOccurrencesWithinCreates: schedules "* * * * * *" of an app
+// limited to 5 creates a second make no more than 5 occurrences a second,
+// whatever the backend; lifted, the limit leaves no occurrence missing
+// (issue 21, finding 4).
+func TestScheduleOccurrencesWithinCreates(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "", nil)
+	const n, rate = 20, 5
+	for i := range n {
+		body := fmt.Sprintf(`{"app":"tick","key":"s%d","cron":"* * * * * *","target":{"pull":{}}}`, i)
+		if code, m := do(t, "POST", s.url+"/v1/schedules", body); code != http.StatusCreated {
+			t.Fatalf("create: %d %v", code, m)
+		}
+	}
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"tick": {CreatesPerSecond: rate}}})
+	from := time.Now()
+	time.Sleep(4 * time.Second)
+	to := time.Now()
+	made := 0
+	for i := range n {
+		for _, o := range occurrencesOf(t, s, "tick", fmt.Sprintf("s%d", i)) {
+			if o.CreatedAt.After(from) && o.CreatedAt.Before(to) {
+				made++
+			}
+		}
+	}
+	t.Logf("%d occurrences made in %s at %d creates/s by %d schedules of one a second", made, to.Sub(from).Round(time.Millisecond), rate, n)
+	if limit := int(to.Sub(from).Seconds()*rate) + 2; made > limit {
+		t.Errorf("%d occurrences made in %s at %d creates/s, want at most %d (unlimited: %d)", made, to.Sub(from).Round(time.Millisecond), rate, limit, n*4)
+	}
+
+	// Lifted: every second of every schedule has its occurrence.
+	s.eng.SetPolicies(engine.Policies{})
+	lifted := time.Now()
+	for i := range n {
+		key := fmt.Sprintf("s%d", i)
+		var occ []*task.Task
+		waitFor(t, 10*time.Second, "schedule "+key+" caught up", func() bool {
+			occ = occurrencesOf(t, s, "tick", key)
+			return len(occ) > 0 && occ[len(occ)-1].DueAt.After(lifted)
+		})
+		for k := 1; k < len(occ); k++ {
+			if gap := occ[k].DueAt.Sub(occ[k-1].DueAt); gap != time.Second {
+				t.Errorf("schedule %s: occurrences %s and %s are %s apart: one was dropped", key, occ[k-1].Key, occ[k].Key, gap)
+			}
+		}
 	}
 }

@@ -16,6 +16,7 @@
 //	toc_tasks{app,state}                          gauge: stored tasks, from [store.Counter]
 //	toc_schedules{app,state}                      gauge: stored schedules (active, paused, ended), from [store.Schedules]
 //	toc_schedule_occurrences_total{app}           counter: occurrences schedules created ([Metrics.OccurrencesCreated])
+//	toc_schedule_holds_total{app}                 counter: schedule steps whose occurrences the app's creates_per_second held back (made later, late)
 //
 // The gauges are read when Prometheus scrapes. toc_tasks counts the store
 // (O(tasks)), so its answer is reused for up to [CountsMaxAge];
@@ -79,6 +80,7 @@ type Metrics struct {
 	lateness    *prometheus.HistogramVec
 	delivery    *prometheus.HistogramVec
 	occurrences *prometheus.CounterVec
+	holds       *prometheus.CounterVec
 
 	seen sync.Map // app → struct{}: apps whose finished series exist
 
@@ -181,9 +183,12 @@ func New(reg prometheus.Registerer, stats func() engine.Stats, counts store.Coun
 		occurrences: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toc_schedule_occurrences_total", Help: "Occurrences (tasks) created by recurring schedules, by app; caught-up ones included.",
 		}, []string{"app"}),
+		holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toc_schedule_holds_total", Help: "Schedule steps whose occurrences the app's creates_per_second held back, by app: those occurrences are made later, late, keeping their due times.",
+		}, []string{"app"}),
 	}
 	m.window.Store(int64(engine.WindowDefault))
-	reg.MustRegister(m.created, m.finished, m.started, m.lateness, m.delivery, m.occurrences, (*collector)(m))
+	reg.MustRegister(m.created, m.finished, m.started, m.lateness, m.delivery, m.occurrences, m.holds, (*collector)(m))
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		m.gatherer = g
 	} else {
@@ -241,6 +246,7 @@ func (m *Metrics) Hooks() engine.Hooks {
 			m.finished.WithLabelValues(app, string(state)).Inc()
 		},
 		OccurrencesCreated: m.OccurrencesCreated,
+		ScheduleHeld:       func(app string) { m.holds.WithLabelValues(app).Inc() },
 		AttemptStarted: func(app, kind string, lateness time.Duration) {
 			m.started.WithLabelValues(app, kind).Inc()
 			m.lateness.WithLabelValues(app, kind).Observe(max(lateness, 0).Seconds())

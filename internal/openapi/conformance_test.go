@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -531,10 +532,14 @@ func TestConformance(t *testing.T) {
 	storeOnlyCheck(t, c, []call{{op: "GET /v1/admin/backup", want: 501}})
 
 	// Rate limits: 429 with Retry-After.
-	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}}})
+	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}, "capped": {MaxSchedules: 1}}})
 	slow := `{"app":"slow","delay":"1h","target":` + target(ok) + `}`
 	c.do(call{op: "POST /v1/tasks", body: slow, want: 201})
 	c.do(call{op: "POST /v1/tasks", body: slow, want: 429})
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"slow","key":"s","every":"1h","target":{"pull":{}}}`, want: 429})
+	// An app at its max_schedules: 409.
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"capped","key":"a","every":"1h","target":{"pull":{}}}`, want: 201})
+	c.do(call{op: "POST /v1/schedules", body: `{"app":"capped","key":"b","every":"1h","target":{"pull":{}}}`, want: 409})
 
 	// A stopped engine is not ready: 503 with Retry-After.
 	s.stop()
@@ -701,6 +706,11 @@ func schedulesCheck(t *testing.T, c *checker, target string) {
 // busyCheck sends calls to a second server over s's engine that serves one
 // request at a time, while a create whose body never finishes holds that
 // one: each call is answered 429. The statuses count for c.
+//
+// The create is known to hold the slot when the handler first reads its
+// body (it reads it only inside the slot). Probing for a 429 instead was
+// flaky under load: a probe that held the slot when the create arrived got
+// the create refused, and nothing was left to hold it.
 func busyCheck(t *testing.T, c *checker, s *stack, calls []call) {
 	t.Helper()
 	acc, err := httpapi.NewAccess([]string{digest(adminToken)}, map[string][]string{"shop": {digest(shopToken)}})
@@ -708,7 +718,15 @@ func busyCheck(t *testing.T, c *checker, s *stack, calls []call) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	busy := httptest.NewServer(reqlog.RequestID(httpapi.New(httpapi.Config{Engine: s.eng, Logger: log, Access: acc, MaxConcurrent: 1}), log))
+	api := httpapi.New(httpapi.Config{Engine: s.eng, Logger: log, Access: acc, MaxConcurrent: 1})
+	inside := make(chan struct{})
+	var once sync.Once
+	busy := httptest.NewServer(reqlog.RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" && r.URL.Path == "/v1/tasks" && r.Header.Get("X-Hold") != "" {
+			r.Body = readSignal{r.Body, func() { once.Do(func() { close(inside) }) }}
+		}
+		api.ServeHTTP(w, r)
+	}), log))
 	defer busy.Close()
 	body, hold := io.Pipe()
 	req, err := http.NewRequest("POST", busy.URL+"/v1/tasks", body)
@@ -716,6 +734,8 @@ func busyCheck(t *testing.T, c *checker, s *stack, calls []call) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hold", "1")
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
@@ -724,28 +744,28 @@ func busyCheck(t *testing.T, c *checker, s *stack, calls []call) {
 		}
 	}()
 	defer func() { hold.Close(); <-held }()
-	// The create holds the slot once another request is refused.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, _ := http.NewRequest("GET", busy.URL+"/v1/apps/shop", nil)
-		r.Header.Set("Authorization", "Bearer "+adminToken)
-		resp, err := http.DefaultClient.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusTooManyRequests {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the held create never took the only slot (last answer %d)", resp.StatusCode)
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-inside:
+	case <-held:
+		t.Fatal("the held create was answered before it read its body")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held create never reached its handler within 30s")
 	}
 	bc := &checker{t: t, doc: c.doc, base: busy.URL, seen: c.seen}
 	for _, cl := range calls {
 		bc.do(cl)
 	}
+}
+
+// readSignal is a request body that calls read before each Read.
+type readSignal struct {
+	io.ReadCloser
+	read func()
+}
+
+func (r readSignal) Read(p []byte) (int, error) {
+	r.read()
+	return r.ReadCloser.Read(p)
 }
 
 // TestRoutesInSpec checks that every route httpapi registers (read from

@@ -2,6 +2,8 @@ package recur
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/toc-dev/toc/task"
@@ -37,6 +39,8 @@ func Check(s *task.Schedule) error {
 		return &task.FieldError{Field: "key", Message: fmt.Sprintf("is %d bytes, more than %d", len(s.Key), task.MaxScheduleKey)}
 	case !utf8.ValidString(s.Key):
 		return &task.FieldError{Field: "key", Message: "is not valid UTF-8"}
+	case strings.IndexFunc(s.Key, unicode.IsControl) >= 0:
+		return task.ValidateKey(s.Key) // names the control character
 	}
 	if s.DeadlineAfter < 0 {
 		return &task.FieldError{Field: "deadline_after", Message: "must not be negative, got " + s.DeadlineAfter.Std().String()}

@@ -60,6 +60,8 @@ func TestCheck(t *testing.T) {
 			&task.FieldError{Field: "key", Message: "is 201 bytes, more than 200"}},
 		{"key not UTF-8", func(s *task.Schedule) { s.Key = "report\xff" },
 			&task.FieldError{Field: "key", Message: "is not valid UTF-8"}},
+		{"key with a control character", func(s *task.Schedule) { s.Key = "report\n1" },
+			&task.FieldError{Field: "key", Message: "has the control character U+000A at byte 6: keys are printable text"}},
 		{"negative deadline_after", func(s *task.Schedule) { s.DeadlineAfter = task.Duration(-time.Second) },
 			&task.FieldError{Field: "deadline_after", Message: "must not be negative, got -1s"}},
 		{"first problem wins", func(s *task.Schedule) { s.Cron, s.Key, s.CatchUp = "* * *", "", "some" },

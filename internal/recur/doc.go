@@ -52,7 +52,8 @@
 // of the 8th calendar year after its argument's: every rule that can match
 // has a time in any such window (the longest gap is 29 February across a
 // non-leap century, 2096 to 2104), so the bound never hides a time. Times
-// after the year 9999, which RFC 3339 cannot write, are never returned.
+// from the year 9999 on ([End]) are never returned: the API takes times
+// before it.
 //
 // # The cron library
 //

@@ -2,6 +2,7 @@ package recur
 
 import (
 	"math/bits"
+	"slices"
 	"time"
 	_ "time/tzdata" // the zone database, built into the binary
 
@@ -76,6 +77,12 @@ func loadZone(tz string) (*time.Location, error) {
 		// time.LoadLocation's name for the server's own zone.
 		return nil, &task.FieldError{Field: "timezone", Message: `"Local" is not a zone: give an IANA name like "Europe/Berlin" or "UTC"`}
 	}
+	if _, known := slices.BinarySearch(zoneNames, tz); !known && tz != "" && tz != "UTC" {
+		// Only the database built into the binary: a zone that merely this
+		// machine's /usr/share/zoneinfo has would not load on another node,
+		// or after a move.
+		return nil, &task.FieldError{Field: "timezone", Message: "unknown time zone " + quote(tz) + `: give an IANA name like "Europe/Berlin" or "UTC"`}
+	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
 		return nil, &task.FieldError{Field: "timezone", Message: "unknown time zone " + quote(tz) + `: give an IANA name like "Europe/Berlin" or "UTC"`}
@@ -86,11 +93,23 @@ func loadZone(tz string) (*time.Location, error) {
 // Location returns the rule's zone: UTC when it was given as "".
 func (r *Rule) Location() *time.Location { return r.loc }
 
+// End is the first instant Next never returns, the start of the year 9999
+// in UTC: the API and import take times before it (an occurrence the rule
+// makes can be exported and imported again).
+var End = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Next returns the first time of the rule strictly after `after`, in UTC at
 // millisecond precision, or the zero time when there is none: a cron rule
-// that can never match, or a time past the year 9999. The package doc says
+// that can never match, or a time at or after End. The package doc says
 // how cron rules meet DST changes and how far Next searches.
 func (r *Rule) Next(after time.Time) time.Time {
+	if t := r.next(after); t.Before(End) {
+		return t
+	}
+	return time.Time{}
+}
+
+func (r *Rule) next(after time.Time) time.Time {
 	after = after.Round(0) // no monotonic reading: only the instant counts
 	if r.every > 0 {
 		return r.nextEvery(after)

@@ -332,3 +332,26 @@ func TestLocation(t *testing.T) {
 		t.Errorf("Location = %v, want Asia/Kolkata", got)
 	}
 }
+
+// TestNextBeforeEnd checks that no rule makes a time at or after End, the
+// first instant the API (and so an import of an occurrence) refuses.
+func TestNextBeforeEnd(t *testing.T) {
+	late := time.Date(9998, 12, 31, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		cron  string
+		every time.Duration
+		tz    string
+	}{
+		{cron: "0 0 1 1 *"},                             // 9999-01-01 would be next
+		{cron: "30 23 31 12 *", tz: "America/New_York"}, // 9998-12-31 23:30 local is 9999 in UTC
+		{every: 36 * time.Hour},
+	} {
+		r, err := New(c.cron, c.every, c.tz, late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Next(late); !got.IsZero() {
+			t.Errorf("%q every %v in %q: Next(%v) = %v, want none (End is %v)", c.cron, c.every, c.tz, late, got, End)
+		}
+	}
+}

@@ -156,10 +156,11 @@ type AttemptLog interface {
 }
 
 // Sharded is an optional interface of a Store whose tasks live in numbered
-// shards, each task in the one its id names ([task.ID.Shard]): sqlstore. A
-// task must then get an id naming a shard below Shards(), and a keyed task
-// the shard of its key (see sqlstore's ShardFor). Other stores keep a task
-// under any id.
+// shards, each task in the one its id names ([task.ID.Shard], modulo
+// Shards()): sqlstore. The engine gives a new task an id naming a shard
+// below Shards(), and a keyed task the shard of its key (see sqlstore's
+// ShardFor); a task imported with another id is kept under it. Other
+// stores keep a task under any id.
 type Sharded interface {
 	Shards() int
 }
@@ -240,8 +241,10 @@ type Wakeup struct {
 	At    time.Time  // the task's WakeAt
 	State task.State // Scheduled or Delivering
 	Kind  string     // the target kind: task.Target.Kind()
-	// App and Key are filled by stores that have them at hand (sqlstore,
-	// for the cluster's promotion to Redis); others may leave them empty.
+	// App and Key are filled by stores that have them at hand (App: the
+	// engine's fair turns between apps, package sched; sqlstore's shard
+	// scans, for the cluster's promotion to Redis); others may leave them
+	// empty.
 	App, Key string
 }
 
@@ -283,4 +286,8 @@ type Schedules interface {
 	// CountSchedules returns how many schedules each app has in each state
 	// (the states without schedules left out).
 	CountSchedules(ctx context.Context) (map[string]map[task.ScheduleState]int64, error)
+	// CountAppSchedules returns how many schedules app has (in any state),
+	// counting no further than limit: limit means limit or more. The
+	// engine checks an app's max_schedules with it.
+	CountAppSchedules(ctx context.Context, app string, limit int) (int, error)
 }

@@ -43,7 +43,8 @@
 // # Memory
 //
 // Entries live in chunks of 1024 and link to each other by uint32 index, so
-// an entry takes 32 bytes for an 8-byte key and 40 for a 16-byte one,
+// an entry takes 32 bytes for an 8-byte key and 40 for a 16-byte one, a
+// uint32 tag of the owner's included ([Wheel.AddTagged]),
 // plus the key's slot in the map; BenchmarkBytesPerEntry reports the total.
 // For keys without pointers (such as task.ID) neither the chunks nor the map
 // hold pointers, so the garbage collector does not scan them. Removed entries

@@ -32,6 +32,7 @@ type entry[K comparable] struct {
 	key        K
 	at         int64
 	next, prev uint32 // bucket list; next also chains the free list
+	tag        uint32 // the owner's (see AddTagged); in what would be padding
 	level      uint8  // 0..numLevels-1, or overflowLevel
 	slot       uint8
 }
@@ -101,6 +102,38 @@ func (w *Wheel[K]) Add(k K, at int64) {
 	w.index[k] = i
 }
 
+// AddTagged is Add that also sets k's tag, a number the wheel keeps with
+// the key for its owner (the engine's scheduling core keeps the key's app
+// there) and hands back with it from [Wheel.AdvanceTags]. It returns the tag
+// k had: 0 when it was not present. Add leaves the tag of a key it moves
+// as it was, and gives a new key the tag 0. The tag costs no memory: it
+// fills what would be padding in the entry.
+func (w *Wheel[K]) AddTagged(k K, at int64, tag uint32) (old uint32) {
+	if i, ok := w.index[k]; ok {
+		e := w.entry(i)
+		old = e.tag
+		w.unlink(e)
+		e.at, e.tag = at, tag
+		w.link(i, e)
+		return old
+	}
+	i := w.alloc()
+	e := w.entry(i)
+	e.key, e.at, e.tag = k, at, tag
+	w.link(i, e)
+	w.index[k] = i
+	return 0
+}
+
+// Tag returns k's tag (see [Wheel.AddTagged]) and whether k is present.
+func (w *Wheel[K]) Tag(k K) (uint32, bool) {
+	i, ok := w.index[k]
+	if !ok {
+		return 0, false
+	}
+	return w.entry(i).tag, true
+}
+
 // Remove deletes k and reports whether it was present.
 func (w *Wheel[K]) Remove(k K) bool {
 	i, ok := w.index[k]
@@ -153,6 +186,12 @@ func (w *Wheel[K]) Next() (int64, bool) {
 // Advance visits only non-empty buckets: its cost is that of the keys
 // expired plus at most one cascade per key and level, however far it jumps.
 func (w *Wheel[K]) Advance(now int64, fn func(k K, at int64)) {
+	w.AdvanceTags(now, func(k K, at int64, _ uint32) { fn(k, at) })
+}
+
+// AdvanceTags is [Wheel.Advance] that also hands fn each key's tag (see
+// [Wheel.AddTagged]).
+func (w *Wheel[K]) AdvanceTags(now int64, fn func(k K, at int64, tag uint32)) {
 	if w.advancing {
 		panic("timingwheel: Advance called from its own callback")
 	}
@@ -224,16 +263,16 @@ func (w *Wheel[K]) next() (t int64, level, slot int, ok bool) {
 
 // expire pops and reports every entry of level 0's slot. Entries fn adds at
 // a due time land in this same slot and are popped too.
-func (w *Wheel[K]) expire(slot int, fn func(K, int64)) {
+func (w *Wheel[K]) expire(slot int, fn func(K, int64, uint32)) {
 	head := &w.heads[0][slot]
 	for *head != 0 {
 		i := *head
 		e := w.entry(i)
-		k, at := e.key, e.at
+		k, at, tag := e.key, e.at, e.tag
 		w.unlink(e)
 		delete(w.index, k)
 		w.release(i)
-		fn(k, at)
+		fn(k, at, tag)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	gocmp "github.com/google/go-cmp/cmp"
 )
@@ -506,5 +507,47 @@ func TestAddRemoveAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocs per Add+Remove, want 0", allocs)
+	}
+}
+
+// TestTags: a key's tag is set by AddTagged, kept by Add when the key moves,
+// handed back by AdvanceTags, and gone with the key; it costs no memory.
+func TestTags(t *testing.T) {
+	t.Parallel()
+	w := New[int](0)
+	if old := w.AddTagged(1, 10, 7); old != 0 {
+		t.Errorf("AddTagged of a new key returned %d, want 0", old)
+	}
+	w.Add(1, 20) // moved: keeps 7
+	w.Add(2, 20) // new: 0
+	if old := w.AddTagged(3, 30, 9); old != 0 {
+		t.Errorf("AddTagged(3) = %d", old)
+	}
+	if old := w.AddTagged(3, 15, 8); old != 9 {
+		t.Errorf("AddTagged of a tagged key returned %d, want its old tag 9", old)
+	}
+	if tag, ok := w.Tag(1); tag != 7 || !ok {
+		t.Errorf("Tag(1) = %d, %v; want 7 kept by Add's move", tag, ok)
+	}
+	if _, ok := w.Tag(4); ok {
+		t.Error("Tag of a key not present: ok")
+	}
+	got := map[int]uint32{}
+	w.AdvanceTags(100, func(k int, _ int64, tag uint32) { got[k] = tag })
+	if diff := gocmp.Diff(map[int]uint32{1: 7, 2: 0, 3: 8}, got); diff != "" {
+		t.Errorf("AdvanceTags (-want +got):\n%s", diff)
+	}
+	w.Add(1, 200) // reuses a freed entry: no tag left over
+	if tag, _ := w.Tag(1); tag != 0 {
+		t.Errorf("a key added again has tag %d, want 0", tag)
+	}
+	if err := checkInvariants(w); err != nil {
+		t.Fatal(err)
+	}
+	if s := unsafe.Sizeof(entry[[16]byte]{}); s != 40 {
+		t.Errorf("an entry of a 16-byte key takes %d bytes, want 40", s)
+	}
+	if s := unsafe.Sizeof(entry[int64]{}); s != 32 {
+		t.Errorf("an entry of an 8-byte key takes %d bytes, want 32", s)
 	}
 }

@@ -390,6 +390,7 @@ func (s *suite) embedded(ctx context.Context) error {
 		append([]string{"--embedded"}, burst...),
 		append([]string{"--baseline"}, burst...),
 		append([]string{"--embedded", "--pull"}, burst...),
+		{"--embedded", "--workload", "twoapp", "--n", itoa(c.BurstN), "--spread", dur(c.FireSpread)}, // the quiet app's tasks over the spread
 		append([]string{"--embedded"}, single...),
 		append([]string{"--baseline"}, single...),
 		append([]string{"--embedded"}, batch...),

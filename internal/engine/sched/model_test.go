@@ -18,7 +18,12 @@ import (
 // owner's hands, or in the wheel at or before its wake time (an entry may
 // fire early and find the task moved; it must never fire late). Writes are
 // tracked out of order, scans race with writes, the cap forces trims, and
-// the owner defers and untracks tasks, as in the engine.
+// the owner defers, enqueues and untracks tasks, as in the engine.
+//
+// It checks the fair turns too: a task taken comes from its own app's
+// queue (or the queue of the unknown app ""), and while an app has ready
+// tasks, the other apps take at most the sum of their weights between two
+// of its tasks.
 func FuzzCore(f *testing.F) {
 	f.Add([]byte{0, 1, 5, 6, 0, 0, 0, 2, 9, 7, 0, 0, 4, 0, 50, 5, 0, 9})
 	f.Add([]byte{6, 0, 0, 0, 3, 40, 2, 3, 1, 7, 0, 0, 0, 3, 2, 1, 0, 0, 4, 0, 90, 5, 0, 3, 8, 3, 30})
@@ -52,16 +57,43 @@ type model struct {
 	held    map[task.ID]bool // taken by the owner, or deferred by it
 	scan    *Scan            // a scan under way
 	read    []store.Wakeup   // what it read
+	// waited counts, per app with ready tasks, the tasks other apps took
+	// since it last took one or joined the turns.
+	waited map[string]int
 }
+
+// weights are the model's apps' weights: shop takes two tasks a turn.
+func weights(app string) int {
+	if app == "shop" {
+		return 2
+	}
+	return 1
+}
+
+// appOf is the app of task a (a function of its number, so that every
+// write of a task names the same app).
+func appOf(a byte) string {
+	switch {
+	case a&1 == 1:
+		return "shop"
+	case a%4 == 2:
+		return "fund"
+	}
+	return "bank"
+}
+
+// modelApps are the apps a queue may have: the model's and the unknown one.
+var modelApps = []string{"bank", "shop", "fund", ""}
 
 func newModel(t *testing.T) *model {
 	return &model{
 		t:       t,
-		c:       New(t0, Config{MaxLoaded: 16, Rated: ratedShop}),
+		c:       New(t0, Config{MaxLoaded: 16, Weight: weights}),
 		now:     t0,
 		store:   map[task.ID]record{},
 		tracked: map[task.ID]bool{},
 		held:    map[task.ID]bool{},
+		waited:  map[string]int{},
 	}
 }
 
@@ -73,10 +105,7 @@ func (m *model) step(op, a, b byte) {
 	switch op % 10 {
 	case 0, 1: // a write: the task wakes b*4 ms from now, or finishes (b = 0)
 		m.seq++
-		r := record{seq: m.seq, app: "bank"}
-		if a&1 == 1 {
-			r.app = "shop"
-		}
+		r := record{seq: m.seq, app: appOf(a)}
 		if b != 0 {
 			r.wake = m.now.Add(time.Duration(b) * 4 * time.Millisecond)
 		}
@@ -94,12 +123,7 @@ func (m *model) step(op, a, b byte) {
 		m.now = m.now.Add(time.Duration(b) * time.Millisecond)
 		m.c.Advance(m.now)
 	case 4: // the owner takes ready tasks
-		for _, tk := range m.c.Take(int(b%8) + 1) {
-			if tk.App != "" && !ratedShop(tk.App) {
-				m.t.Fatalf("taken %v with app %q, which is not rated", tk.ID, tk.App)
-			}
-			m.held[tk.ID] = true
-		}
+		m.take(int(b%8) + 1)
 	case 5: // the owner fires a held task: writes and tracks it
 		if hid, ok := m.firstHeld(); ok {
 			delete(m.held, hid)
@@ -120,10 +144,19 @@ func (m *model) step(op, a, b byte) {
 		}
 		m.c.EndScan(*m.scan, m.read, b%8 == 0)
 		m.scan, m.read = nil, nil
-	case 8: // the owner defers a held task (a rate reservation); it stays
-		// held until it comes back through Take
+	case 8: // the owner defers a held task (a rate reservation), or
+		// enqueues it (a free in-flight slot unparked it), with its app or
+		// without; it stays held until it comes back through Take
 		if hid, ok := m.firstHeld(); ok {
-			m.c.Defer(hid, m.now.Add(time.Duration(b)*time.Millisecond), m.store[hid].app)
+			app := m.store[hid].app
+			if b%4 == 3 {
+				app = ""
+			}
+			if b%2 == 0 {
+				m.c.Defer(hid, m.now.Add(time.Duration(b)*time.Millisecond), app)
+			} else {
+				m.c.Enqueue(app, hid)
+			}
 		}
 	case 9: // the task is gone from the store (swept); the owner forgets it
 		if a%4 == 0 {
@@ -135,6 +168,39 @@ func (m *model) step(op, a, b byte) {
 		delete(m.held, tid)
 		m.pending = slices.DeleteFunc(m.pending, func(e Entry) bool { return e.ID == tid })
 		m.c.Untrack(tid)
+	}
+}
+
+// take has the owner take up to n ready tasks, and checks that each came
+// from its app's queue and that every app with ready tasks got its turn.
+func (m *model) take(n int) {
+	left := map[string]int{}
+	for app, q := range m.c.queues {
+		left[app] = len(q.ids)
+	}
+	total := 0
+	for _, app := range modelApps {
+		total += weights(app)
+	}
+	for _, tk := range m.c.Take(n) {
+		if r, ok := m.store[tk.ID]; ok && tk.App != "" && tk.App != r.app {
+			m.t.Fatalf("taken %x from the queue of %q; its app is %q", tk.ID[12:], tk.App, r.app)
+		}
+		if left[tk.App] == 0 {
+			m.t.Fatalf("taken %x from the queue of %q, which had no tasks", tk.ID[12:], tk.App)
+		}
+		left[tk.App]--
+		m.waited[tk.App] = 0
+		for app, l := range left {
+			if app == tk.App || l == 0 {
+				continue
+			}
+			m.waited[app]++
+			if bound := total - weights(app); m.waited[app] > bound {
+				m.t.Fatalf("app %q has ready tasks but the others took %d since its last, more than their weights (%d)", app, m.waited[app], bound)
+			}
+		}
+		m.held[tk.ID] = true
 	}
 }
 
@@ -188,8 +254,23 @@ func (m *model) readStore(s Scan) []store.Wakeup {
 
 func (m *model) check(step int) {
 	ready := map[task.ID]bool{}
-	for _, rid := range m.c.ready {
-		ready[rid] = true
+	n := 0
+	for app, q := range m.c.queues {
+		if len(q.ids) == 0 || q.app != app || !slices.Contains(m.c.ring, q) {
+			m.t.Fatalf("step %d: the ready queue of %q is empty (%d), misnamed (%q) or out of the turns", step, app, len(q.ids), q.app)
+		}
+		for _, rid := range q.ids {
+			ready[rid] = true
+		}
+		n += len(q.ids)
+	}
+	if n != m.c.nready || len(m.c.ring) != len(m.c.queues) || (len(m.c.ring) > 0 && m.c.turn >= len(m.c.ring)) {
+		m.t.Fatalf("step %d: %d ready, counted %d; %d apps in turn, %d queues; turn %d", step, n, m.c.nready, len(m.c.ring), len(m.c.queues), m.c.turn)
+	}
+	for app := range m.waited {
+		if _, ok := m.c.queues[app]; !ok {
+			delete(m.waited, app) // out of the turns: it joins them afresh
+		}
 	}
 	for tid, r := range m.store {
 		if r.wake.IsZero() || !m.tracked[tid] || m.held[tid] || ready[tid] {
@@ -204,6 +285,25 @@ func (m *model) check(step int) {
 			m.t.Fatalf("step %d: task %x wakes at %d, before the cursor %d, but is nowhere", step, tid[12:], r.wake.Sub(t0).Milliseconds(), m.c.cursor.At.Sub(t0).Milliseconds())
 		case at > r.wake.UnixMilli():
 			m.t.Fatalf("step %d: task %x wakes at %d but its wheel entry is at %d: it would fire late", step, tid[12:], r.wake.Sub(t0).Milliseconds(), at-t0.UnixMilli())
+		}
+	}
+	// The wheel's entries name their apps, which the app table counts.
+	refs := map[uint32]int{}
+	m.c.wheel.All(func(tid task.ID, _ int64) {
+		tag, _ := m.c.wheel.Tag(tid)
+		if r, ok := m.store[tid]; ok && tag != 0 && m.c.apps.name(tag) != r.app {
+			m.t.Fatalf("step %d: app %q kept for %x of %q", step, m.c.apps.name(tag), tid[12:], r.app)
+		}
+		if tag != 0 {
+			refs[tag]++
+		}
+	})
+	if len(refs) != len(m.c.apps.tags) {
+		m.t.Fatalf("step %d: the wheel names %d apps, the table has %d: %v", step, len(refs), len(m.c.apps.tags), m.c.apps.tags)
+	}
+	for app, tag := range m.c.apps.tags {
+		if m.c.apps.names[tag] != app || m.c.apps.refs[tag] != refs[tag] {
+			m.t.Fatalf("step %d: app %q: tag %d names %q, counts %d entries, the wheel has %d", step, app, tag, m.c.apps.names[tag], m.c.apps.refs[tag], refs[tag])
 		}
 	}
 	// The bookkeeping is only for entries in the wheel.

@@ -1,5 +1,5 @@
 // Package sched is the engine's scheduling core: which tasks are due when.
-// It owns the timing wheel, the loader's cursor, the ready queue and the
+// It owns the timing wheel, the loader's cursor, the ready queues and the
 // bookkeeping kept per wheel entry, and keeps them in step, behind one
 // small API. It is a pure data structure in the manner of the timing wheel
 // it wraps: time comes in as an argument, it starts no goroutines, does no
@@ -9,7 +9,7 @@
 // # Invariant
 //
 // Every task whose wake time is at or before the cursor is in the wheel, in
-// the ready queue, or in the hands of the owner (taken, being fired).
+// a ready queue, or in the hands of the owner (taken, being fired).
 // Tasks after the cursor are only in the store, until a scan moves the
 // cursor past them. Writes reach the core through [Core.Track], which
 // checks each against the cursor; a write that lands beyond the old cursor
@@ -23,11 +23,24 @@
 // it). Each write carries a sequence number taken under the task's store
 // lock; Track ignores a copy older than the one its entry came from, so
 // that the older copy cannot move or drop the newer one's entry.
+//
+// # Fair turns
+//
+// Due tasks wait in one ready queue per app, and [Core.Take] serves the
+// apps that have due tasks in turn (round-robin), an app taking as many
+// tasks in its turn as its weight ([Config.Weight]), so that one app's
+// backlog delays only that app. An app whose queue empties leaves the
+// turns; when it has due tasks again it joins them last, so that no app
+// waits for more than one turn of each of the others. The core learns a
+// task's app from [Entry.App] (a write, a notice, a scan of a store that
+// keeps the app in its wake order); tasks whose app it does not know share
+// the queue of the app "".
 package sched
 
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -46,28 +59,29 @@ type Entry struct {
 	// Seq numbers the write the copy comes from; 0 for a copy read back
 	// from storage, which is taken as it is.
 	Seq uint64
-	// App is the task's app.
+	// App is the task's app; "" when unknown (its ready queue is then the
+	// one of the app "").
 	App string
 }
 
 // Taken is a ready task handed to the owner to fire.
 type Taken struct {
 	ID task.ID
-	// App is the task's app when the core knew it: for the apps Rated
-	// accepts, so that the owner can pace them before reading the store.
+	// App is the app whose ready queue the task came from: its app, or ""
+	// when the core did not know it.
 	App string
 }
 
 // Config configures a Core.
 type Config struct {
-	// MaxLoaded caps the tasks held (wheel and ready queue): the loader
+	// MaxLoaded caps the tasks held (wheel and ready queues): the loader
 	// stops at it, and direct inserts past 5/4 of it trim the wheel back
 	// to 3/4. At least 1.
 	MaxLoaded int
-	// Rated reports whether an app's tasks are paced before the store is
-	// read; the core remembers the app of such entries (see [Taken]). It
-	// must not block. Nil: none is.
-	Rated func(app string) bool
+	// Weight returns how many tasks an app takes in its turn (see Fair
+	// turns in the package doc); a result below 1 counts as 1. It is asked
+	// at the start of each turn and must not block. Nil: 1 for every app.
+	Weight func(app string) int
 }
 
 // Core is the scheduling core. The zero value is not usable: call New.
@@ -75,8 +89,15 @@ type Core struct {
 	cfg    Config
 	wheel  *timingwheel.Wheel[task.ID]
 	cursor store.Cursor // everything with a wake up to here is loaded
-	ready  []task.ID    // due, waiting to be taken
 	armed  int64        // the wheel's next instant as last reported by Advance; -1: none
+
+	// The ready queues: due tasks waiting to be taken, per app, and the
+	// apps with due tasks in the order of their turns. ring[turn] takes
+	// next; its credit is what is left of its turn.
+	queues map[string]*readyQueue
+	ring   []*readyQueue
+	turn   int
+	nready int // tasks in all queues
 
 	scanning bool
 	gen      uint64               // bumped when the cursor moves back (Rescan, trim): a scan begun before reads stale
@@ -84,25 +105,86 @@ type Core struct {
 	touched  map[task.ID]struct{} // tracked during a scan: maybe newer than what it read
 	capped   bool                 // the loader stopped for lack of room
 
-	// Per wheel entry: the app of rated apps' entries, the Seq of the
-	// copy each entry came from, and whether the owner deferred it (its
-	// wheel time is later than the store's).
-	app      map[task.ID]string
+	// Per wheel entry: its app when known (the entry's wheel tag names it
+	// in apps, at no memory of its own), the Seq of the copy it came from,
+	// and whether the owner deferred it (its wheel time is later than the
+	// store's).
+	apps     appTable
 	seq      map[task.ID]uint64
 	deferred map[task.ID]struct{}
+}
+
+// appTable numbers the apps of the wheel's entries for their wheel tags,
+// counting each app's entries so that an app no entry names is forgotten.
+// Tag 0 is the unknown app "".
+type appTable struct {
+	tags  map[string]uint32
+	names []string // by tag
+	refs  []int    // entries by tag
+	free  []uint32 // tags to reuse
+}
+
+// ref returns app's tag, counting one more entry of it; 0 for "".
+func (t *appTable) ref(app string) uint32 {
+	if app == "" {
+		return 0
+	}
+	tag, ok := t.tags[app]
+	if !ok {
+		if t.tags == nil {
+			t.tags, t.names, t.refs = map[string]uint32{}, []string{""}, []int{0}
+		}
+		if n := len(t.free); n > 0 {
+			tag, t.free = t.free[n-1], t.free[:n-1]
+			t.names[tag] = strings.Clone(app) // not the buffer a record was decoded from
+		} else {
+			tag = uint32(len(t.names))
+			t.names, t.refs = append(t.names, strings.Clone(app)), append(t.refs, 0)
+		}
+		t.tags[app] = tag
+	}
+	t.refs[tag]++
+	return tag
+}
+
+// unref counts one entry of tag's app less.
+func (t *appTable) unref(tag uint32) {
+	if tag == 0 {
+		return
+	}
+	if t.refs[tag]--; t.refs[tag] == 0 {
+		delete(t.tags, t.names[tag])
+		t.names[tag] = ""
+		t.free = append(t.free, tag)
+	}
+}
+
+// name is tag's app.
+func (t *appTable) name(tag uint32) string {
+	if tag == 0 {
+		return ""
+	}
+	return t.names[tag]
+}
+
+// readyQueue is one app's due tasks, in the order they came due.
+type readyQueue struct {
+	app    string
+	ids    []task.ID
+	credit int // tasks left to take in the app's current turn
 }
 
 // New returns a core whose clock starts at now.
 func New(now time.Time, cfg Config) *Core {
 	cfg.MaxLoaded = max(cfg.MaxLoaded, 1)
-	if cfg.Rated == nil {
-		cfg.Rated = func(string) bool { return false }
+	if cfg.Weight == nil {
+		cfg.Weight = func(string) int { return 1 }
 	}
 	return &Core{
 		cfg:      cfg,
 		wheel:    timingwheel.New[task.ID](now.UnixMilli()),
 		armed:    -1,
-		app:      make(map[task.ID]string),
+		queues:   make(map[string]*readyQueue),
 		seq:      make(map[task.ID]uint64),
 		deferred: make(map[task.ID]struct{}),
 		touched:  make(map[task.ID]struct{}),
@@ -153,7 +235,7 @@ func (c *Core) Track(e Entry) (earlier bool) {
 		c.seq[e.ID] = e.Seq
 	}
 	earlier = c.earlier(at)
-	if c.wheel.Len()+len(c.ready) > c.cfg.MaxLoaded+c.cfg.MaxLoaded/4 {
+	if c.wheel.Len()+c.nready > c.cfg.MaxLoaded+c.cfg.MaxLoaded/4 {
 		c.trim()
 	}
 	return earlier
@@ -176,57 +258,94 @@ func (c *Core) Defer(id task.ID, at time.Time, app string) (earlier bool) {
 }
 
 // Untrack forgets id: it leaves the wheel with its bookkeeping. A copy of
-// it already in the ready queue is left there; firing it finds the task as
+// it already in a ready queue is left there; firing it finds the task as
 // stored.
 func (c *Core) Untrack(id task.ID) { c.forget(id) }
 
-// Enqueue makes ids ready at once, bypassing the wheel (recovered
-// deliveries, tasks a gate let through). A non-empty app is remembered for
-// them as for a rated app's entries.
+// Enqueue makes ids, tasks of app ("" when unknown), ready at once,
+// bypassing the wheel (recovered deliveries, tasks a gate let through or a
+// free in-flight slot unparked).
 func (c *Core) Enqueue(app string, ids ...task.ID) {
-	c.ready = append(c.ready, ids...)
-	if app != "" {
-		for _, id := range ids {
-			c.app[id] = app
-		}
+	if len(ids) == 0 {
+		return
 	}
+	q := c.queue(app)
+	q.ids = append(q.ids, ids...)
+	c.nready += len(ids)
 }
 
-// Advance moves what is due at now from the wheel to the ready queue. It
+// Advance moves what is due at now from the wheel to the ready queues. It
 // returns how many moved and the wheel's next instant (zero when it is
 // empty), which it remembers as armed.
 func (c *Core) Advance(now time.Time) (moved int, next time.Time) {
-	n := len(c.ready)
-	c.wheel.Advance(now.UnixMilli(), func(id task.ID, _ int64) { c.ready = append(c.ready, id) })
-	if len(c.deferred) > 0 {
-		for _, id := range c.ready[n:] {
-			delete(c.deferred, id)
-		}
-	}
+	n := c.nready
+	c.wheel.AdvanceTags(now.UnixMilli(), func(id task.ID, _ int64, tag uint32) {
+		q := c.queue(c.apps.name(tag))
+		c.apps.unref(tag)
+		q.ids = append(q.ids, id)
+		c.nready++
+		delete(c.deferred, id)
+	})
 	ms, ok := c.wheel.Next()
 	if !ok {
 		c.armed = -1
-		return len(c.ready) - n, time.Time{}
+		return c.nready - n, time.Time{}
 	}
 	c.armed = ms
-	return len(c.ready) - n, time.UnixMilli(ms)
+	return c.nready - n, time.UnixMilli(ms)
 }
 
-// Take hands up to max ready tasks to the owner, oldest first, with the
-// app remembered for each (and forgotten here).
-func (c *Core) Take(max int) []Taken {
-	n := min(len(c.ready), max)
+// Take hands up to limit ready tasks to the owner, the apps taking turns
+// (see Fair turns in the package doc), each app's tasks in the order they
+// came due.
+func (c *Core) Take(limit int) []Taken {
+	n := min(c.nready, limit)
 	if n <= 0 {
 		return nil
 	}
-	out := make([]Taken, n)
-	for i, id := range c.ready[:n] {
-		out[i] = Taken{ID: id, App: c.app[id]}
-		delete(c.app, id)
+	out := make([]Taken, 0, n)
+	for len(out) < n {
+		q := c.ring[c.turn]
+		if q.credit <= 0 {
+			q.credit = max(1, c.cfg.Weight(q.app))
+		}
+		k := min(q.credit, len(q.ids), n-len(out))
+		for _, id := range q.ids[:k] {
+			out = append(out, Taken{ID: id, App: q.app})
+		}
+		clear(q.ids[:k])
+		q.ids = q.ids[k:]
+		q.credit -= k
+		c.nready -= k
+		switch {
+		case len(q.ids) == 0:
+			// Out of the turns until it has due tasks again; the next
+			// app's turn is at the same index now.
+			delete(c.queues, q.app)
+			c.ring = slices.Delete(c.ring, c.turn, c.turn+1)
+			if c.turn >= len(c.ring) {
+				c.turn = 0
+			}
+		case q.credit == 0:
+			c.turn = (c.turn + 1) % len(c.ring)
+		}
 	}
-	clear(c.ready[:n])
-	c.ready = c.ready[n:]
 	return out
+}
+
+// queue returns app's ready queue, which joins the turns last (just
+// before the app whose turn it is) when it was not in them.
+func (c *Core) queue(app string) *readyQueue {
+	if q, ok := c.queues[app]; ok {
+		return q
+	}
+	q := &readyQueue{app: app}
+	c.queues[app] = q
+	c.ring = slices.Insert(c.ring, c.turn, q)
+	if len(c.ring) > 1 {
+		c.turn++ // still the same app's turn
+	}
+	return q
 }
 
 // Scan is the part of the store's wake order a loader scan must read next.
@@ -242,7 +361,7 @@ type Scan struct {
 // there is nothing to read: loaded up to until already, or no room (the
 // core is then capped until [Core.NeedsLoad]).
 func (c *Core) BeginScan(until time.Time, page int) (Scan, bool) {
-	room := c.cfg.MaxLoaded - c.wheel.Len() - len(c.ready)
+	room := c.cfg.MaxLoaded - c.wheel.Len() - c.nready
 	if room <= 0 {
 		c.capped = true
 		return Scan{}, false
@@ -320,7 +439,7 @@ func (c *Core) EndScan(s Scan, ws []store.Wakeup, failed bool) (earlier, again b
 // NeedsLoad reports whether the loader stopped for lack of room and there
 // is room again.
 func (c *Core) NeedsLoad() bool {
-	return c.capped && c.wheel.Len()+len(c.ready) < c.cfg.MaxLoaded/2
+	return c.capped && c.wheel.Len()+c.nready < c.cfg.MaxLoaded/2
 }
 
 // Rescan moves the cursor back to the start, so that the next scan reads
@@ -332,7 +451,7 @@ func (c *Core) Rescan(forget bool) {
 	c.gen++
 	if forget {
 		c.wheel = timingwheel.New[task.ID](c.wheel.Now())
-		clear(c.app)
+		c.apps = appTable{}
 		clear(c.seq)
 		clear(c.deferred)
 	}
@@ -351,33 +470,38 @@ func (c *Core) Contains(id task.ID) (time.Time, bool) {
 type Stats struct {
 	Wheel  int       // entries in the wheel
 	Ready  int       // tasks waiting to be taken
+	Apps   int       // apps with tasks waiting to be taken
 	Cursor time.Time // loaded up to here
 }
 
 // Stats returns a snapshot.
 func (c *Core) Stats() Stats {
-	return Stats{Wheel: c.wheel.Len(), Ready: len(c.ready), Cursor: c.cursor.At}
+	return Stats{Wheel: c.wheel.Len(), Ready: c.nready, Apps: len(c.ring), Cursor: c.cursor.At}
 }
 
 // MaxID is the largest task id: a cursor at (t, MaxID) is past every task
 // that wakes at t.
 var MaxID = task.ID{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
 
-// add puts id in the wheel at `at`, remembering app if it is rated. The
-// entry is no longer deferred: Defer marks it again after.
+// add puts id in the wheel at `at`, remembering app if it is known (an
+// entry added without one keeps the app it had). The entry is no longer
+// deferred: Defer marks it again after.
 func (c *Core) add(id task.ID, at int64, app string) {
-	c.wheel.Add(id, at)
-	delete(c.deferred, id)
-	if app != "" && c.cfg.Rated(app) {
-		c.app[id] = app
+	if app == "" {
+		c.wheel.Add(id, at)
+	} else {
+		c.apps.unref(c.wheel.AddTagged(id, at, c.apps.ref(app)))
 	}
+	delete(c.deferred, id)
 }
 
 // forget removes id from the wheel and its bookkeeping: the one place that
 // keeps the three in step when an entry goes.
 func (c *Core) forget(id task.ID) {
-	c.wheel.Remove(id)
-	delete(c.app, id)
+	if tag, ok := c.wheel.Tag(id); ok {
+		c.wheel.Remove(id)
+		c.apps.unref(tag)
+	}
 	delete(c.seq, id)
 	delete(c.deferred, id)
 }

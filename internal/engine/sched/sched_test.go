@@ -20,10 +20,8 @@ func id(n int) task.ID {
 	return i
 }
 
-func ratedShop(app string) bool { return app == "shop" }
-
 func newCore(maxLoaded int) *Core {
-	return New(t0, Config{MaxLoaded: maxLoaded, Rated: ratedShop})
+	return New(t0, Config{MaxLoaded: maxLoaded, Weight: weights})
 }
 
 // loadTo scans the (empty) store up to until, so that the cursor is there.
@@ -76,10 +74,7 @@ func TestTrackAdvanceTake(t *testing.T) {
 		t.Fatalf("Take = %v, want 4 tasks", got)
 	}
 	for _, tk := range got {
-		want := ""
-		if tk.ID == id(1) {
-			want = "shop" // rated: its app is kept; bank's is not
-		}
+		want := map[task.ID]string{id(1): "shop", id(2): "bank"}[tk.ID] // 4 and 5: unknown
 		if tk.App != want {
 			t.Errorf("taken %v with app %q, want %q", tk.ID, tk.App, want)
 		}
@@ -211,14 +206,14 @@ func TestDeferEnqueueRescan(t *testing.T) {
 	c.Enqueue("", id(3))
 	c.Advance(ms(60))
 	got := c.Take(10)
-	want := []Taken{{ID: id(2), App: "shop"}, {ID: id(3)}, {ID: id(1), App: "shop"}}
+	want := []Taken{{ID: id(2), App: "shop"}, {ID: id(1), App: "shop"}, {ID: id(3)}} // shop's weight is 2
 	if !slices.Equal(got, want) {
 		t.Errorf("Take = %v, want %v", got, want)
 	}
 	loadTo(t, c, ms(1000))
 	c.Track(Entry{ID: id(4), WakeAt: ms(500), Seq: 7, App: "shop"})
 	c.Rescan(true)
-	if c.has(id(4)) || len(c.app) != 0 || len(c.seq) != 0 {
+	if c.has(id(4)) || len(c.apps.tags) != 0 || len(c.seq) != 0 {
 		t.Error("Rescan(forget) kept entries or their bookkeeping")
 	}
 	if _, ok := c.BeginScan(ms(1000), 100); !ok {
@@ -237,7 +232,57 @@ func TestUntrackKeepsMapsInStep(t *testing.T) {
 	c.Untrack(id(1))
 	c.Track(Entry{ID: id(2), Seq: 2})                   // nothing pending
 	c.Track(Entry{ID: id(3), WakeAt: ms(5000), Seq: 2}) // beyond the cursor
-	if len(c.app) != 0 || len(c.seq) != 0 || c.Stats().Wheel != 0 {
-		t.Errorf("left behind: app %v, seq %v, wheel %d", c.app, c.seq, c.Stats().Wheel)
+	if len(c.apps.tags) != 0 || len(c.seq) != 0 || c.Stats().Wheel != 0 {
+		t.Errorf("left behind: apps %v, seq %v, wheel %d", c.apps.tags, c.seq, c.Stats().Wheel)
+	}
+}
+
+// TestFairTurns: the apps with ready tasks take turns, each as many tasks
+// as its weight, each app's tasks in due order; an app that runs out
+// leaves the turns and joins them last when it has due tasks again.
+func TestFairTurns(t *testing.T) {
+	c := newCore(1000) // shop's weight is 2
+	loadTo(t, c, ms(1000))
+	for i := range 100 { // a backlog of bank's, all due at 10ms
+		c.Track(Entry{ID: id(i), WakeAt: ms(10), App: "bank"})
+	}
+	for i := range 4 { // shop's came due next, then fund's
+		c.Track(Entry{ID: id(200 + i), WakeAt: ms(11 + i), App: "shop"})
+	}
+	c.Track(Entry{ID: id(300), WakeAt: ms(12), App: "fund"})
+	c.Advance(ms(20))
+	if s := c.Stats(); s.Ready != 105 || s.Apps != 3 {
+		t.Fatalf("stats %+v, want 105 ready of 3 apps", s)
+	}
+	apps := func(ts []Taken) string {
+		var b []byte
+		for _, tk := range ts {
+			b = append(b, tk.App[0])
+		}
+		return string(b)
+	}
+	got := c.Take(5)
+	if a := apps(got); a != "bssfb" {
+		t.Errorf("first take by app %q, want bssfb (bank, shop twice, fund, bank)", a)
+	}
+	if got[1].ID != id(200) || got[2].ID != id(201) {
+		t.Errorf("first take %v: not shop's tasks in due order", takeIDs(got))
+	}
+	// Turns go on across takes of one task: shop, bank, shop (fund is out).
+	if a := apps(append(append(c.Take(1), c.Take(1)...), c.Take(1)...)); a != "ssb" {
+		t.Errorf("takes of one by app %q, want ssb", a)
+	}
+	// Shop ran out: fund comes back last, after bank.
+	c.Enqueue("fund", id(301))
+	c.Track(Entry{ID: id(202 + 10), WakeAt: ms(20), App: "shop"})
+	c.Advance(ms(20))
+	if a := apps(c.Take(6)); a != "bfsbbb" {
+		t.Errorf("take after rejoining by app %q, want bfsbbb", a)
+	}
+	if got := c.Take(1000); len(got) != 105-5-3-6+2 {
+		t.Errorf("took %d at the end, want the rest of bank's", len(got))
+	}
+	if s := c.Stats(); s.Ready != 0 || s.Apps != 0 {
+		t.Errorf("stats after taking all %+v", s)
 	}
 }

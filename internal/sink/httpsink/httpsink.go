@@ -2,10 +2,14 @@
 //
 // # Signatures
 //
-// When [Config.Secrets] gives an app secrets, every push of the app carries
-// a [HeaderSignature] header made by [client.Sign] with the first of them,
-// over the body and the [HeaderTaskID] and [HeaderAttempt] values sent;
-// receivers check it with [client.Verify].
+// When [Config.Secrets] gives an app secrets, every push of the app is
+// signed twice by default ([Config.Signature] picks one): the Standard
+// Webhooks headers (webhook-id: the task id, webhook-timestamp,
+// webhook-signature: one v1 per secret; [client.SignStandard]), which the
+// specification's libraries verify in many languages, and a
+// [HeaderSignature] header made by [client.Sign] with the first secret,
+// over the body and the [HeaderTaskID] and [HeaderAttempt] values sent.
+// [client.Verify] checks either.
 //
 // # Credentials in target URLs
 //
@@ -37,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/netguard"
@@ -65,6 +70,17 @@ const MaxIdleConnsPerHostDefault = 1024
 // error message of a failed attempt); the rest is discarded.
 const MaxResponseBody = 4 << 10
 
+// Signature schemes of [Config.Signature].
+const (
+	// SignatureBoth sends the Standard Webhooks headers and HeaderSignature.
+	SignatureBoth = "both"
+	// SignatureStandard sends the Standard Webhooks headers only.
+	SignatureStandard = "standard"
+	// SignatureToc sends HeaderSignature only (toc's own, which also
+	// covers the attempt number).
+	SignatureToc = "toc"
+)
+
 // Config configures a Sink.
 type Config struct {
 	// Client sends the requests. Default: a client whose transport keeps
@@ -81,6 +97,10 @@ type Config struct {
 	// secrets for an app, sends its pushes unsigned. It is called for every
 	// push, so it should be cheap.
 	Secrets func(app string) []string
+	// Signature returns how an app's pushes are signed when it has
+	// secrets: [SignatureStandard], [SignatureToc] or [SignatureBoth]
+	// (also for "" or a nil func, the default). Called for every push.
+	Signature func(app string) string
 	// Guard returns the policy that says which internal addresses an app's
 	// pushes may connect to. Nil allows every address. With Guard set,
 	// connections never go through a proxy (the transport's Proxy is
@@ -98,6 +118,7 @@ type Sink struct {
 	client    *http.Client // every push when guard is nil; the template otherwise
 	userAgent string
 	secrets   func(app string) []string
+	signature func(app string) string
 	guard     func(app string) netguard.Policy
 	resolver  netguard.Resolver
 
@@ -141,6 +162,7 @@ func New(cfg Config) *Sink {
 		client:    c,
 		userAgent: cmp.Or(cfg.UserAgent, "toc"),
 		secrets:   cfg.Secrets,
+		signature: cfg.Signature,
 		guard:     cfg.Guard,
 		resolver:  cfg.Resolver,
 	}
@@ -179,17 +201,36 @@ func (s *Sink) clientFor(app string) *http.Client {
 	return &c
 }
 
-// signingSecret returns the first non-empty secret of app, or "".
-func (s *Sink) signingSecret(app string) string {
+// sign sets the signature headers of a push of t (see the package doc):
+// none when t's app has no secret.
+func (s *Sink) sign(h http.Header, t *task.Task, taskID string) {
 	if s.secrets == nil {
-		return ""
+		return
 	}
-	for _, secret := range s.secrets(app) {
+	secrets := s.secrets(t.App)
+	first := ""
+	for _, secret := range secrets {
 		if secret != "" {
-			return secret
+			first = secret
+			break
 		}
 	}
-	return ""
+	if first == "" {
+		return
+	}
+	scheme := SignatureBoth
+	if s.signature != nil {
+		scheme = cmp.Or(s.signature(t.App), SignatureBoth)
+	}
+	now := time.Now()
+	if scheme != SignatureToc {
+		h.Set(client.HeaderWebhookID, taskID)
+		h.Set(client.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+		h.Set(client.HeaderWebhookSignature, client.SignStandard(secrets, now, taskID, t.Payload))
+	}
+	if scheme != SignatureStandard {
+		h.Set(HeaderSignature, client.Sign(first, now, taskID, t.Attempts, t.Payload))
+	}
 }
 
 // dialFunc adapts a transport's DialContext to a [netguard.Dialer].
@@ -237,7 +278,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		return fmt.Errorf("build request for POST %s: %w", redactRaw(h.URL), err)
 	}
 	// The URL as errors show it.
-	target := req.URL.Redacted()
+	target := redactURL(req.URL)
 	for k, v := range h.Headers {
 		req.Header.Set(k, v)
 	}
@@ -262,9 +303,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	// signature covers the header value sent.
 	req.Header.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
 	req.Header.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
-	if secret := s.signingSecret(t.App); secret != "" {
-		req.Header.Set(HeaderSignature, client.Sign(secret, time.Now(), taskID, t.Attempts, t.Payload))
-	}
+	s.sign(req.Header, t, taskID)
 
 	resp, err := s.clientFor(t.App).Do(req)
 	if err != nil {
@@ -292,9 +331,15 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		if len(bytes.TrimSpace(body)) > 0 {
 			snippet := body
 			if len(snippet) > 200 {
-				snippet = snippet[:200]
+				// Cut on a character boundary: an error is text that is
+				// stored, shown as JSON and printed.
+				n := 200
+				for n > 0 && !utf8.RuneStart(snippet[n]) {
+					n--
+				}
+				snippet = snippet[:n]
 			}
-			msg += ": " + string(bytes.TrimSpace(snippet))
+			msg += ": " + strings.ToValidUTF8(string(bytes.TrimSpace(snippet)), "\uFFFD")
 		}
 		return &StatusError{Code: resp.StatusCode, msg: msg}
 	}
@@ -309,10 +354,33 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.msg }
 
+// redactURL is u as errors and logs show it: the password masked as by
+// [url.URL.Redacted], and the query's values too, since callback URLs
+// often carry a token there (?token=…, ?sig=…); the names stay, to tell
+// the URL apart.
+func redactURL(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Redacted()
+	}
+	c := *u
+	q := c.Query()
+	for k, vs := range q {
+		for i := range vs {
+			vs[i] = "xxxxx"
+		}
+		q[k] = vs
+	}
+	c.RawQuery = q.Encode()
+	return c.Redacted()
+}
+
 // redactRaw masks what may be credentials in rawURL, which [url.Parse]
 // refused and so cannot be redacted field by field: everything between
-// the scheme and the last "@", user name included.
+// the scheme and the last "@", user name included, and the whole query.
 func redactRaw(rawURL string) string {
+	if q := strings.IndexByte(rawURL, '?'); q >= 0 {
+		rawURL = rawURL[:q+1] + "xxxxx"
+	}
 	at := strings.LastIndex(rawURL, "@")
 	if at < 0 {
 		return rawURL

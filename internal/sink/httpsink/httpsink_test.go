@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -264,8 +265,8 @@ func TestHeaderNames(t *testing.T) {
 	}
 }
 
-// TestDeliverRedactsPassword: a password in the target URL never shows in
-// an error, which becomes the task's last error.
+// TestDeliverRedactsPassword: a password in the target URL, or a token in
+// its query, never shows in an error, which becomes the task's last error.
 func TestDeliverRedactsPassword(t *testing.T) {
 	t.Parallel()
 	const secret = "hunter2-pw"
@@ -296,6 +297,9 @@ func TestDeliverRedactsPassword(t *testing.T) {
 		{name: "non-2xx", url: withPassword(failing.srv.URL) + "/hook", prefix: "POST http://user:xxxxx@"},
 		{name: "timeout", url: withPassword(slow.srv.URL), prefix: "POST http://user:xxxxx@"},
 		{name: "malformed URL", url: withPassword(closed) + "/%zz", prefix: "build request for POST http://xxxxx@"},
+		{name: "token in the query", url: closed + "/hook?app=1&token=" + secret, prefix: "POST http://" + ln.Addr().String() + "/hook?app=xxxxx&token=xxxxx: "},
+		{name: "token in the query, non-2xx", url: failing.srv.URL + "/hook?token=" + secret, prefix: "POST http://127.0.0.1:"},
+		{name: "token in a malformed URL's query", url: closed + "/%zz?token=" + secret, prefix: "build request for POST http://" + ln.Addr().String() + "/%zz?xxxxx"},
 		{name: "malformed URL, password with a slash", url: "http://user:" + secret + "/x@" + ln.Addr().String() + "/", prefix: "build request for POST http://xxxxx@"},
 	}
 	for _, tt := range tests {
@@ -308,7 +312,7 @@ func TestDeliverRedactsPassword(t *testing.T) {
 				t.Fatal("Deliver = nil, want an error")
 			}
 			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error shows the password: %q", err)
+				t.Errorf("error shows the secret: %q", err)
 			}
 			if !strings.HasPrefix(err.Error(), tt.prefix) {
 				t.Errorf("error %q, want it to start with %q", err, tt.prefix)
@@ -460,3 +464,21 @@ func (f resolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestErrorCutOnCharacter: a long error answer is cut to 200 bytes on a
+// character boundary, so the task's last error stays valid UTF-8.
+func TestErrorCutOnCharacter(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "x"+strings.Repeat("é", 300)) // 'é' is 2 bytes: byte 200 is inside one
+	})
+	s := newSink(t, httpsink.Config{})
+	err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL+"/hook", "x"))
+	if err == nil {
+		t.Fatal("Deliver = nil, want the 502")
+	}
+	if msg := err.Error(); !utf8.ValidString(msg) || !strings.HasSuffix(msg, ": x"+strings.Repeat("é", 99)) {
+		t.Errorf("error %q: want valid UTF-8 ending with the body's first 199 bytes", msg)
+	}
+}

@@ -204,6 +204,7 @@ func (s *Store) Wakeups(ctx context.Context, after store.Cursor, until time.Time
 			At:    time.UnixMilli(t.WakeAt.UnixMilli()).UTC(),
 			State: t.State,
 			Kind:  t.Target.Kind(),
+			App:   t.App,
 		})
 	}
 	slices.SortFunc(out, func(a, b store.Wakeup) int {

@@ -171,6 +171,22 @@ func (s *Store) DueSchedules(ctx context.Context, until time.Time, limit int) ([
 	return cloneAll(truncate(out, limit)), nil
 }
 
+// CountAppSchedules implements [store.Schedules].
+func (s *Store) CountAppSchedules(ctx context.Context, app string, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enterLocked(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, sc := range s.mu.schedules {
+		if sc.App == app && n < limit {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // CountSchedules implements [store.Schedules].
 func (s *Store) CountSchedules(ctx context.Context) (map[string]map[task.ScheduleState]int64, error) {
 	s.mu.Lock()

@@ -12,7 +12,9 @@ import (
 // sort by time, times before 1970 included) and ids are their 16 bytes.
 //
 //	t <id>                            → record: version byte, then the task record (package record)
-//	w <wake ms> <id>                  → state byte, kind byte   (WakeAt not zero)
+//	w <wake ms> <id>                  → state byte, kind byte, app (WakeAt not zero; the app
+//	                                    for the engine's turns between apps, absent in entries
+//	                                    written before it was added)
 //	p <app> 0x00 <next attempt ms> <id> → empty                 (scheduled, pull target)
 //	k <app> 0x00 <key>                → id                      (Key not empty; until swept)
 //	a <app> 0x00 <state byte> <id>    → empty                   (every task: List)

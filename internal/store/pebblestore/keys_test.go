@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	gocmp "github.com/google/go-cmp/cmp"
 
+	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/record"
 	"github.com/toc-dev/toc/task"
 )
@@ -356,4 +359,39 @@ func FuzzKeys(f *testing.F) {
 			t.Fatalf("schedWakeKey(%d) < schedWakeBound(%d) = %v, want %v", ms1, ms2, got, want)
 		}
 	})
+}
+
+// TestWakeupApp: a wake entry carries its task's app; one written before it
+// did (state and kind bytes only) still reads, with no app.
+func TestWakeupApp(t *testing.T) {
+	s, err := Open(Options{Dir: "db", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var g task.IDGenerator
+	a, b := pullTask(&g, "shop", now), pullTask(&g, "bank", now.Add(time.Second))
+	a.WakeAt, b.WakeAt = a.DueAt, b.DueAt
+	if _, err := s.Create(t.Context(), []*task.Task{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	old := []byte{mustByte(stateByte(task.Scheduled)), mustByte(kindByte("pull"))}
+	if err := s.db.Set(wakeKey(b.WakeAt.UnixMilli(), b.ID), old, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := s.Wakeups(t.Context(), store.Cursor{}, now.Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 2 || ws[0].ID != a.ID || ws[0].App != "shop" || ws[1].ID != b.ID || ws[1].App != "" || ws[1].Kind != "pull" {
+		t.Errorf("Wakeups = %+v, want shop's with its app, then bank's old entry without one", ws)
+	}
+}
+
+func mustByte(b byte, err error) byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -522,7 +522,7 @@ func (s *Store) Wakeups(ctx context.Context, after store.Cursor, until time.Time
 		if err != nil {
 			return false, err
 		}
-		if len(v) != 2 {
+		if len(v) < 2 {
 			return false, fmt.Errorf("pebblestore: malformed wake entry %x", v)
 		}
 		state, err := parseStateByte(v[0])
@@ -533,7 +533,8 @@ func (s *Store) Wakeups(ctx context.Context, after store.Cursor, until time.Time
 		if err != nil {
 			return false, err
 		}
-		out = append(out, store.Wakeup{ID: id, At: time.UnixMilli(ms).UTC(), State: state, Kind: kind})
+		// The app follows (entries written before it did have none).
+		out = append(out, store.Wakeup{ID: id, At: time.UnixMilli(ms).UTC(), State: state, Kind: kind, App: string(v[2:])})
 		return len(out) < limit, nil
 	})
 	return out, err
@@ -833,7 +834,7 @@ func indexEntries(t *task.Task) ([]entry, error) {
 	es := make([]entry, 0, 5)
 	es = append(es, entry{key: appStateKey(t.App, sb, t.ID)})
 	if !t.WakeAt.IsZero() {
-		es = append(es, entry{wakeKey(t.WakeAt.UnixMilli(), t.ID), []byte{sb, kb}})
+		es = append(es, entry{wakeKey(t.WakeAt.UnixMilli(), t.ID), append([]byte{sb, kb}, t.App...)})
 	}
 	if t.State == task.Scheduled && kind == "pull" {
 		es = append(es, entry{key: pullKey(t.App, t.NextAttemptAt.UnixMilli(), t.ID)})

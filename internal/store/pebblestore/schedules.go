@@ -132,6 +132,23 @@ func (s *Store) ListSchedules(ctx context.Context, app string, after task.ID, li
 	return getSchedules(snap, ids, "list")
 }
 
+// CountAppSchedules implements [store.Schedules]: it counts the app's list
+// entries, up to limit.
+func (s *Store) CountAppSchedules(ctx context.Context, app string, limit int) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return 0, nil
+	}
+	prefix := schedListPrefix(app)
+	ids, err := scanIDs(s.db, prefix, prefixEnd(prefix), limit, func(k []byte) (task.ID, error) {
+		return parseSchedListKey(k, len(prefix))
+	})
+	return len(ids), err
+}
+
 // UpdateSchedule implements [store.Schedules]. fn runs with the schedule's
 // stripe locked, so it must not call the store.
 func (s *Store) UpdateSchedule(ctx context.Context, id task.ID, fn func(*task.Schedule) error) (*task.Schedule, error) {

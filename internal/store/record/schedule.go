@@ -19,8 +19,8 @@ import (
 // A schedule is small and written only when it changes or makes an
 // occurrence, so its record is plain JSON rather than a hand-written
 // binary layout: the byte [ScheduleVersion], then the JSON of
-// scheduleRecord, which holds every field of task.Schedule, the two the API
-// leaves out (Anchor and WakeAt) and the payload's bytes included.
+// scheduleRecord, which holds every field of task.Schedule, the three the
+// API leaves out (Anchor, WakeAt and Made) and the payload's bytes included.
 //
 // Times are kept as Unix milliseconds (a finer time is rounded up, as
 // [task.Ms] does: never early) and come back in UTC, without a monotonic
@@ -54,6 +54,7 @@ type scheduleRecord struct {
 	State         string           `json:"state,omitempty"`
 	NextAt        *int64           `json:"next_at_ms,omitempty"`
 	LastAt        *int64           `json:"last_at_ms,omitempty"`
+	Made          *int64           `json:"made_ms,omitempty"`
 	CreatedAt     *int64           `json:"created_at_ms,omitempty"` // nil: the zero time
 	UpdatedAt     *int64           `json:"updated_at_ms,omitempty"`
 	Payload       []byte           `json:"payload,omitempty"` // base64 in JSON
@@ -99,6 +100,7 @@ func EncodeSchedule(s *task.Schedule) ([]byte, error) {
 		State:         string(s.State),
 		NextAt:        ptr("next_at", s.NextAt),
 		LastAt:        ptr("last_at", s.LastAt),
+		Made:          ptr("made", s.Made),
 		CreatedAt:     val("created_at", s.CreatedAt),
 		UpdatedAt:     val("updated_at", s.UpdatedAt),
 		Payload:       s.Payload,
@@ -200,6 +202,7 @@ func DecodeSchedule(b []byte) (*task.Schedule, error) {
 		State:         task.ScheduleState(r.State),
 		NextAt:        at("next_at", r.NextAt),
 		LastAt:        at("last_at", r.LastAt),
+		Made:          at("made", r.Made),
 		CreatedAt:     val("created_at", r.CreatedAt),
 		UpdatedAt:     val("updated_at", r.UpdatedAt),
 		Payload:       r.Payload,
@@ -234,6 +237,7 @@ func NormalizeSchedule(s *task.Schedule) *task.Schedule {
 	ms(s.EndAt)
 	ms(s.NextAt)
 	ms(s.LastAt)
+	ms(s.Made)
 	ms(&s.CreatedAt)
 	ms(&s.UpdatedAt)
 	ms(&s.Anchor)

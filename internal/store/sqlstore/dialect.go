@@ -96,6 +96,7 @@ var requiredQueries = []string{
 	"migrate_lock", "create_migrations", "create_meta", "meta_get", "meta_put", "versions", "version_put",
 	"schedule_get", "schedule_get_by_key", "schedule_get_for_update", "schedule_insert", "schedule_key_holder",
 	"schedule_update", "schedule_delete", "schedule_list", "schedule_due", "schedule_counts",
+	"schedule_app_count",
 }
 
 // mustDialect reads d's .sql files. They are embedded, so an error is a bug.

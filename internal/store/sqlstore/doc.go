@@ -7,12 +7,15 @@
 // # Sharding
 //
 // A store has len(Options.DSNs) × Options.Tables shards. Shard s is table
-// toc_tasks_<s % Tables> of database s / Tables. Every task lives in the
-// shard its id names ([task.ID.Shard]), so Get and Update read one table.
-// A keyed task must live in the shard of its (app, key), so that GetByKey
-// reads one table and two Creates of one key meet on one unique index: the
-// engine makes its id with [Store.ShardFor], and [Store.Create] refuses one
-// made otherwise. A keyless task may live in any shard.
+// toc_tasks_<s % Tables> of database s / Tables. Every task lives in its
+// home shard, the one its id names ([task.ID.Shard]) modulo the shard count
+// ([Store.Home]), so Get and Update read one table. A keyed task's key is
+// held in the shard of its (app, key), so that GetByKey reads one table and
+// two Creates of one key meet on one unique index: the engine makes a
+// keyed task's id with [Store.ShardFor], so that both are one shard. A
+// keyed task imported with an id made elsewhere keeps it: it lives in its
+// home and holds its key with a key claim in its key's shard (claim.go). A
+// keyless task may live in any shard.
 //
 // Wakeups, Claimable, List and Sweep read every shard: one query per
 // database, a UNION ALL over its tables in which each table contributes at
@@ -28,8 +31,10 @@
 //
 // Schedules ([store.Schedules]) are few and small: a database keeps them in
 // one table, toc_schedules (migration 0002), not one per task table. A
-// schedule lives in the database of the shard its id names, and its id
-// must name the shard of its (app, key) (ShardFor, as for a keyed task), so
+// schedule lives in the database of the shard of its (app, key) (ShardFor,
+// as for a keyed task; the engine makes its id in that shard, and one
+// imported with another id is read by id in its home's database first,
+// then in the others), so
 // GetScheduleByKey reads one database and CreateSchedule's insert meets any
 // other of its key on one unique index. UpdateSchedule is one transaction
 // (SELECT … FOR UPDATE, fn, UPDATE, COMMIT); ListSchedules, DueSchedules

@@ -107,8 +107,10 @@ func (it item) size() int {
 // finds them), not for keyless ones: the engine should batch across
 // databases only when a partly stored batch is acceptable.
 //
-// Every task's id must name a shard of the store, and a keyed task's that of
-// its key ([Store.ShardFor]).
+// A task is stored in its home shard, the one its id names (modulo Shards).
+// The engine makes a keyed task's id with [Store.ShardFor]; a keyed task
+// whose id names another shard (imported) also gets a key claim in its
+// key's shard (claim.go), written first, in a transaction of its own.
 func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
@@ -120,25 +122,24 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	byDB := make([][]item, len(s.dbs))
 	first := map[[2]string]int{} // (app, key) → index of the first task with it
 	var dups [][2]int            // {later, first}
+	var claims []claimed         // keyed tasks whose home is not their key's shard
 	for i, t := range tasks {
 		if err := checkTask(t); err != nil {
 			return nil, err
 		}
-		shard := t.ID.Shard()
-		db, table, ok := s.route(shard)
-		if !ok {
-			return nil, fmt.Errorf("sqlstore: task %s: its id names shard %d; the store has %d", t.ID, shard, s.Shards())
-		}
+		shard := s.home(t.ID)
+		db, table, _ := s.route(shard)
 		if t.Key != "" {
-			if want := s.ShardFor(t.App, t.Key, t.ID); shard != want {
-				return nil, fmt.Errorf("sqlstore: task %s: its id names shard %d, its key belongs to shard %d: make its id with Store.ShardFor", t.ID, shard, want)
-			}
 			k := [2]string{t.App, t.Key}
 			if j, ok := first[k]; ok {
 				dups = append(dups, [2]int{i, j})
 				continue
 			}
 			first[k] = i
+			if s.ShardFor(t.App, t.Key, t.ID) != shard { // imported: claim.go
+				claims = append(claims, claimed{i: i, t: normalize(t.Clone())})
+				continue
+			}
 		}
 		c := normalize(t.Clone())
 		cols, err := columns(c)
@@ -160,6 +161,13 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range claims {
+		r, err := s.createClaimed(ctx, c.t)
+		if err != nil {
+			return nil, err
+		}
+		res[c.i] = r
 	}
 	for _, d := range dups {
 		res[d[0]] = store.CreateResult{Task: res[d[1]].Task.Clone()} // each result its own copy
@@ -273,11 +281,15 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 			res[it.i] = store.CreateResult{Task: it.t, Created: true}
 			created++
 		default:
-			holder, err := decodeRecord(rec)
-			if err != nil {
+			holder, claimGone, err := s.resolveHolder(ctx, tx, db, table, rec) // a key claim: claim.go
+			switch {
+			case err != nil:
 				return nil, fmt.Errorf("task %x: %w", id, err)
+			case claimGone:
+				again = append(again, it)
+			default:
+				res[it.i] = store.CreateResult{Task: holder}
 			}
-			res[it.i] = store.CreateResult{Task: holder}
 		}
 	}
 	if created != int(n) {
@@ -334,11 +346,7 @@ func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 		return nil, err
 	}
 	defer s.leave()
-	db, table, ok := s.route(id.Shard())
-	if !ok {
-		return nil, notFound(id.String())
-	}
-	return readTask(ctx, db.db, db.get[table], map[string]any{"id": id[:]}, id.String())
+	return s.get(ctx, id)
 }
 
 // GetByKey implements [store.Store]. It reads the one table of the key's
@@ -353,8 +361,18 @@ func (s *Store) GetByKey(ctx context.Context, app, key string) (*task.Task, erro
 		return nil, notFound(what)
 	}
 	db, table, _ := s.route(s.ShardFor(app, key, task.ID{}))
-	return readTask(ctx, db.db, db.getByKey[table], map[string]any{"app": app, "key": []byte(key)}, what)
+	t, err := readTask(ctx, db.db, db.getByKey[table], map[string]any{"app": app, "key": []byte(key)}, what)
+	var claim *claimError
+	if errors.As(err, &claim) {
+		return s.get(ctx, claim.id) // claim.go: a task imported with an id of another shard
+	}
+	return t, err
 }
+
+// claimError is readTask's answer to a key claim (claim.go).
+type claimError struct{ id task.ID }
+
+func (e *claimError) Error() string { return "sqlstore: a key claim of task " + e.id.String() }
 
 // readTask runs q, which selects one record, and decodes it.
 func readTask(ctx context.Context, q querier, qr query, params map[string]any, what string) (*task.Task, error) {
@@ -365,6 +383,9 @@ func readTask(ctx context.Context, q querier, qr query, params map[string]any, w
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: read task %s: %w", what, err)
+	}
+	if id, ok := claimOf(rec); ok {
+		return nil, &claimError{id}
 	}
 	t, err := decodeRecord(rec)
 	if err != nil {
@@ -386,10 +407,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 		return nil, err
 	}
 	defer s.leave()
-	db, table, ok := s.route(id.Shard())
-	if !ok {
-		return nil, notFound(id.String())
-	}
+	db, table, _ := s.route(s.home(id))
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: update %s: begin: %w", id, err)
@@ -454,11 +472,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 	readErrs := make([]error, len(ids))
 	reads := make([][]item, len(s.dbs))
 	for i, id := range ids {
-		db, table, ok := s.route(id.Shard())
-		if !ok {
-			readErrs[i] = notFound(id.String())
-			continue
-		}
+		db, table, _ := s.route(s.home(id))
 		reads[db.index] = append(reads[db.index], item{i: i, table: table})
 	}
 
@@ -513,7 +527,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			res[i] = olds[i]
 			continue
 		}
-		db, table, _ := s.route(c.ID.Shard())
+		db, table, _ := s.route(s.home(c.ID))
 		writes[db.index] = append(writes[db.index], item{i: i, t: c, table: table, cols: cols})
 	}
 	s.each(func(db *database) error {
@@ -923,9 +937,8 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, er
 		perTable[i] = make([]int64, s.tables)
 	}
 	for _, c := range cs {
-		if db, table, ok := s.route(c.id.Shard()); ok {
-			perTable[db.index][table]++
-		}
+		db, table, _ := s.route(s.home(c.id))
+		perTable[db.index][table]++
 	}
 	var deleted atomic.Int64
 	err = s.each(func(db *database) error {
@@ -1026,7 +1039,18 @@ func (s *Store) Counts(ctx context.Context) (map[string]map[task.State]int64, er
 		return nil, err
 	}
 	defer s.leave()
-	return countAll(ctx, s, "counts", func(db *database) query { return db.counts }, parseStateCode)
+	counts, err := countAll(ctx, s, "counts", func(db *database) query { return db.counts }, func(c int64) (task.State, error) {
+		if c == claimState {
+			return "", nil // key claims (claim.go): no task
+		}
+		return parseStateCode(c)
+	})
+	for app, m := range counts {
+		if delete(m, ""); len(m) == 0 {
+			delete(counts, app)
+		}
+	}
+	return counts, err
 }
 
 // countAll runs the query pick(db) of every database, which selects (app,

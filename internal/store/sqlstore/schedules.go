@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -33,7 +34,7 @@ var _ store.Schedules = (*Store)(nil)
 
 // scheduleQueries are a database's schedule queries (queries/<dialect>.sql).
 type scheduleQueries struct {
-	get, getByKey, getForUpdate, insert, keyHolder, update, del, list, due, counts query
+	get, getByKey, getForUpdate, insert, keyHolder, update, del, list, due, counts, appCount query
 }
 
 // prepareSchedules renders db's schedule queries.
@@ -47,7 +48,7 @@ func (s *Store) prepareSchedules(db *database) error {
 		{"schedule_get_for_update", &q.getForUpdate}, {"schedule_insert", &q.insert},
 		{"schedule_key_holder", &q.keyHolder}, {"schedule_update", &q.update},
 		{"schedule_delete", &q.del}, {"schedule_list", &q.list}, {"schedule_due", &q.due},
-		{"schedule_counts", &q.counts},
+		{"schedule_counts", &q.counts}, {"schedule_app_count", &q.appCount},
 	} {
 		r, err := s.dialect.render(p.name, tmplData{})
 		if err != nil {
@@ -120,15 +121,30 @@ func newScheduleRow(sc *task.Schedule) (scheduleRow, error) {
 	return r, nil
 }
 
-// scheduleDB returns the database of the shard id names, false if the
-// store has no such shard.
-func (s *Store) scheduleDB(id task.ID) (*database, bool) {
-	db, _, ok := s.route(id.Shard())
-	return db, ok
+// inScheduleDBs runs fn with the database of id's home shard (claim.go)
+// and, while fn answers ErrNotFound, with the others in turn: a schedule
+// lives in the database of its key's shard (CreateSchedule), which is its
+// home's for every id the engine makes, but may be another for one
+// imported with an id made elsewhere. Schedules are few and read by id
+// rarely (API calls, a step's write), so such a schedule costs a read of
+// each database before its own.
+func (s *Store) inScheduleDBs(id task.ID, fn func(db *database) error) error {
+	home, _, _ := s.route(s.home(id))
+	err := fn(home)
+	for _, db := range s.dbs {
+		if !errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if db != home {
+			err = fn(db)
+		}
+	}
+	return err
 }
 
-// CreateSchedule implements [store.Schedules]. sc's id must name the shard
-// of its (app, key) ([Store.ShardFor]).
+// CreateSchedule implements [store.Schedules]. sc is stored in the
+// database of its (app, key)'s shard ([Store.ShardFor]), which is the one
+// its id names when the engine made it.
 func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Schedule, bool, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, false, err
@@ -139,14 +155,7 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *task.Schedule) (*task.Sc
 		return nil, false, err
 	}
 	c := row.sc
-	shard := c.ID.Shard()
-	db, ok := s.scheduleDB(c.ID)
-	if !ok {
-		return nil, false, fmt.Errorf("sqlstore: schedule %s: its id names shard %d; the store has %d", c.ID, shard, s.Shards())
-	}
-	if want := s.ShardFor(c.App, c.Key, c.ID); shard != want {
-		return nil, false, fmt.Errorf("sqlstore: schedule %s: its id names shard %d, its key belongs to shard %d: make its id with Store.ShardFor", c.ID, shard, want)
-	}
+	db, _, _ := s.route(s.ShardFor(c.App, c.Key, c.ID))
 	var (
 		res     *task.Schedule
 		created bool
@@ -220,11 +229,12 @@ func (s *Store) GetSchedule(ctx context.Context, id task.ID) (*task.Schedule, er
 		return nil, err
 	}
 	defer s.leave()
-	db, ok := s.scheduleDB(id)
-	if !ok {
-		return nil, scheduleNotFound(id.String())
-	}
-	return readSchedule(ctx, db.db, db.schedules.get, map[string]any{"id": id[:]}, id.String())
+	var sc *task.Schedule
+	err := s.inScheduleDBs(id, func(db *database) (err error) {
+		sc, err = readSchedule(ctx, db.db, db.schedules.get, map[string]any{"id": id[:]}, id.String())
+		return err
+	})
+	return sc, err
 }
 
 // GetScheduleByKey implements [store.Schedules]. It reads the database of
@@ -249,10 +259,16 @@ func (s *Store) UpdateSchedule(ctx context.Context, id task.ID, fn func(*task.Sc
 		return nil, err
 	}
 	defer s.leave()
-	db, ok := s.scheduleDB(id)
-	if !ok {
-		return nil, scheduleNotFound(id.String())
-	}
+	var got *task.Schedule
+	err := s.inScheduleDBs(id, func(db *database) (err error) {
+		got, err = s.updateSchedule(ctx, db, id, fn)
+		return err
+	})
+	return got, err
+}
+
+// updateSchedule is UpdateSchedule in db.
+func (s *Store) updateSchedule(ctx context.Context, db *database, id task.ID, fn func(*task.Schedule) error) (*task.Schedule, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: update schedule %s: begin: %w", id, err)
@@ -290,23 +306,21 @@ func (s *Store) DeleteSchedule(ctx context.Context, id task.ID) error {
 		return err
 	}
 	defer s.leave()
-	db, ok := s.scheduleDB(id)
-	if !ok {
-		return scheduleNotFound(id.String())
-	}
-	q := db.schedules.del
-	r, err := db.db.ExecContext(ctx, q.sql, q.args(map[string]any{"id": id[:]})...)
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
-	}
-	n, err := r.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
-	}
-	if n == 0 {
-		return scheduleNotFound(id.String())
-	}
-	return nil
+	return s.inScheduleDBs(id, func(db *database) error {
+		q := db.schedules.del
+		r, err := db.db.ExecContext(ctx, q.sql, q.args(map[string]any{"id": id[:]})...)
+		if err != nil {
+			return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlstore: delete schedule %s: %w", id, err)
+		}
+		if n == 0 {
+			return scheduleNotFound(id.String())
+		}
+		return nil
+	})
 }
 
 // readScheduleRow reads a row of a query that selects a record.
@@ -362,4 +376,33 @@ func (s *Store) CountSchedules(ctx context.Context) (map[string]map[task.Schedul
 	}
 	defer s.leave()
 	return countAll(ctx, s, "count schedules", func(db *database) query { return db.schedules.counts }, parseScheduleStateCode)
+}
+
+// CountAppSchedules implements [store.Schedules]: each database counts the
+// app's schedules up to limit (on the index of ListSchedules), and the
+// counts add up.
+func (s *Store) CountAppSchedules(ctx context.Context, app string, limit int) (int, error) {
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	if limit <= 0 {
+		return 0, nil
+	}
+	counts, err := scanAll(ctx, s, "count an app's schedules", func(db *database) query { return db.schedules.appCount },
+		map[string]any{"app": app, "limit": int64(limit)},
+		func(r *sql.Rows) (int64, error) {
+			var n int64
+			err := r.Scan(&n)
+			return n, err
+		},
+		func(a, b int64) int { return 0 }, math.MaxInt)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range counts {
+		n += int(c)
+	}
+	return min(n, limit), nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,8 +131,7 @@ func TestRouting(t *testing.T) {
 
 // TestScheduleRouting checks that each schedule is stored in the database
 // its id names (shard/Tables), in that database's one toc_schedules table,
-// and that CreateSchedule refuses an id whose shard is not its key's, or
-// not one of the store's.
+// and that one imported with an id naming another shard keeps it.
 func TestScheduleRouting(t *testing.T) {
 	for _, sv := range servers {
 		t.Run(sv.name, func(t *testing.T) {
@@ -171,58 +169,166 @@ func TestScheduleRouting(t *testing.T) {
 				}
 			}
 
-			wrong := mk("elsewhere")
-			wrong.ID = wrong.ID.WithShard((wrong.ID.Shard() + 1) % 8)
-			if _, _, err := s.CreateSchedule(ctx, wrong); err == nil || !strings.Contains(err.Error(), "ShardFor") {
-				t.Errorf("CreateSchedule(in another shard) error = %v, want one naming ShardFor", err)
+			// An imported schedule keeps its id, whatever shard it names:
+			// another of its key's database, one the store lacks (modulo 8
+			// it is one of the store's), one of the other database. It is
+			// stored in its key's database, found by id and by key, updated
+			// and deleted by id.
+			for _, shift := range []uint16{1, 8, testTables} {
+				sc := mk(fmt.Sprintf("moved-%d", shift))
+				key := sc.ID.Shard()
+				switch shift {
+				case 1:
+					sc.ID = sc.ID.WithShard(key/testTables*testTables + (key+1)%testTables)
+				case 8:
+					sc.ID = sc.ID.WithShard(key + 8)
+				default:
+					sc.ID = sc.ID.WithShard((key + testTables) % 8)
+				}
+				if _, created, err := s.CreateSchedule(ctx, sc); err != nil || !created {
+					t.Fatalf("CreateSchedule(id of shard %d, key of shard %d): %v, %v", sc.ID.Shard(), key, created, err)
+				}
+				if got := sv.queryInt(t, dsns[int(key)/testTables], "SELECT COUNT(*) FROM toc_schedules WHERE schedule_key = '"+sc.Key+"'"); got != 1 {
+					t.Errorf("schedule %s: %d rows in its key's database, want 1", sc.Key, got)
+				}
+				if got, err := s.GetSchedule(ctx, sc.ID); err != nil || got.ID != sc.ID {
+					t.Errorf("GetSchedule(%s) = %v, %v", sc.ID, got, err)
+				}
+				if got, err := s.GetScheduleByKey(ctx, sc.App, sc.Key); err != nil || got.ID != sc.ID {
+					t.Errorf("GetScheduleByKey(%s) = %v, %v", sc.Key, got, err)
+				}
+				if got, err := s.UpdateSchedule(ctx, sc.ID, func(c *task.Schedule) error { c.State = task.SchedulePaused; return nil }); err != nil || got.State != task.SchedulePaused {
+					t.Errorf("UpdateSchedule(%s) = %v, %v", sc.ID, got, err)
+				}
+				if err := s.DeleteSchedule(ctx, sc.ID); err != nil {
+					t.Errorf("DeleteSchedule(%s): %v", sc.ID, err)
+				}
+				if _, err := s.GetSchedule(ctx, sc.ID); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("GetSchedule(%s) after its delete: %v, want ErrNotFound", sc.ID, err)
+				}
 			}
-			far := mk("far")
-			far.ID = far.ID.WithShard(8)
-			if _, _, err := s.CreateSchedule(ctx, far); err == nil {
-				t.Error("CreateSchedule(in shard 8 of 8) succeeded")
+			unknown := mk("never-stored")
+			if _, err := s.GetSchedule(ctx, unknown.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetSchedule(%s) error = %v, want ErrNotFound", unknown.ID, err)
 			}
-			for _, id := range []task.ID{wrong.ID, far.ID} {
-				if _, err := s.GetSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("GetSchedule(%s) error = %v, want ErrNotFound", id, err)
-				}
-				if err := s.DeleteSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("DeleteSchedule(%s) error = %v, want ErrNotFound", id, err)
-				}
-				if _, err := s.UpdateSchedule(ctx, id, func(*task.Schedule) error { return nil }); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("UpdateSchedule(%s) error = %v, want ErrNotFound", id, err)
-				}
+			if err := s.DeleteSchedule(ctx, unknown.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("DeleteSchedule(%s) error = %v, want ErrNotFound", unknown.ID, err)
+			}
+			if _, err := s.UpdateSchedule(ctx, unknown.ID, func(*task.Schedule) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("UpdateSchedule(%s) error = %v, want ErrNotFound", unknown.ID, err)
 			}
 		})
 	}
 }
 
-// TestCreateChecksShard checks that Create refuses an id whose shard is not
-// its key's, or not one of the store's, and stores nothing of the batch.
-func TestCreateChecksShard(t *testing.T) {
+// TestCreateKeepsImportedIDs stores tasks whose ids another server made
+// (an import keeps them): a keyed task whose id names another shard than
+// its key's, and tasks whose ids name shards the store lacks. Each is
+// found, updated and listed by its id, found by its key, holds its key
+// against a later create, is counted once, and frees its key when swept.
+func TestCreateKeepsImportedIDs(t *testing.T) {
 	for _, sv := range servers {
 		t.Run(sv.name, func(t *testing.T) {
 			t.Parallel()
 			sv.use(t)
-			s := open(t, sv.databases(t, 2))
+			dsns := sv.databases(t, 2)
+			s := open(t, dsns)
 			defer s.Close()
 			ctx := context.Background()
 			var gen task.IDGenerator
-			good := newTask(s, &gen, "app", "", epoch)
 			keyed := newTask(s, &gen, "app", "k", epoch)
-			binary.BigEndian.PutUint16(keyed.ID[6:8], (keyed.ID.Shard()+1)%8)
-			if _, err := s.Create(ctx, []*task.Task{good, keyed}); err == nil || !strings.Contains(err.Error(), "ShardFor") {
-				t.Errorf("Create(keyed task in another shard) error = %v, want one naming ShardFor", err)
+			keyShard := keyed.ID.Shard()
+			keyed.ID = keyed.ID.WithShard((keyShard + 5) % 8) // another database, too
+			farKeyed := newTask(s, &gen, "app", "far-k", epoch)
+			farKeyed.ID = farKeyed.ID.WithShard(0) // as an embedded server makes them
+			if s.ShardFor("app", "far-k", farKeyed.ID) == 0 {
+				farKeyed.ID = farKeyed.ID.WithShard(1)
 			}
 			far := newTask(s, &gen, "app", "", epoch)
-			binary.BigEndian.PutUint16(far.ID[6:8], 8)
-			if _, err := s.Create(ctx, []*task.Task{good, far}); err == nil {
-				t.Error("Create(task in shard 8 of 8) succeeded")
+			far.ID = far.ID.WithShard(1000) // another cluster's, of more shards
+			ts := []*task.Task{keyed, farKeyed, far}
+			rs, err := s.Create(ctx, ts)
+			if err != nil {
+				t.Fatalf("Create: %v", err)
 			}
-			if _, err := s.Get(ctx, good.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("Get(the good task of refused batches) error = %v, want ErrNotFound", err)
+			for i, r := range rs {
+				if !r.Created || r.Task.ID != ts[i].ID {
+					t.Errorf("Create(%s) = %s created %v", ts[i].ID, r.Task.ID, r.Created)
+				}
 			}
-			if _, err := s.Get(ctx, far.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("Get(id of shard 8) error = %v, want ErrNotFound", err)
+			for _, tk := range ts {
+				if got, err := s.Get(ctx, tk.ID); err != nil || got.ID != tk.ID {
+					t.Errorf("Get(%s) = %v, %v", tk.ID, got, err)
+				}
+				if tk.Key != "" {
+					if got, err := s.GetByKey(ctx, tk.App, tk.Key); err != nil || got.ID != tk.ID {
+						t.Errorf("GetByKey(%s) = %v, %v", tk.Key, got, err)
+					}
+				}
+			}
+			// The task is in its home table, its key claim in its key's.
+			home := int(keyed.ID.Shard())
+			if got := sv.queryInt(t, dsns[home/testTables], fmt.Sprintf("SELECT COUNT(*) FROM toc_tasks_%04d WHERE state <> 0", home%testTables)); got < 1 {
+				t.Errorf("shard %d (the id's) holds %d tasks", home, got)
+			}
+			if got := sv.queryInt(t, dsns[int(keyShard)/testTables], fmt.Sprintf("SELECT COUNT(*) FROM toc_tasks_%04d WHERE state = 0", int(keyShard)%testTables)); got != 1 {
+				t.Errorf("shard %d (the key's) holds %d key claims, want 1", keyShard, got)
+			}
+			// A create of the key (as the engine makes it) finds the task.
+			again := newTask(s, &gen, "app", "k", epoch)
+			rs, err = s.Create(ctx, []*task.Task{again})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs[0].Created || rs[0].Task.ID != keyed.ID {
+				t.Errorf("Create(the key again) = %s created %v; want %s, not created", rs[0].Task.ID, rs[0].Created, keyed.ID)
+			}
+			// Updates by id, one and many.
+			done := epoch.Add(time.Second)
+			finish := func(tk *task.Task) error {
+				tk.State, tk.FinishedAt, tk.WakeAt = task.Delivered, &done, time.Time{}
+				return nil
+			}
+			if _, err := s.Update(ctx, keyed.ID, nil, finish); err != nil {
+				t.Errorf("Update(%s): %v", keyed.ID, err)
+			}
+			_, errs := s.UpdateMany(ctx, []task.ID{farKeyed.ID, far.ID}, nil, func(ts []*task.Task) []error {
+				out := make([]error, len(ts))
+				for i, tk := range ts {
+					if tk == nil {
+						out[i] = errors.New("not read")
+						continue
+					}
+					out[i] = finish(tk)
+				}
+				return out
+			})
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("UpdateMany: task %d: %v", i, err)
+				}
+			}
+			counts, err := s.Counts(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(map[string]map[task.State]int64{"app": {task.Delivered: 3}}, counts); diff != "" {
+				t.Errorf("Counts (-want +got):\n%s", diff)
+			}
+			list, err := s.List(ctx, "app", task.Delivered, task.ID{}, 10)
+			if err != nil || len(list) != 3 {
+				t.Errorf("List(delivered) = %d tasks, %v; want 3", len(list), err)
+			}
+			// Swept, the task frees its key: a create of it is new.
+			if n, err := s.Sweep(ctx, done.Add(time.Second), 10); err != nil || n != 3 {
+				t.Fatalf("Sweep = %d, %v; want 3", n, err)
+			}
+			if _, err := s.GetByKey(ctx, "app", "k"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetByKey(swept) error = %v, want ErrNotFound", err)
+			}
+			fresh := newTask(s, &gen, "app", "k", epoch)
+			if rs, err := s.Create(ctx, []*task.Task{fresh}); err != nil || !rs[0].Created || rs[0].Task.ID != fresh.ID {
+				t.Errorf("Create(the key, its holder swept) = %+v, %v", rs, err)
 			}
 		})
 	}

@@ -35,7 +35,7 @@ func wantWakeups(tasks []*task.Task) []store.Wakeup {
 		if t.WakeAt.IsZero() {
 			continue
 		}
-		out = append(out, store.Wakeup{ID: t.ID, At: t.WakeAt, State: t.State, Kind: t.Target.Kind()})
+		out = append(out, store.Wakeup{ID: t.ID, At: t.WakeAt, State: t.State, Kind: t.Target.Kind(), App: t.App, Key: t.Key})
 	}
 	slices.SortFunc(out, func(a, b store.Wakeup) int {
 		return cmp.Or(cmp.Compare(a.At.UnixMilli(), b.At.UnixMilli()), compareIDs(a.ID, b.ID))

@@ -14,7 +14,7 @@ import (
 
 // wakeupOf is the wake-time entry of t.
 func wakeupOf(t *task.Task) store.Wakeup {
-	return store.Wakeup{ID: t.ID, At: t.WakeAt, State: t.State, Kind: t.Target.Kind()}
+	return store.Wakeup{ID: t.ID, At: t.WakeAt, State: t.State, Kind: t.Target.Kind(), App: t.App, Key: t.Key}
 }
 
 func cursorOf(w store.Wakeup) store.Cursor { return store.Cursor{At: w.At, ID: w.ID} }

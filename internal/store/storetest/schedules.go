@@ -273,6 +273,16 @@ func checkSchedules(t *testing.T, b *schedBundle, want []*task.Schedule) {
 				t.Errorf("ListSchedules(%q), paged by %d (-want +got):\n%s", app, size, d)
 			}
 		}
+		n := len(wantScheduleList(want, app))
+		for _, limit := range []int{1, 2, 1 << 20} {
+			got, err := b.sc.CountAppSchedules(b.ctx, app, limit)
+			if err != nil {
+				t.Fatalf("CountAppSchedules(%q, %d): %v", app, limit, err)
+			}
+			if got != min(n, limit) {
+				t.Errorf("CountAppSchedules(%q, %d) = %d, want %d", app, limit, got, min(n, limit))
+			}
+		}
 	}
 	for _, until := range []time.Time{b.now, farFuture} {
 		got, err := b.sc.DueSchedules(b.ctx, until, 1<<20)
@@ -871,6 +881,10 @@ func testScheduleClose(t *testing.T, b *schedBundle) {
 		"DeleteSchedule": func() error { return b.sc.DeleteSchedule(b.ctx, a.ID) },
 		"DueSchedules":   func() error { _, err := b.sc.DueSchedules(b.ctx, farFuture, 10); return err },
 		"CountSchedules": func() error { _, err := b.sc.CountSchedules(b.ctx); return err },
+		"CountAppSchedules": func() error {
+			_, err := b.sc.CountAppSchedules(b.ctx, "app", 10)
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {

@@ -128,6 +128,13 @@ var cmpOpts = cmp.Options{
 		return a.IsZero() == b.IsZero() && a.UnixMilli() == b.UnixMilli()
 	}),
 	cmpopts.EquateEmpty(),
+	// A wakeup's App and Key are filled by the stores that have them at
+	// hand: empty, or the task's.
+	cmp.Comparer(func(a, b store.Wakeup) bool {
+		opt := func(x, y string) bool { return x == y || x == "" || y == "" }
+		return a.ID == b.ID && a.At.UnixMilli() == b.At.UnixMilli() && a.State == b.State && a.Kind == b.Kind &&
+			opt(a.App, b.App) && opt(a.Key, b.Key)
+	}),
 }
 
 // newTask returns a task filled the way the engine makes one: scheduled, due

@@ -48,6 +48,10 @@ ON DUPLICATE KEY UPDATE id = id
 -- level, and the insert already holds its lock.
 SELECT id, record FROM {{.Table}} WHERE app = {{arg "app"}} AND task_key = {{arg "key"}} FOR UPDATE
 
+-- name: delete_claim
+-- Deletes a key claim (state 0, claim.go) whose task is gone.
+DELETE FROM {{.Table}} WHERE id = {{arg "id"}} AND state = 0
+
 -- name: update
 UPDATE {{.Table}}
 SET state = {{arg "state"}}, target_kind = {{arg "kind"}}, wake_at = {{arg "wake_at"}},
@@ -209,3 +213,9 @@ ORDER BY wake_at, id LIMIT {{arg "limit"}}
 
 -- name: schedule_counts
 SELECT app, state, COUNT(*) AS n FROM toc_schedules GROUP BY app, state
+
+-- name: schedule_app_count
+-- CountAppSchedules: at most limit rows of the app's list index.
+SELECT COUNT(*) FROM (
+  SELECT 1 FROM toc_schedules WHERE app = {{arg "app"}} LIMIT {{arg "limit"}}
+) AS capped
