@@ -91,7 +91,7 @@ func TestAttemptsCountedAcrossStops(t *testing.T) {
 		}
 		stopNow := func(b *bundle) {
 			ctx, cancel := context.WithCancel(context.Background())
-			cancel() // no time for the attempt under way: it is cut short
+			cancel()            // no time for the attempt under way: it is cut short
 			_ = b.eng.Stop(ctx) // says so
 		}
 		b, snk := open()
