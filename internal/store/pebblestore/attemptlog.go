@@ -23,7 +23,7 @@ var _ store.AttemptLog = (*Store)(nil)
 // (4 bytes big-endian). It is not in Pebble: a write Pebble does not sync
 // stays in the process's buffer until a block fills, and a note must reach
 // the operating system before its attempt is delivered, at the cost of one
-// write(2) per fire job. A record cut short (a crash during its write) is
+// write(2) per attempt. A record cut short (a crash during its write) is
 // ignored.
 
 // AttemptLogName is the attempt log's file in the store's directory.

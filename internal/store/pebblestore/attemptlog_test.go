@@ -65,8 +65,8 @@ func TestAttemptLog(t *testing.T) {
 	}
 }
 
-// BenchmarkNoteAttempts: the attempt log's cost per fire job of one
-// attempt (one write(2)).
+// BenchmarkNoteAttempts: the attempt log's cost per push attempt (one
+// write(2)).
 func BenchmarkNoteAttempts(b *testing.B) {
 	s, err := pebblestore.Open(pebblestore.Options{Dir: b.TempDir()})
 	if err != nil {
