@@ -523,11 +523,12 @@ func (n *Node) Watches(t *task.Task) bool {
 }
 
 // Claim implements engine.Index: one claim_many script per slot, in one
-// pipeline.
-func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error) {
+// pipeline, which numbers the attempts.
+func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]int, error) {
 	cs := make([]redisindex.Claim, len(ts))
 	for i, t := range ts {
-		cs[i] = redisindex.Claim{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, LeaseUntil: until[i]}
+		cs[i] = redisindex.Claim{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, LeaseUntil: until[i],
+			Attempt: t.State == task.Scheduled, Attempts: t.Attempts}
 	}
 	return n.x.ClaimMany(ctx, cs, now)
 }

@@ -119,15 +119,17 @@ func TestCrashLosesNothing(t *testing.T) {
 // TestCrashDuringAttempts kills `toc serve` with SIGKILL while push
 // attempts are under way (every one started, none answered: the receiver
 // holds them). An attempt is stored only at its outcome, so the store still
-// holds each task due: the restarted server delivers every one again, and
-// each ends delivered with the one attempt that was recorded.
+// holds each task due: the restarted server delivers every one again, as
+// attempt 2 (the attempt log counted the interrupted one: a Toc-Attempt
+// never repeats, issue 22), and each ends delivered after 2 attempts.
 func TestCrashDuringAttempts(t *testing.T) {
 	dir := t.TempDir()
 	const n = 50
 	var (
 		mu      sync.Mutex
-		held    = map[string]int{} // attempts seen while holding, by task
-		done    = map[string]int{} // attempts answered 200, by task
+		held    = map[string]int{}    // attempts seen while holding, by task
+		done    = map[string]int{}    // attempts answered 200, by task
+		number  = map[string]string{} // Toc-Attempt of the last answered
 		holding atomic.Bool
 	)
 	holding.Store(true)
@@ -146,6 +148,7 @@ func TestCrashDuringAttempts(t *testing.T) {
 		}
 		mu.Lock()
 		done[id]++
+		number[id] = r.Header.Get("Toc-Attempt")
 		mu.Unlock()
 	}))
 	defer rcv.Close()
@@ -188,9 +191,12 @@ func TestCrashDuringAttempts(t *testing.T) {
 		if done[id.String()] != 1 {
 			t.Errorf("task %s: %d deliveries after the restart, want 1", id, done[id.String()])
 		}
+		if n := number[id.String()]; n != "2" {
+			t.Errorf("task %s: delivered after the restart with Toc-Attempt %q, want 2 (attempt 1 was interrupted)", id, n)
+		}
 		tk, _ := cl2.Get(ctx, id)
-		if tk.Attempts != 1 {
-			t.Errorf("task %s: %d attempts recorded, want 1 (the interrupted one was never stored)", id, tk.Attempts)
+		if tk.Attempts != 2 {
+			t.Errorf("task %s: %d attempts recorded, want 2 (the interrupted one and the delivery)", id, tk.Attempts)
 		}
 	}
 	if err, took := c2.terminate(t); err != nil {

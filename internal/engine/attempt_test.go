@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -222,9 +224,10 @@ func TestOutcomeFenced(t *testing.T) {
 // its lease end, claimable again after it. The Redis script it stands for
 // has its own tests (redisindex); this one lets two engines race.
 type fakeIndex struct {
-	st   store.Store
-	mu   sync.Mutex
-	held map[task.ID]time.Time
+	st       store.Store
+	mu       sync.Mutex
+	held     map[task.ID]time.Time
+	attempts map[task.ID]int // the last attempt claimed
 }
 
 func (x *fakeIndex) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
@@ -239,13 +242,20 @@ func (x *fakeIndex) Settled(_ context.Context, ts ...*task.Task) error {
 	}
 	return nil
 }
-func (x *fakeIndex) Claim(_ context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error) {
+func (x *fakeIndex) Claim(_ context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]int, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	got := make([]bool, len(ts))
+	if x.attempts == nil {
+		x.attempts = map[task.ID]int{}
+	}
+	got := make([]int, len(ts))
 	for i, t := range ts {
 		if end, ok := x.held[t.ID]; !ok || !end.After(now) {
-			x.held[t.ID], got[i] = until[i], true
+			x.held[t.ID], got[i] = until[i], 1
+			if t.State == task.Scheduled { // numbered as claim_many.lua does
+				x.attempts[t.ID] = max(x.attempts[t.ID], t.Attempts) + 1
+				got[i] = x.attempts[t.ID]
+			}
 		}
 	}
 	return got, nil
@@ -256,9 +266,22 @@ func (x *fakeIndex) PullDue(context.Context, string) {}
 
 // TestTwoNodesOneAttempt: two engines over one store both fire a task; the
 // index gives the attempt to one. When that attempt outlives its lease, the
-// other node makes the next attempt and records it, and the first
-// attempt's late outcome does not overwrite it.
+// other node makes the next attempt, numbered 2, and whichever outcome is
+// stored first, the task ends delivered by it with both attempts in its
+// history: the first attempt's late failure neither overwrites the success
+// nor, landing first, makes the success be discarded (issue 22: a frozen
+// node's late "no answer" made the success vanish and a third delivery).
 func TestTwoNodesOneAttempt(t *testing.T) {
+	for _, lateFirst := range []bool{false, true} {
+		name := "late outcome after the success"
+		if lateFirst {
+			name = "late outcome before the success"
+		}
+		t.Run(name, func(t *testing.T) { twoNodesOneAttempt(t, lateFirst) })
+	}
+}
+
+func twoNodesOneAttempt(t *testing.T, lateFirst bool) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &writeCounter{writes: map[task.ID]int{}}
 		a, b := newBlockingSink(), newBlockingSink()
@@ -286,7 +309,9 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 		if len(b.started) == 1 {
 			late, next = b, first
 		}
-		<-late.started
+		if got := (<-late.started).Attempts; got != 1 {
+			t.Errorf("the first attempt is numbered %d, want 1", got)
+		}
 
 		// The attempt outlives its lease (2s timeout + 1s grace): the
 		// other node is told, claims it again and delivers.
@@ -297,20 +322,32 @@ func TestTwoNodesOneAttempt(t *testing.T) {
 		if next == first {
 			nextSink = a
 		}
-		<-nextSink.started
-		nextSink.release <- nil
-		outcomesStored()
-		if got, _ := st.Get(ctx, tk.ID); got.State != task.Delivered || got.Attempts != 1 {
-			t.Fatalf("after the second node's attempt: %s, attempts %d", got.State, got.Attempts)
+		if got := (<-nextSink.started).Attempts; got != 2 {
+			t.Errorf("the second attempt is numbered %d, want 2 (Toc-Attempt must not repeat)", got)
 		}
-		late.release <- errors.New("the first attempt failed, late")
-		outcomesStored()
+		if lateFirst {
+			late.release <- errors.New("the first attempt failed, late")
+			outcomesStored()
+			nextSink.release <- nil
+			outcomesStored()
+		} else {
+			nextSink.release <- nil
+			outcomesStored()
+			late.release <- errors.New("the first attempt failed, late")
+			outcomesStored()
+		}
 		got, _ := st.Get(ctx, tk.ID)
-		if got.State != task.Delivered || got.Attempts != 1 || got.LastError != "" {
-			t.Errorf("the late outcome overwrote the newer one: %s, attempts %d, error %q", got.State, got.Attempts, got.LastError)
+		if got.State != task.Delivered || got.Attempts != 2 || got.LastError != "" {
+			t.Errorf("after both outcomes: %s, attempts %d, error %q; want delivered after 2, no error", got.State, got.Attempts, got.LastError)
 		}
-		if n := st.of(tk.ID); n != 1 {
-			t.Errorf("%d writes, want 1 (the second node's outcome)", n)
+		made := map[int]bool{}
+		for _, ev := range got.History {
+			if ev.What == "attempt" {
+				made[ev.Attempt] = true
+			}
+		}
+		if !made[1] || !made[2] {
+			t.Errorf("history %+v: want attempts 1 and 2 in it (both reached the receiver)", got.History)
 		}
 	})
 }
@@ -344,6 +381,83 @@ func TestStaleEntryDuringAttempt(t *testing.T) {
 		outcomesStored()
 		if done := b.get(t, tk.ID); done.State != task.Delivered || done.Attempts != 1 {
 			t.Errorf("after the outcome: %s, %d attempts; want delivered after 1", done.State, done.Attempts)
+		}
+	})
+}
+
+// TestClusterAttemptsSpent: in a cluster the index numbers the attempts;
+// when the number it gives is past max_attempts (the attempts before were
+// started by nodes that died during them, with no outcome stored), the
+// task is not delivered again but ends dead, "interrupted".
+func TestClusterAttemptsSpent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		snk := newBlockingSink()
+		var x *fakeIndex
+		b := setup(t, func(c *Config) {
+			x = &fakeIndex{st: c.Store, held: map[task.ID]time.Time{}, attempts: map[task.ID]int{}}
+			c.Index = x
+			c.Sinks = map[string]sink.Sink{"http": snk}
+		})
+		due := time.Now().Add(time.Second)
+		tk := b.schedule(t, ScheduleParams{DueAt: due, Retry: task.RetryPolicy{MaxAttempts: 3}})
+		x.mu.Lock()
+		x.attempts[tk.ID] = 3 // three attempts claimed, none recorded
+		x.mu.Unlock()
+		b.eng.Notify(tk.ID, due, "")
+		time.Sleep(time.Until(due) + 10*time.Millisecond)
+		outcomesStored()
+		if n := len(snk.started); n != 0 {
+			t.Errorf("%d deliveries, want none: max_attempts (3) were made", n)
+		}
+		got := b.get(t, tk.ID)
+		if got.State != task.Dead || got.Attempts != 3 || got.LastError != interruptedMsg {
+			t.Errorf("%s after %d attempts, error %q; want dead after 3, %q", got.State, got.Attempts, got.LastError, interruptedMsg)
+		}
+	})
+}
+
+// unavailableStore fails the next fail UpdateManys with
+// store.ErrUnavailable, as sqlstore does when its database restarts.
+type unavailableStore struct {
+	store.Store
+	fail atomic.Int32
+}
+
+func (s *unavailableStore) UpdateMany(ctx context.Context, ids []task.ID, o *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	if s.fail.Add(-1) >= 0 {
+		errs := make([]error, len(ids))
+		for i := range errs {
+			errs[i] = fmt.Errorf("update many: %w: terminating connection due to administrator command", store.ErrUnavailable)
+		}
+		return make([]*task.Task, len(ids)), errs
+	}
+	return s.Store.UpdateMany(ctx, ids, o, fn)
+}
+
+// TestOutcomeWrittenAgainWhenUnavailable: an outcome write that meets an
+// unavailable store (a database restarting) is tried again after a pause,
+// and lands: the task is delivered once. It used to be given up at once,
+// and the task, still due, delivered again (issue 22).
+func TestOutcomeWrittenAgainWhenUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &unavailableStore{}
+		snk := newBlockingSink()
+		b := setup(t, func(c *Config) {
+			st.Store = c.Store
+			c.Store = st
+			c.Sinks = map[string]sink.Sink{"http": snk}
+		})
+		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		<-snk.started
+		st.fail.Store(4) // the database is down for the next 4 writes
+		snk.release <- nil
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(snk.started); n != 0 {
+			t.Errorf("delivered %d more times, want once in all", n)
+		}
+		if got := b.get(t, tk.ID); got.State != task.Delivered || got.Attempts != 1 {
+			t.Errorf("%s after %d attempts, want delivered after 1", got.State, got.Attempts)
 		}
 	})
 }

@@ -157,9 +157,12 @@ type Index interface {
 	// they ended: the index holds each one's member for this node.
 	Settled(ctx context.Context, ts ...*task.Task) error
 	// Claim gives each task of ts to this node for an attempt or a lease
-	// rollback at now, holding it until until[i]; false where another node
-	// has it. One round trip for all.
-	Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]bool, error)
+	// rollback at now, holding it until until[i]; 0 where another node has
+	// it. One round trip for all. For a scheduled task (an attempt) it
+	// returns the attempt's number: one more than the attempts claimed of
+	// the task before, or than ts[i].Attempts when that is more, so that
+	// an attempt whose process stopped during it still counts.
+	Claim(ctx context.Context, ts []*task.Task, until []time.Time, now time.Time) ([]int, error)
 	// Live reports whether the process that took a lease (the boot part of
 	// its token) is still a member of the cluster.
 	Live(boot string) bool
@@ -272,6 +275,12 @@ type Engine struct {
 	}
 	deliverKick chan struct{} // capacity 1: attempts wait for a worker (waiting.go)
 
+	// alog is the store's attempt log (nil: it keeps none; in a cluster the
+	// index numbers the attempts); noted counts the attempts noted since it
+	// last started over (attemptlog.go).
+	alog  store.AttemptLog
+	noted atomic.Int64
+
 	cancel   context.CancelFunc // stops the loops
 	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
 	loopCtx  context.Context    // the loops' context: gates and workers started off a loop run until it ends
@@ -301,6 +310,9 @@ func New(cfg Config) (*Engine, error) {
 		deliverKick: make(chan struct{}, 1),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
+	if cfg.Index == nil {
+		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
+	}
 	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, e.enqueue)
 	e.mu.waiters = make(map[string]chan struct{})
@@ -326,6 +338,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		if err := e.recover(ctx, now); err != nil {
 			return err
 		}
+	}
+	if err := e.countInterrupted(ctx, now); err != nil {
+		return err
 	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())

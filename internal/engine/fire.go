@@ -38,11 +38,12 @@ import (
 // A push attempt lives in this process only (e.out.attempts): the store
 // keeps the task as it was when the attempt started (scheduled, due), and
 // the attempt's outcome is written once, over it, in a group commit
-// (settleOutcome) fenced by what the attempt started from: it lands only if
-// the task is still scheduled for the same attempt (not cancelled, moved or
-// finished by another node meanwhile). One write per push fire instead of
-// two. A crash during the attempt leaves the task due in the store, and it
-// is delivered again: at least once, as with a stored lease. In a cluster
+// (settleOutcome) fenced by the attempt's number, given when it started
+// (attemptlog.go): it lands only if the task is still scheduled with fewer
+// attempts recorded (not cancelled, moved or finished by a newer attempt
+// meanwhile; landsOn). One write per push fire instead of two. A crash
+// during the attempt leaves the task due in the store, and it is delivered
+// again: at least once, as with a stored lease. In a cluster
 // the index's PrepareQueue holds the claim until the lease's end, so no
 // other node starts the attempt again before then; a node that dies leaves
 // the member to run out there, and the slot's next owner delivers it.
@@ -73,6 +74,7 @@ type firing struct {
 	claim   claimFor      // what the cluster index must give this node first
 	until   time.Time     // the claim's hold
 	timeout time.Duration // of the push attempt
+	n       int           // vPush: the attempt's number, from the claim
 }
 
 // claimFor says why a task needs the cluster index's claim.
@@ -112,17 +114,28 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	e.claimAll(wctx, fs, ws, errs, now)
 	e.writeRollbacks(wctx, fs, ws, errs, now)
 	var mirror []written
-	var push []*task.Task
+	var push, spent []*task.Task
 	for i := range fs {
 		w, m := e.settleFiring(ctx, &fs[i], ws[i], errs[i])
 		if m {
 			mirror = append(mirror, w)
 		}
 		if fs[i].v == vPush {
-			push = append(push, e.startAttempt(&fs[i], w.t, now))
+			t := e.startAttempt(&fs[i], w.t, now)
+			if t.Attempts > t.Retry.WithDefaults().MaxAttempts && t.Attempts > w.t.Attempts+1 {
+				// The index counted attempts that nodes started and
+				// stopped during, and they were the last.
+				spent = append(spent, t)
+				continue
+			}
+			push = append(push, t)
 		}
 	}
 	e.wrote(ctx, mirror...)
+	for _, t := range spent {
+		e.apps.release(t.App, t.ID)
+		e.settleOutcome(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
+	}
 	e.deliverAll(ctx, push)
 }
 
@@ -278,7 +291,8 @@ func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs [
 	}
 	held := e.claim(ctx, ws, which, fs, now)
 	for k, i := range which {
-		if held[k] {
+		if held[k] > 0 {
+			fs[i].n = held[k]
 			continue
 		}
 		if fs[i].v == vPush {
@@ -422,16 +436,20 @@ var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 
 // claim asks the cluster index for the tasks ws[i].t of the indexes in
 // which, in one round trip, and reports which this node holds (always all
-// on a single node). A failing index does not stop delivery: the fenced
+// on a single node): 0 where it does not; for a push attempt, the
+// attempt's number. A failing index does not stop delivery: the fenced
 // outcome write keeps a stale attempt from overwriting a newer one, and the
 // index only spares nodes duplicate work.
-func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []bool {
-	held := make([]bool, len(which))
-	if e.cfg.Index == nil {
-		for k := range held {
-			held[k] = true
+func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []int {
+	held := make([]int, len(which))
+	byStore := func() []int {
+		for k, i := range which {
+			held[k] = ws[i].t.Attempts + 1 // one attempt of a task at a time (reserve)
 		}
 		return held
+	}
+	if e.cfg.Index == nil {
+		return byStore()
 	}
 	claim := make([]*task.Task, len(which))
 	until := make([]time.Time, len(which))
@@ -441,10 +459,7 @@ func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firi
 	got, err := e.cfg.Index.Claim(ctx, claim, until, now)
 	if err != nil {
 		e.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(claim)), slog.String("error", err.Error()))
-		for k := range held {
-			held[k] = true
-		}
-		return held
+		return byStore()
 	}
 	return got
 }
@@ -527,6 +542,7 @@ func (e *Engine) attemptOf(id task.ID) *task.Task {
 // stored, in memory only, and returns the task to deliver.
 func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
 	t := base.Clone()
+	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
 	startAttempt(t, now, f.timeout+e.cfg.LeaseGrace, e.boot)
 	e.out.Lock()
 	e.out.attempts[f.id] = &attempt{base: base, t: t}
@@ -543,6 +559,9 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 		h(t.App, kind, start.Sub(t.NextAttemptAt))
 	}
 	s := e.cfg.Sinks[kind]
+	if ctx.Err() == nil {
+		e.noteAttempts(ctx, t) // counted from here on, even if toc dies during it
+	}
 	var derr error
 	if s == nil {
 		derr = fmt.Errorf("no sink for target kind %q on this server", kind)
@@ -567,6 +586,7 @@ type outcome struct {
 	lease    string // the attempt's lease, which names it
 	err      error  // the sink's; nil when delivered
 	released bool   // cut short by Stop: not the receiver's fault
+	spent    bool   // not made: the attempts before it used up max_attempts
 }
 
 // maxSettlers bounds the goroutines storing outcomes at once.
@@ -646,12 +666,15 @@ const outcomeGather = 5 * time.Millisecond
 // storeOutcomes writes a batch of outcomes over the tasks their attempts
 // started from, then ends the attempts.
 //
-// The write is fenced: an outcome lands only on a task still scheduled for
-// the attempt that was made (same attempt count and due time as when it
-// started). A task cancelled, moved or retried meanwhile, or whose attempt
-// another node made and recorded after this one's lease ran out, keeps what
-// it has. An attempt cut short by Stop writes nothing: the task is still due
-// in the store, and is delivered again.
+// The write is fenced by the attempt's number (landsOn): an outcome lands
+// only on a task still scheduled, with fewer attempts recorded than its
+// number, and not moved since the attempt started (or moved only by the
+// outcome of an earlier attempt, another node's whose lease ran out before
+// this one began). A task cancelled, moved or retried meanwhile, or on
+// which a later attempt's outcome landed first, keeps its state; the
+// attempt is only added to its history, since it reached the receiver. An
+// attempt cut short by Stop writes nothing: the task is still due in the
+// store, and is delivered again (with the next number: attemptlog.go).
 func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	as := make([]*attempt, len(os))
 	e.out.Lock()
@@ -679,38 +702,59 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	var stored, moved []written
 	// A task another writer changed between the optimistic read and the
 	// write (store.ErrConflict) is written again, from a fresh read.
-	for round := 0; len(ids) > 0; round++ {
+	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
+	for len(ids) > 0 {
+		landed := make([]bool, len(ids))
 		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
 			now := msNow()
 			errs := make([]error, len(ts))
 			for k, t := range ts {
 				a, o := as[which[k]], os[which[k]]
-				if t == nil || t.State != task.Scheduled || t.Attempts != a.base.Attempts || !t.NextAttemptAt.Equal(a.base.NextAttemptAt) {
-					errs[k] = errSkip // the task moved on: it keeps what it has
-					continue
-				}
-				t.Attempts++
-				t.Record(a.t.UpdatedAt, "attempt", t.Attempts, "")
-				if o.err == nil {
-					finish(t, task.Delivered, now)
-					t.LastError = ""
-				} else {
-					failAttempt(t, now, o.err.Error(), nil)
+				landed[k] = t != nil && landsOn(t, a)
+				switch {
+				case t == nil:
+					errs[k] = errSkip
+				case landed[k]:
+					recordOutcome(t, a, o, now)
+				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
+					// The task moved on (or was retried), or has this
+					// attempt already (a write tried again after its
+					// answer was lost): it keeps what it has.
+					errs[k] = errSkip
+				default:
+					// The task moved on, but the attempt reached the
+					// receiver: its history says so.
+					n := a.t.Attempts
+					t.Record(a.t.UpdatedAt, "attempt", n, "")
+					if o.err == nil {
+						t.Record(now, "delivered", n, "")
+					} else {
+						t.Record(now, "failed", n, o.err.Error())
+					}
 				}
 			}
 			return errs
 		})
 		var again []task.ID
 		var againWhich []int
+		conflict, unavailable := false, false
 		for k, err := range errs {
 			switch {
-			case err == nil:
+			case err == nil && landed[k]:
 				stored = append(stored, ws[k])
+			case err == nil:
+				moved = append(moved, ws[k])
 			case errors.Is(err, errSkip):
 				moved = append(moved, ws[k])
 			case errors.Is(err, store.ErrNotFound):
-			case errors.Is(err, store.ErrConflict) && round < maxConflictRounds:
+			case errors.Is(err, store.ErrConflict) && rounds < maxConflictRounds:
 				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+				conflict = true
+			case errors.Is(err, store.ErrUnavailable) && tries < maxUnavailableTries:
+				// The connection or the database was lost (a restart):
+				// write again on a new connection, after a pause.
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+				unavailable = true
 			default:
 				// The task is still due in the store: deliver it again.
 				e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
@@ -718,6 +762,20 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			}
 		}
 		ids, which = again, againWhich
+		if conflict {
+			rounds++
+		}
+		if unavailable {
+			d := min(unavailableBackoff<<tries, unavailableBackoffMax)
+			tries++
+			e.log.WarnContext(ctx, "record delivery outcomes: database unavailable; trying again", slog.Int("tasks", len(ids)), slog.Duration("in", d))
+			if !sleepCtx(ctx, d) {
+				for _, id := range ids { // stopping: deliver them again
+					e.retryLater(id)
+				}
+				break
+			}
+		}
 	}
 	e.out.Lock()
 	for i, o := range os {
@@ -727,6 +785,84 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	}
 	e.out.Unlock()
 	e.settled(ctx, stored, moved, released)
+}
+
+// Outcome writes that meet an unavailable store (store.ErrUnavailable: a
+// database restart, a lost connection) are tried again up to
+// maxUnavailableTries times, after unavailableBackoff doubling up to
+// unavailableBackoffMax (about 9 s in all), before the outcome is given up
+// and the task delivered again.
+const (
+	maxUnavailableTries   = 8
+	unavailableBackoff    = 100 * time.Millisecond
+	unavailableBackoffMax = 2 * time.Second
+)
+
+// sleepCtx waits d, or less when ctx ends first; it reports whether d
+// passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// inHistory reports whether t's history has the start of attempt a.
+func inHistory(t *task.Task, a *attempt) bool {
+	for _, ev := range t.History {
+		if ev.What == "attempt" && ev.Attempt == a.t.Attempts && ev.At.Equal(a.t.UpdatedAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// landsOn reports whether the outcome of attempt a may be written over t,
+// the task as stored now: t is still scheduled, no outcome of a (from the
+// number on) has landed, and t has not moved since a started, or only by
+// the outcome of an earlier attempt (whose number is below a's: another
+// node's, late; a's own started when its lease ran out).
+func landsOn(t *task.Task, a *attempt) bool {
+	if t.State != task.Scheduled || t.Attempts >= a.t.Attempts {
+		return false
+	}
+	if t.Attempts == a.base.Attempts {
+		return t.NextAttemptAt.Equal(a.base.NextAttemptAt)
+	}
+	return t.Attempts > a.base.Attempts
+}
+
+// recordOutcome writes the outcome o of attempt a over t, on which it lands
+// (landsOn).
+func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
+	n := a.t.Attempts
+	if o.spent {
+		// The attempts up to n-1 were started by processes that
+		// stopped during them (the index counted them), and they were
+		// the last.
+		t.Attempts = n - 1
+		t.LastError = interruptedMsg
+		t.Record(now, "interrupted", t.Attempts, interruptedMsg)
+		finish(t, task.Dead, now)
+		return
+	}
+	if t.Attempts < n-1 {
+		// Attempts between were started and have no outcome: their
+		// process stopped during them, or their outcome is late.
+		t.Record(a.t.UpdatedAt, "interrupted", n-1, "no outcome recorded for this attempt: its process stopped during it, or its outcome comes late")
+	}
+	t.Attempts = n
+	t.Record(a.t.UpdatedAt, "attempt", n, "")
+	if o.err == nil {
+		finish(t, task.Delivered, now)
+		t.LastError = ""
+	} else {
+		failAttempt(t, now, o.err.Error(), nil)
+	}
 }
 
 // settled mirrors the outcomes of attempts into the cluster index and

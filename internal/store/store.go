@@ -26,6 +26,12 @@ var (
 	// the task changed between its read and its write: nothing was
 	// written for it.
 	ErrConflict = errors.New("toc: task changed meanwhile")
+	// ErrUnavailable marks an error of a store over the network that a
+	// later call, on a new connection, may not meet: the connection was
+	// lost, the server restarted or is starting, refused a connection. The
+	// write it failed may or may not have been stored (a commit whose
+	// answer was lost).
+	ErrUnavailable = errors.New("toc: database unavailable")
 )
 
 // Store keeps tasks durably. All methods are safe for concurrent use.
@@ -126,6 +132,27 @@ type BackupManifest struct {
 	Bytes int64 `json:"bytes"`
 	// TakenAt is when the checkpoint was made.
 	TakenAt time.Time `json:"taken_at"`
+}
+
+// AttemptLog is an optional interface of a Store that the engine of one
+// process has alone (pebblestore): a log of the push attempts it started.
+// A push attempt is stored only at its outcome; the log is what lets a
+// process restarted after a crash count the attempts that had none. A note
+// is handed to the operating system before NoteAttempts returns, without an
+// fsync: a process killed loses none, a machine crash may lose the last
+// ones.
+type AttemptLog interface {
+	// NoteAttempts appends that attempt ns[i] of ids[i] started.
+	NoteAttempts(ctx context.Context, ids []task.ID, ns []int) error
+	// NotedAttempts returns the highest attempt noted of each task.
+	NotedAttempts(ctx context.Context) (map[task.ID]int, error)
+	// RestartAttemptLog starts the log over with the attempts that under
+	// returns (the ones under way), with no note in between: it calls
+	// under, then makes every write made before durable (so the outcomes
+	// of the attempts left out are), then replaces the log. under runs
+	// with the log locked and must not call the store. It must be called
+	// once before the first NoteAttempts of a process.
+	RestartAttemptLog(ctx context.Context, under func() ([]task.ID, []int)) error
 }
 
 // Sharded is an optional interface of a Store whose tasks live in numbered

@@ -158,6 +158,7 @@ type Store struct {
 	keyLocks [stripes]stripe    // by (app, key)
 	recent   [stripes]recentSet // by id stripe, under its lock (recent.go)
 	pull     pullFloors         // where Claimable's scans start (pullfloor.go)
+	alog     attemptLog         // attemptlog.go
 
 	mu struct {
 		// Held for reading by every call for its duration, for writing by
@@ -698,6 +699,10 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	s.mu.closed = true
+	if err := s.closeAttemptLog(); err != nil {
+		_ = s.db.Close()
+		return fmt.Errorf("pebblestore: close the attempt log: %w", err)
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}

@@ -106,17 +106,18 @@ func (x *Index) Slot(key string, id task.ID) int {
 	return int(h & uint32(x.slots-1))
 }
 
-// Queues names the three sorted sets of one slot.
-type Queues struct{ Store, Prepare, Dead string }
+// Queues names the three sorted sets of one slot, and its attempts hash
+// (the number of each member's last attempt claimed: claim_many.lua).
+type Queues struct{ Store, Prepare, Dead, Attempts string }
 
 // Queues returns the keys of app's slot. They share the hash tag
 // {prefix:app:slot}.
 func (x *Index) Queues(app string, slot int) Queues {
 	tag := "{" + x.prefix + ":" + app + ":" + strconv.Itoa(slot) + "}"
-	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead"}
+	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead", Attempts: x.prefix + ":" + tag + ":attempts"}
 }
 
-func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead} }
+func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead, q.Attempts} }
 
 // appsKey is the set of apps that have had tasks in Redis (so nodes know
 // which slot keys to scan).
@@ -277,6 +278,10 @@ type Claim struct {
 	Slot       int
 	ID         task.ID
 	LeaseUntil time.Time
+	// Attempt says the claim is for a push attempt, which ClaimMany
+	// numbers; Attempts is then the task's stored attempt count.
+	Attempt  bool
+	Attempts int
 }
 
 // claimGroupMax bounds the members of one claim_many call (Lua's unpack
@@ -287,8 +292,10 @@ const claimGroupMax = 1000
 // (scripts/claim_many.lua): the claims of one slot go to one script call,
 // all calls in one pipeline (on Redis Cluster, one per master). It reports
 // which members the caller now holds, each in its PrepareQueue until its
-// LeaseUntil.
-func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]bool, error) {
+// LeaseUntil: 0 where it does not; for an attempt, the attempt's number
+// (one more than the last claimed of the member, or than its Attempts when
+// that is more); 1 for another claim.
+func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
@@ -297,24 +304,28 @@ func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]boo
 		idx := groups[g]
 		c0 := cs[idx[0]]
 		q := x.Queues(c0.App, c0.Slot)
-		args := make([]any, 0, 1+2*len(idx))
+		args := make([]any, 0, 1+3*len(idx))
 		args = append(args, ms(now))
 		for _, i := range idx {
-			args = append(args, cs[i].ID.String(), ms(cs[i].LeaseUntil))
+			n := -1
+			if cs[i].Attempt {
+				n = cs[i].Attempts
+			}
+			args = append(args, cs[i].ID.String(), ms(cs[i].LeaseUntil), n)
 		}
-		return claimManyScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare}, args...)
+		return claimManyScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare, q.Attempts}, args...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisindex: claim %d members: %w", len(cs), err)
 	}
-	held := make([]bool, len(cs))
+	held := make([]int, len(cs))
 	for g, c := range cmds {
 		got, err := c.(*redis.Cmd).Int64Slice()
 		if err != nil || len(got) != len(groups[g]) {
 			return nil, fmt.Errorf("redisindex: claim in %s: %v (%d answers for %d members)", x.Queues(cs[groups[g][0]].App, cs[groups[g][0]].Slot).Prepare, err, len(got), len(groups[g]))
 		}
 		for k, i := range groups[g] {
-			held[i] = got[k] == 1
+			held[i] = int(got[k])
 		}
 	}
 	return held, nil
@@ -343,7 +354,8 @@ func groupBySlot(n int, ref func(int) SlotRef, max int) [][]int {
 // its slot's PrepareQueue, where ClaimMany put it, so this takes a few
 // plain variadic commands per slot instead of a script per member: remove
 // them from the PrepareQueue, and add the retried to the StoreQueue, the
-// dead to the DeadQueue and the re-leased to the PrepareQueue again. A
+// dead to the DeadQueue and the re-leased to the PrepareQueue again, and
+// drop the finished from the attempts hash (claim_many.lua). A
 // member whose lease ran out and that another node claimed meanwhile is
 // removed all the same; that node's own outcome puts it where it belongs.
 func (x *Index) Settled(ctx context.Context, ops []Op) error {
@@ -361,7 +373,7 @@ func (x *Index) Settled(ctx context.Context, ops []Op) error {
 	pipe := x.rdb.Pipeline()
 	for _, idx := range groups {
 		q := x.Queues(ops[idx[0]].App, ops[idx[0]].Slot)
-		var done []any
+		var done, gone []any
 		var retry, dead, lease []redis.Z
 		for _, i := range idx {
 			op := ops[i]
@@ -371,6 +383,9 @@ func (x *Index) Settled(ctx context.Context, ops []Op) error {
 				retry = append(retry, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
 			case Dead:
 				dead = append(dead, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+				gone = append(gone, m)
+			case Ack, Drop:
+				gone = append(gone, m)
 			case Lease:
 				lease = append(lease, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
 				continue // stays in the PrepareQueue, re-scored below
@@ -388,6 +403,9 @@ func (x *Index) Settled(ctx context.Context, ops []Op) error {
 		}
 		if len(lease) > 0 {
 			pipe.ZAdd(ctx, q.Prepare, lease...)
+		}
+		if len(gone) > 0 {
+			pipe.HDel(ctx, q.Attempts, stringsOf(gone)...)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -543,6 +561,14 @@ func (x *Index) Forget(ctx context.Context, apps ...string) error {
 		x.mu.Unlock()
 	}
 	return nil
+}
+
+func stringsOf(ms []any) []string {
+	ss := make([]string, len(ms))
+	for i, m := range ms {
+		ss[i] = m.(string)
+	}
+	return ss
 }
 
 func parseIDs(ss []string) ([]task.ID, error) {

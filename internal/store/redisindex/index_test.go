@@ -211,13 +211,13 @@ func TestClaimMany(t *testing.T) {
 	}
 	until := now.Add(30 * time.Second)
 	held, err := x.ClaimMany(ctx, []redisindex.Claim{
-		{"a", 0, a0, until}, {"a", 5, a5, until}, {"b", 1, b1, until},
-		{"a", 0, notDue, until}, {"b", 1, taken, until}, {"a", 2, absent, until},
+		{App: "a", Slot: 0, ID: a0, LeaseUntil: until}, {App: "a", Slot: 5, ID: a5, LeaseUntil: until}, {App: "b", Slot: 1, ID: b1, LeaseUntil: until},
+		{App: "a", Slot: 0, ID: notDue, LeaseUntil: until}, {App: "b", Slot: 1, ID: taken, LeaseUntil: until}, {App: "a", Slot: 2, ID: absent, LeaseUntil: until},
 	}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []bool{true, true, true, false, false, false}; !slices.Equal(held, want) {
+	if want := []int{1, 1, 1, 0, 0, 0}; !slices.Equal(held, want) {
 		t.Errorf("ClaimMany held %v, want %v", held, want)
 	}
 	for _, q := range []struct {
@@ -251,12 +251,12 @@ func TestClaimManyLeases(t *testing.T) {
 		}
 	}
 	early := now.Add(-time.Minute)
-	held, err := x.ClaimMany(ctx, []redisindex.Claim{{"a", 3, ran, now.Add(-time.Second)}, {"a", 3, running, now.Add(time.Minute)}}, early)
-	if err != nil || !slices.Equal(held, []bool{true, true}) {
+	held, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 3, ID: ran, LeaseUntil: now.Add(-time.Second)}, {App: "a", Slot: 3, ID: running, LeaseUntil: now.Add(time.Minute)}}, early)
+	if err != nil || !slices.Equal(held, []int{1, 1}) {
 		t.Fatalf("first claim: %v %v", held, err)
 	}
-	held, err = x.ClaimMany(ctx, []redisindex.Claim{{"a", 3, ran, now.Add(time.Minute)}, {"a", 3, running, now.Add(time.Minute)}}, now)
-	if err != nil || !slices.Equal(held, []bool{true, false}) {
+	held, err = x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 3, ID: ran, LeaseUntil: now.Add(time.Minute)}, {App: "a", Slot: 3, ID: running, LeaseUntil: now.Add(time.Minute)}}, now)
+	if err != nil || !slices.Equal(held, []int{1, 0}) {
 		t.Fatalf("claim after one lease ran out: %v %v, want [true false]", held, err)
 	}
 
@@ -273,7 +273,7 @@ func TestClaimManyLeases(t *testing.T) {
 	for i, id := range ids {
 		cs[i] = redisindex.Claim{App: "race", Slot: int(id[15]) % 4, ID: id, LeaseUntil: now.Add(time.Minute)}
 	}
-	results := make([][]bool, 4)
+	results := make([][]int, 4)
 	var wg sync.WaitGroup
 	for c := range results {
 		wg.Go(func() {
@@ -288,7 +288,7 @@ func TestClaimManyLeases(t *testing.T) {
 	for i := range ids {
 		n := 0
 		for c := range results {
-			if len(results[c]) > i && results[c][i] {
+			if len(results[c]) > i && results[c][i] > 0 {
 				n++
 			}
 		}
@@ -314,7 +314,7 @@ func TestSettled(t *testing.T) {
 		}
 		cs = append(cs, redisindex.Claim{App: "a", Slot: 1, ID: id, LeaseUntil: now.Add(time.Minute)})
 	}
-	if held, err := x.ClaimMany(ctx, cs, now); err != nil || slices.Contains(held, false) {
+	if held, err := x.ClaimMany(ctx, cs, now); err != nil || slices.Contains(held, 0) {
 		t.Fatal(held, err)
 	}
 	err := x.Settled(ctx, []redisindex.Op{
@@ -346,5 +346,55 @@ func TestSettled(t *testing.T) {
 	}
 	if _, ok := got[acked]; ok {
 		t.Error("acked member still in the slot")
+	}
+}
+
+// TestClaimManyNumbersAttempts: a claim for an attempt numbers it one past
+// the last attempt claimed of the member, or past its stored count when
+// that is more, so an attempt whose node stopped during it (its lease ran
+// out, no outcome stored) still counts; a rollback's claim numbers
+// nothing; a member that leaves for good forgets its number.
+func TestClaimManyNumbersAttempts(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	id := g.New(now, 0)
+	if _, err := x.Add(ctx, "a", 1, id, now); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(at time.Time, attempt bool, stored int) int {
+		t.Helper()
+		held, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 1, ID: id, LeaseUntil: at.Add(time.Second), Attempt: attempt, Attempts: stored}}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held[0]
+	}
+	if n := claim(now, true, 2); n != 3 {
+		t.Errorf("first claim with 2 attempts stored: attempt %d, want 3", n)
+	}
+	if n := claim(now, true, 2); n != 0 {
+		t.Errorf("claim while leased: %d, want 0", n)
+	}
+	// The lease runs out without an outcome: the next claim is attempt 4.
+	if n := claim(now.Add(2*time.Second), true, 2); n != 4 {
+		t.Errorf("claim after a lease ran out: attempt %d, want 4", n)
+	}
+	if n := claim(now.Add(4*time.Second), false, 0); n != 1 {
+		t.Errorf("rollback claim: %d, want 1", n)
+	}
+	if n := claim(now.Add(6*time.Second), true, 9); n != 10 {
+		t.Errorf("claim with 9 attempts stored: attempt %d, want 10", n)
+	}
+	if err := x.Settled(ctx, []redisindex.Op{{App: "a", Slot: 1, ID: id, Action: redisindex.Ack, Score: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.Add(ctx, "a", 1, id, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := claim(now.Add(8*time.Second), true, 0); n != 1 {
+		t.Errorf("claim after the member was acked: attempt %d, want 1 (its number forgotten)", n)
 	}
 }

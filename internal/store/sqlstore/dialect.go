@@ -6,12 +6,18 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"text/template"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/toc-dev/toc/internal/store"
 )
 
 // dialect is what differs between PostgreSQL and MySQL: how to connect,
@@ -34,6 +40,11 @@ type dialect struct {
 	// retryable reports a transaction that lost a deadlock and may run
 	// again.
 	retryable func(error) bool
+
+	// unavailable reports a server error that a new connection may not
+	// meet (the server shut down or is starting); lostConnection covers
+	// what every driver shares.
+	unavailable func(error) bool
 }
 
 var (
@@ -47,6 +58,16 @@ var (
 			// deadlock_detected, serialization_failure
 			return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 		},
+		unavailable: func(err error) bool {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				// connection_exception (class 08), admin_shutdown,
+				// crash_shutdown, cannot_connect_now, too_many_connections
+				return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
+			}
+			var ce *pgconn.ConnectError
+			return errors.As(err, &ce) || pgconn.SafeToRetry(err)
+		},
 	})
 	mysqlDialect = mustDialect(&dialect{
 		name:      "mysql",
@@ -54,6 +75,14 @@ var (
 		retryable: func(err error) bool {
 			var me *mysql.MySQLError
 			return errors.As(err, &me) && me.Number == 1213 // ER_LOCK_DEADLOCK
+		},
+		unavailable: func(err error) bool {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) {
+				// ER_CON_COUNT_ERROR, ER_SERVER_SHUTDOWN, CR_SERVER_GONE_ERROR, CR_SERVER_LOST
+				return me.Number == 1040 || me.Number == 1053 || me.Number == 2006 || me.Number == 2013
+			}
+			return errors.Is(err, mysql.ErrInvalidConn)
 		},
 	})
 )
@@ -137,4 +166,28 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// markUnavailable wraps err with store.ErrUnavailable when it says the
+// connection or the server was lost (see store.ErrUnavailable), so that
+// callers may try again.
+func (d *dialect) markUnavailable(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if lostConnection(err) || d.unavailable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// lostConnection reports an error of the connection itself, whatever the
+// driver.
+func lostConnection(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe)
 }

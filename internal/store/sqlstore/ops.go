@@ -500,7 +500,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		})
 		tx, err := s.readMany(ctx, db, noSync, optimistic, ids, its, olds, raws, readErrs)
 		if err != nil {
-			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
+			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, s.dialect.markUnavailable(err))
 			for _, it := range its {
 				olds[it.i], readErrs[it.i] = nil, err
 			}
@@ -545,7 +545,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		}
 		changed, err := s.writeMany(ctx, tx, db, ws, fence)
 		if err != nil {
-			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, err)
+			err = fmt.Errorf("sqlstore: update many in database %d: %w", db.index, s.dialect.markUnavailable(err))
 			for _, w := range ws {
 				res[w.i], errs[w.i] = olds[w.i], err
 			}
