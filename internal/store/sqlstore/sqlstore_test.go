@@ -489,6 +489,9 @@ func TestCreateConcurrentSameKey(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			if t.Failed() {
+				return // a Create failed: results has holes
+			}
 			created := 0
 			for _, r := range results {
 				if r.Created {
