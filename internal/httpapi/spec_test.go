@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -32,6 +33,10 @@ var specRouter = sync.OnceValues(func() (routers.Router, error) {
 	doc.Servers = nil // match the test server's host
 	return legacy.NewRouter(doc)
 })
+
+// httpHeaders are the answer headers of HTTP itself, which the spec does
+// not declare.
+var httpHeaders = []string{"Content-Type", "Content-Length", "Date", "Accept-Ranges", "Transfer-Encoding"}
 
 // maxChecked is the most of an answer's body kept for the check; a longer
 // body (a backup, an export) has its status and headers checked only.
@@ -89,6 +94,14 @@ func checkAnswer(r *http.Request, route *routers.Route, params map[string]string
 	what := fmt.Sprintf("%s %s: %d", r.Method, r.URL.Path, status)
 	if route.Operation.Responses.Status(status) == nil {
 		return fmt.Errorf("%s: the status is not among the operation's responses: %s", what, truncated(rec.body.Bytes()))
+	}
+	declared := route.Operation.Responses.Status(status).Value.Headers
+	for h := range rec.Header() {
+		isIt := func(name string) bool { return strings.EqualFold(name, h) }
+		if !slices.Contains(httpHeaders, h) && !slices.ContainsFunc(slices.Collect(maps.Keys(declared)), isIt) &&
+			!slices.ContainsFunc(rec.Header().Values("Trailer"), isIt) {
+			return fmt.Errorf("%s: sends %s: %q, which the spec does not declare", what, h, rec.Header().Get(h))
+		}
 	}
 	in := &openapi3filter.RequestValidationInput{
 		Request: r, PathParams: params, Route: route,

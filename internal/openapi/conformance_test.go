@@ -10,6 +10,7 @@ import (
 	"go/token"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -151,6 +152,15 @@ func (c *checker) do(cl call) []byte {
 	if item.GetOperation(method).Responses.Status(resp.StatusCode) == nil {
 		c.t.Errorf("%s: status %d is not among the operation's responses", cl.op, resp.StatusCode)
 	}
+	// Every header toc sends is declared (beyond those of HTTP itself).
+	if r := item.GetOperation(method).Responses.Status(resp.StatusCode); r != nil {
+		for h := range resp.Header {
+			declared := func(name string) bool { return strings.EqualFold(name, h) }
+			if !slices.Contains(httpHeaders, h) && !slices.ContainsFunc(slices.Collect(maps.Keys(r.Value.Headers)), declared) {
+				c.t.Errorf("%s: answer %d sends %s: %q, which the spec does not declare", cl.op, resp.StatusCode, h, resp.Header.Get(h))
+			}
+		}
+	}
 	// net/http moves the Trailer header that announced trailers to
 	// resp.Trailer's keys; the spec declares it as sent.
 	header := resp.Header.Clone()
@@ -169,6 +179,10 @@ func (c *checker) do(cl call) []byte {
 	}
 	return body
 }
+
+// httpHeaders are the answer headers of HTTP itself, which the spec does
+// not declare.
+var httpHeaders = []string{"Content-Type", "Content-Length", "Date", "Accept-Ranges", "Transfer-Encoding"}
 
 func cmpOr(a, b string) string {
 	if a != "" {
