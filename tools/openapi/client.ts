@@ -1,6 +1,6 @@
 // A client of toc typed only by the types openapi-typescript generates from
 // internal/openapi/openapi.json (gen/toc.d.ts), called through openapi-fetch.
-// `tsc --noEmit` holding it is the check that the description is usable from
+// tsc (strict, npm run build) type-checking it is the check that the description is usable from
 // TypeScript without casts; running it (TOC_URL=http://127.0.0.1:7070 node
 // dist/client.js; internal/openapi's TestTypeScriptClient does) checks that
 // the server answers as the types say: it creates, gets, patches (sending
