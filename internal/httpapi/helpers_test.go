@@ -66,7 +66,7 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 			t.Fatal(err)
 		}
 	}
-	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: cfg.MaxPayload}))
+	hs := httptest.NewServer(specChecked(t, httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: cfg.MaxPayload}), log))
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {

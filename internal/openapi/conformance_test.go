@@ -10,6 +10,7 @@ import (
 	"go/token"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -145,10 +146,31 @@ func (c *checker) do(cl call) []byte {
 	if resp.Header.Get("X-Request-Id") == "" {
 		c.t.Errorf("%s: no X-Request-Id in the answer", cl.op)
 	}
+	// Only a status the operation names is described: default stands for
+	// the statuses toc does not answer on this route (and 405, checked
+	// by TestMethodNotAllowed).
+	if item.GetOperation(method).Responses.Status(resp.StatusCode) == nil {
+		c.t.Errorf("%s: status %d is not among the operation's responses", cl.op, resp.StatusCode)
+	}
+	// Every header toc sends is declared (beyond those of HTTP itself).
+	if r := item.GetOperation(method).Responses.Status(resp.StatusCode); r != nil {
+		for h := range resp.Header {
+			declared := func(name string) bool { return strings.EqualFold(name, h) }
+			if !slices.Contains(httpHeaders, h) && !slices.ContainsFunc(slices.Collect(maps.Keys(r.Value.Headers)), declared) {
+				c.t.Errorf("%s: answer %d sends %s: %q, which the spec does not declare", cl.op, resp.StatusCode, h, resp.Header.Get(h))
+			}
+		}
+	}
+	// net/http moves the Trailer header that announced trailers to
+	// resp.Trailer's keys; the spec declares it as sent.
+	header := resp.Header.Clone()
+	for k := range resp.Trailer {
+		header.Add("Trailer", k)
+	}
 	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: in,
 		Status:                 resp.StatusCode,
-		Header:                 resp.Header,
+		Header:                 header,
 		Body:                   io.NopCloser(bytes.NewReader(body)),
 		Options:                in.Options,
 	})
@@ -157,6 +179,10 @@ func (c *checker) do(cl call) []byte {
 	}
 	return body
 }
+
+// httpHeaders are the answer headers of HTTP itself, which the spec does
+// not declare.
+var httpHeaders = []string{"Content-Type", "Content-Length", "Date", "Accept-Ranges", "Transfer-Encoding"}
 
 func cmpOr(a, b string) string {
 	if a != "" {
@@ -247,6 +273,12 @@ func TestConformance(t *testing.T) {
 		{op: "POST /v1/tasks", body: `{"app":"shop","key":"order-1","delay":"1h","target":` + target(ok) + `}`, want: 200},
 		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"soon","target":` + target(ok) + `}`, invalid: true, want: 400},
 		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","color":"blue"}`, invalid: true, want: 400},
+		// The exactly-one rules: the spec refuses what the server refuses.
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","due_at":"2099-01-01T00:00:00Z","target":` + target(ok) + `}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop","target":` + target(ok) + `}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","payload":1,"payload_base64":"AQ==","target":` + target(ok) + `}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","target":{"pull":{},"http":{"url":"` + ok + `"}}}`, invalid: true, want: 400},
+		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","target":{}}`, invalid: true, want: 400},
 		{op: "POST /v1/tasks", body: `{"app":"shop"`, invalid: true, want: 400},
 		{op: "POST /v1/tasks", body: `{"app":"shop","delay":"1s","target":` + target(ok) + `}`, token: "-", want: 401},
 		{op: "POST /v1/tasks", body: `{"app":"billing","delay":"1s","target":` + target(ok) + `}`, token: shopToken, want: 403},
@@ -274,6 +306,8 @@ func TestConformance(t *testing.T) {
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"deadline":"2099-02-03T04:05:06Z","payload_base64":"aGk="}`, want: 200},
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{}`, invalid: true, want: 400},
 		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"due_at":"tomorrow"}`, invalid: true, want: 400},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"due_at":"2099-01-01T00:00:00Z","delay":"1h"}`, invalid: true, want: 400},
+		{op: "PATCH /v1/tasks/{id}", params: id(sched), body: `{"payload":1,"payload_base64":"AQ=="}`, invalid: true, want: 400},
 		{op: "PATCH /v1/tasks/{id}", params: id(delivered), body: `{"delay":"1h"}`, want: 409},
 		{op: "PATCH /v1/tasks/{id}", params: id(billing), body: `{"delay":"1h"}`, token: shopToken, want: 404},
 		{op: "PATCH /v1/tasks/{id}", params: map[string]string{"id": "01M80F90RN0004F54V5R69H3J2"}, body: `{"delay":"1h"}`, want: 404},
@@ -627,6 +661,9 @@ func schedulesCheck(t *testing.T, c *checker, target string) {
 		{op: createS, body: `{"app":"shop","key":"x","every":"soon","target":{"pull":{}}}`, invalid: true, want: 400},
 		{op: createS, body: `{"app":"shop","key":"x","every":"1h","colour":"red"}`, invalid: true, want: 400},
 		{op: createS, body: `{"app":"shop","key":"x","every":"1h","catch_up":"most"}`, invalid: true, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","every":"1h","cron":"@daily","target":{"pull":{}}}`, invalid: true, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","target":{"pull":{}}}`, invalid: true, want: 400},
+		{op: createS, body: `{"app":"shop","key":"x","every":"1h","payload":1,"payload_base64":"AQ==","target":{"pull":{}}}`, invalid: true, want: 400},
 		{op: createS, body: `{"app":"shop","key":"x","every":"1h","target":{"pull":{}}}`, token: "-", want: 401},
 		{op: createS, body: `{"app":"billing","key":"x","every":"1h","target":{"pull":{}}}`, token: shopToken, want: 403},
 		{op: createS, body: `{"app":"shop","key":"x","every":"1h","payload_base64":"` + strings.Repeat("A", big) + `","target":{"pull":{}}}`, want: 413},
@@ -651,6 +688,8 @@ func schedulesCheck(t *testing.T, c *checker, target string) {
 		{op: patch, params: id(sc), body: `{"start_at":null,"end_at":"2098-01-01T00:00:00Z","timezone":"UTC","payload_base64":"aGk=","retry":{"max_attempts":5}}`, token: shopToken, want: 200},
 		{op: patch, params: id(sc), body: `{}`, invalid: true, want: 400},
 		{op: patch, params: id(sc), body: `{"cron":"* *"}`, want: 400},
+		{op: patch, params: id(sc), body: `{"cron":"@daily","every":"1h"}`, invalid: true, want: 400},
+		{op: patch, params: id(sc), body: `{"payload":1,"payload_base64":"AQ=="}`, invalid: true, want: 400},
 		{op: patch, params: id(sc), body: `{"colour":1}`, invalid: true, want: 400},
 		{op: patch, params: id(sweep), body: `{"every":"1h"}`, token: shopToken, want: 404},
 		{op: patch, params: absent, body: `{"every":"1h"}`, want: 404},
