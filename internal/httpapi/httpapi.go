@@ -49,6 +49,10 @@ type Config struct {
 	// sheds load instead of queueing without bound. Default
 	// MaxConcurrentDefault.
 	MaxConcurrent int
+	// Health, when set, is asked by /readyz: an error makes toc not ready
+	// and is the answer's message (the embedded store's full disk:
+	// pebblestore.Store.Health).
+	Health func() error
 }
 
 // MaxConcurrentDefault is Config.MaxConcurrent's default.
@@ -66,6 +70,7 @@ type Handler struct {
 	access     atomic.Pointer[Access]
 	public     *http.ServeMux // routes without authentication
 	api        http.Handler   // mux behind authentication
+	health     func() error   // Config.Health; nil: none
 }
 
 // New returns the API handler.
@@ -76,6 +81,7 @@ func New(cfg Config) *Handler {
 		maxPayload: cmp.Or(cfg.MaxPayload, task.DefaultMaxPayload),
 		mux:        http.NewServeMux(),
 		slots:      make(chan struct{}, cmp.Or(cfg.MaxConcurrent, MaxConcurrentDefault)),
+		health:     cfg.Health,
 	}
 	// A maximal payload in base64, plus room for the other fields.
 	h.maxBody = int64(h.maxPayload*4/3 + 64<<10)
@@ -239,6 +245,8 @@ func statusOf(err error) (status int, code, field string) {
 		return http.StatusTooManyRequests, "rate_limited", ""
 	case errors.Is(err, engine.ErrNotReady), errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "not_ready", ""
+	case errors.Is(err, store.ErrDiskFull):
+		return http.StatusInsufficientStorage, "disk_full", ""
 	}
 	return http.StatusInternalServerError, "internal", ""
 }
@@ -274,6 +282,8 @@ func messageOf(err error, status int) string {
 		return "no such task"
 	case errors.As(err, &mbe):
 		return fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)
+	case status == http.StatusInsufficientStorage:
+		return "the disk of toc's store is full: nothing was stored; retry once space is freed (toc takes writes again by itself; /readyz says when)"
 	}
 	return err.Error()
 }
@@ -425,6 +435,14 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	if !h.eng.Ready() {
 		h.writeError(w, r, engine.ErrNotReady)
 		return
+	}
+	if h.health != nil {
+		if err := h.health(); err != nil {
+			// Not ready, whatever the error: a load balancer sends the
+			// requests elsewhere; the message says why.
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": errorBody{Code: "not_ready", Message: err.Error()}})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

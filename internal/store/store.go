@@ -26,6 +26,10 @@ var (
 	// the task changed between its read and its write: nothing was
 	// written for it.
 	ErrConflict = errors.New("toc: task changed meanwhile")
+	// ErrDiskFull is a write refused or failed for lack of disk space:
+	// nothing of it was stored. The store takes writes again by itself
+	// once space is freed.
+	ErrDiskFull = errors.New("toc: disk full: nothing was stored")
 )
 
 // Store keeps tasks durably. All methods are safe for concurrent use.

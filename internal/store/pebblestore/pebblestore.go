@@ -100,6 +100,18 @@ type Options struct {
 	// operating system's. Tests may pass vfs.NewMem() or a fault-injecting
 	// wrapper.
 	FS vfs.FS
+
+	// Reserve is the size in bytes of the disk reserve the store keeps in
+	// Dir (file ReserveName) and frees when the disk fills, so that the
+	// outcomes of what it holds can still be written (disk.go). Default:
+	// [ReserveDefault], or a twentieth of the file system when that is
+	// less; negative: none, and no checks of the free space. A file
+	// system that does not tell its usage (vfs.NewMem) has none either.
+	Reserve int64
+
+	// DiskCheck is how often the free space is read. Default
+	// [DiskCheckDefault].
+	DiskCheck time.Duration
 }
 
 // memTableSize is Pebble's memtable size. A task is written twice (created,
@@ -132,6 +144,9 @@ func (o Options) Validate() error {
 	if o.CacheSize < 0 {
 		return fmt.Errorf("pebblestore: Options.CacheSize is negative (%d)", o.CacheSize)
 	}
+	if o.DiskCheck < 0 {
+		return fmt.Errorf("pebblestore: Options.DiskCheck is negative (%s)", o.DiskCheck)
+	}
 	return nil
 }
 
@@ -151,6 +166,7 @@ type Store struct {
 	seed maphash.Seed
 	dir  string // Options.Dir
 	fs   vfs.FS // Options.FS, or vfs.Default
+	disk *disk  // the free space and the reserve (disk.go)
 
 	backup sync.Mutex // one Checkpoint at a time (checkpoint.go)
 
@@ -168,7 +184,10 @@ type Store struct {
 	}
 }
 
-// Open opens the store in opts.Dir, creating it if needed.
+// Open opens the store in opts.Dir, creating it if needed. It refuses
+// ([ErrNotStore]) a directory that holds files but no store, such as a
+// backup's copy cut short, and ([store.ErrDiskFull]) to start on a full
+// disk without a reserve to free (disk.go).
 func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -177,12 +196,27 @@ func Open(opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := checkDir(fs, opts.Dir); err != nil {
+		return nil, err
+	}
+	if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
+	}
+	log := logger.With(slog.String("component", "pebble"))
+	d := newDisk(opts, fs, log)
+	if err := d.prepare(); err != nil {
+		return nil, err
+	}
 	cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
 	defer cache.Unref() // the database holds its own reference
-	pl := pebbleLogger{logger.With(slog.String("component", "pebble"))}
+	pl := pebbleLogger{l: log, d: d}
 	po := &pebble.Options{
 		Cache:              cache,
-		FS:                 opts.FS,
+		FS:                 vfs.OnDiskFull(fs, d.onENOSPC),
 		Logger:             pl,
 		EventListener:      eventListener(pl),
 		FormatMajorVersion: pebble.FormatNewest,
@@ -197,10 +231,8 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: opts.FS}
-	if s.fs == nil {
-		s.fs = vfs.Default
-	}
+	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: fs, disk: d}
+	d.start()
 	if opts.NoSync {
 		s.wo = pebble.NoSync
 	}
@@ -211,9 +243,11 @@ func Open(opts Options) (*Store, error) {
 // disk operations through l, at Debug as Pebble's other informational
 // messages: with --log-level debug they can be laid beside the lateness of
 // fires over time (toc bench --timeline). Pebble's default listener logs
-// none of them. The other events keep Pebble's defaults.
+// none of them. Background errors are counted and their log rate-limited
+// (disk.backgroundError). The other events keep Pebble's defaults.
 func eventListener(l pebbleLogger) *pebble.EventListener {
 	return &pebble.EventListener{
+		BackgroundError: l.d.backgroundError,
 		FlushEnd:        func(i pebble.FlushInfo) { l.Infof("%s", i) },
 		CompactionEnd:   func(i pebble.CompactionInfo) { l.Infof("%s", i) },
 		WriteStallBegin: func(i pebble.WriteStallBeginInfo) { l.Infof("%s", i) },
@@ -328,7 +362,12 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 		res[i] = store.CreateResult{Task: c.Clone(), Created: true}
 		created = append(created, c)
 	}
-	if err := b.Commit(s.wo); err != nil {
+	if len(created) > 0 {
+		if err := s.refuseNew(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.commit(b, s.wo); err != nil {
 		return nil, fmt.Errorf("pebblestore: create: %w", err)
 	}
 	now := time.Now()
@@ -386,7 +425,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 	if err := stage(b, old.t, c); err != nil {
 		return old.own(), err
 	}
-	if err := b.Commit(s.writeOptions(opts)); err != nil {
+	if err := s.commit(b, s.writeOptions(opts)); err != nil {
 		return nil, fmt.Errorf("pebblestore: update %s: %w", id, err)
 	}
 	s.pull.wrote(old.t, c)
@@ -433,7 +472,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		}
 	}
 	if !b.Empty() {
-		if err := b.Commit(s.writeOptions(opts)); err != nil {
+		if err := s.commit(b, s.writeOptions(opts)); err != nil {
 			err = fmt.Errorf("pebblestore: update many: %w", err)
 			for i, c := range cs {
 				if c != nil && errs[i] == nil {
@@ -665,7 +704,7 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, er
 			return 0, err
 		}
 	}
-	if err := b.Commit(s.wo); err != nil {
+	if err := s.commit(b, s.wo); err != nil {
 		return 0, fmt.Errorf("pebblestore: sweep: %w", err)
 	}
 	for _, t := range doomed {
@@ -697,6 +736,7 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	s.mu.closed = true
+	s.disk.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}

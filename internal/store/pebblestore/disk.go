@@ -1,0 +1,354 @@
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/toc-dev/toc/internal/store"
+)
+
+// A full disk is an answer, not a crash. The store keeps a reserve: a file
+// of [Options.Reserve] bytes in its directory (ReserveName), as
+// CockroachDB keeps a ballast. The disk is full when its file system has
+// less than half the reserve free, or when a write meets ENOSPC. Then the
+// store frees its reserve and refuses new tasks and schedules (Create,
+// CreateSchedule: [store.ErrDiskFull]), while the writes that finish what
+// it holds (outcomes, acks, cancels, updates, sweeps) go on in the room the
+// reserve left. Once the file system has twice the reserve free, the store
+// writes its reserve again and takes new tasks again, by itself.
+//
+// If a write fails all the same (the reserve was used up, or the disk was
+// filled past it), Pebble's commit fails for good: its write-ahead log
+// keeps the error. Pebble reports it through Logger.Fatalf, which panics;
+// the store recovers that panic in the writing goroutine (commit), answers
+// ErrDiskFull for that write and every later one, and says in Health that
+// toc must be restarted once space is freed. Pebble's background errors
+// (a flush or compaction that failed, which Pebble retries at once) are
+// counted and logged at most once every backgroundLogEvery.
+
+// ReserveName is the reserve's file in the store's directory.
+const ReserveName = "toc.reserve"
+
+// ReserveDefault is the default [Options.Reserve]: 64 MiB, or a twentieth
+// of the file system when that is less. Room for a memtable's flush
+// (memTableSize) and many outcomes.
+const ReserveDefault = 64 << 20
+
+// DiskCheckDefault is the default [Options.DiskCheck]: how often the
+// store reads its file system's free space.
+const DiskCheckDefault = time.Second
+
+// backgroundLogEvery bounds the log lines of Pebble's background errors.
+const backgroundLogEvery = 10 * time.Second
+
+// disk watches the store's file system and holds its reserve. Its fields
+// after newDisk are set once; its state is atomic, as the write path reads
+// it on every Create and Pebble calls it from its own goroutines.
+type disk struct {
+	fs    vfs.FS // the file system, without the ENOSPC wrapper
+	dir   string
+	path  string // the reserve's
+	size  int64  // the reserve's size; 0 when the file system does not tell its usage
+	every time.Duration
+	log   *slog.Logger
+
+	full     atomic.Bool
+	avail    atomic.Uint64          // free bytes at the last check
+	broken   atomic.Pointer[string] // why Pebble's commit failed for good
+	bgErrors atomic.Uint64          // Pebble's background errors
+	fulls    atomic.Uint64          // times the disk was found full
+
+	logMu struct {
+		sync.Mutex
+		last       time.Time
+		suppressed int
+	}
+
+	wake chan struct{} // capacity 1: a write met ENOSPC
+	stop context.CancelFunc
+	done chan struct{} // closed when run returns; nil when run never started
+}
+
+// newDisk sizes the reserve from opts and the file system.
+func newDisk(opts Options, fs vfs.FS, log *slog.Logger) *disk {
+	d := &disk{
+		fs: fs, dir: opts.Dir, path: fs.PathJoin(opts.Dir, ReserveName),
+		every: opts.DiskCheck, log: log, wake: make(chan struct{}, 1),
+	}
+	if d.every <= 0 {
+		d.every = DiskCheckDefault
+	}
+	if opts.Reserve < 0 {
+		return d
+	}
+	u, err := fs.GetDiskUsage(opts.Dir)
+	if err != nil {
+		return d // vfs.NewMem and the like: no reserve, no checks
+	}
+	d.size = opts.Reserve
+	if d.size == 0 {
+		d.size = min(ReserveDefault, int64(u.TotalBytes/20))
+	}
+	return d
+}
+
+// minFree is the free space under which the disk is full.
+func (d *disk) minFree() uint64 { return uint64(d.size / 2) }
+
+// prepare runs before Pebble opens the store: it frees the reserve and
+// starts full when the disk is full, or fails when there is no reserve to
+// free (Pebble would fail its first writes, or retry them for ever); it
+// writes the reserve when it is missing and there is room.
+func (d *disk) prepare() error {
+	if d.size == 0 {
+		return nil
+	}
+	u, err := d.fs.GetDiskUsage(d.dir)
+	if err != nil {
+		return nil
+	}
+	d.avail.Store(u.AvailBytes)
+	_, statErr := d.fs.Stat(d.path)
+	has := statErr == nil
+	switch {
+	case u.AvailBytes < d.minFree() && has:
+		d.enterFull(fmt.Sprintf("%d bytes free at start", u.AvailBytes))
+	case u.AvailBytes < d.minFree():
+		return fmt.Errorf("%w: the file system of %s has %d bytes free and toc needs %d to start: free space there and start again",
+			store.ErrDiskFull, d.dir, u.AvailBytes, d.minFree())
+	case !has && u.AvailBytes >= uint64(d.size)+d.minFree():
+		if err := d.writeReserve(); err != nil {
+			d.log.Warn("write the store's disk reserve", slog.String("file", d.path), slog.String("error", err.Error()))
+		}
+	case !has:
+		d.enterFull(fmt.Sprintf("%d bytes free at start, too few for the reserve", u.AvailBytes))
+	}
+	return nil
+}
+
+// start runs the checks until stop. The free space has no event to wait
+// on, so the disk is read every d.every; a write that meets ENOSPC wakes
+// it at once.
+func (d *disk) start() {
+	if d.size == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stop, d.done = cancel, make(chan struct{})
+	go func() {
+		defer close(d.done)
+		t := time.NewTicker(d.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-d.wake:
+			}
+			d.check()
+		}
+	}()
+}
+
+// close stops the checks and waits for them.
+func (d *disk) close() {
+	if d.done != nil {
+		d.stop()
+		<-d.done
+	}
+}
+
+// check reads the free space: under minFree the disk is full; at twice
+// the reserve free again, the reserve is written and new tasks are taken.
+func (d *disk) check() {
+	u, err := d.fs.GetDiskUsage(d.dir)
+	if err != nil {
+		return
+	}
+	d.avail.Store(u.AvailBytes)
+	switch full := d.full.Load(); {
+	case !full && u.AvailBytes < d.minFree():
+		d.enterFull(fmt.Sprintf("%d bytes free", u.AvailBytes))
+	case full && u.AvailBytes >= 2*uint64(d.size):
+		if err := d.writeReserve(); err != nil {
+			d.log.Warn("disk still full: write the store's reserve", slog.String("file", d.path), slog.String("error", err.Error()))
+			return
+		}
+		if u, err := d.fs.GetDiskUsage(d.dir); err == nil {
+			d.avail.Store(u.AvailBytes)
+		}
+		d.full.Store(false)
+		d.log.Info("disk space is back: the store takes new tasks again", slog.String("dir", d.dir), slog.Uint64("bytes_free", d.avail.Load()))
+	}
+}
+
+// enterFull marks the disk full and frees the reserve.
+func (d *disk) enterFull(why string) {
+	if d.full.Swap(true) {
+		return
+	}
+	d.fulls.Add(1)
+	err := d.fs.Remove(d.path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.log.Error("free the store's disk reserve", slog.String("file", d.path), slog.String("error", err.Error()))
+	}
+	d.log.Error("disk full: new tasks are refused (507) until space is freed; deliveries and their outcomes go on in the reserve",
+		slog.String("dir", d.dir), slog.String("why", why), slog.Int64("reserve_bytes", d.size))
+}
+
+// onENOSPC is the ENOSPC wrapper's callback (vfs.OnDiskFull): Pebble's
+// writes wait while it runs, then the one that failed is tried once more,
+// in the room the reserve leaves.
+func (d *disk) onENOSPC() {
+	if d.size > 0 {
+		d.enterFull("a write met ENOSPC")
+	} else {
+		d.fulls.Add(1)
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeReserve writes the reserve file, in full (zeros, synced): a sparse
+// or preallocated-only file might not hold its blocks on every file
+// system.
+func (d *disk) writeReserve() (err error) {
+	f, err := d.fs.Create(d.path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = d.fs.Remove(d.path)
+		}
+	}()
+	buf := make([]byte, 1<<20)
+	for left := d.size; left > 0; left -= int64(len(buf)) {
+		if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
+
+// fatal records a Pebble fatal error (Logger.Fatalf).
+func (d *disk) fatal(msg string) {
+	if d.broken.CompareAndSwap(nil, &msg) {
+		d.log.Error("pebble: "+msg, slog.String("hint", "the store refuses writes; restart toc (after freeing space if the disk is full)"))
+	}
+	if isENOSPC(msg) {
+		d.onENOSPC()
+	}
+}
+
+// backgroundError counts and logs (rate-limited) an error of Pebble's
+// background work. Pebble retries a failed flush or compaction at once, so
+// on a full disk this is called hundreds of times a second.
+func (d *disk) backgroundError(err error) {
+	d.bgErrors.Add(1)
+	if isENOSPC(err.Error()) {
+		d.onENOSPC()
+	}
+	d.logMu.Lock()
+	now := time.Now()
+	if now.Sub(d.logMu.last) < backgroundLogEvery {
+		d.logMu.suppressed++
+		d.logMu.Unlock()
+		return
+	}
+	n := d.logMu.suppressed
+	d.logMu.last, d.logMu.suppressed = now, 0
+	d.logMu.Unlock()
+	d.log.Error("pebble: background error", slog.String("error", err.Error()), slog.Int("suppressed_since_last", n))
+}
+
+// health is nil while the store takes every write, or says why not.
+func (d *disk) health() error {
+	if msg := d.broken.Load(); msg != nil {
+		if isENOSPC(*msg) {
+			return fmt.Errorf("%w: a write of the store failed (%s); the store refuses writes: free space in %s and restart toc", store.ErrDiskFull, *msg, d.dir)
+		}
+		return fmt.Errorf("pebblestore: a write of the store failed (%s); the store refuses writes: restart toc", *msg)
+	}
+	if d.full.Load() {
+		return fmt.Errorf("%w: %d bytes free in %s (under %d); new tasks are refused until %d are free, and taken again by themselves",
+			store.ErrDiskFull, d.avail.Load(), d.dir, d.minFree(), 2*d.size)
+	}
+	return nil
+}
+
+// isENOSPC reports whether msg (an error's text: Pebble's fatal paths
+// format errors with %v) says the disk is full.
+func isENOSPC(msg string) bool {
+	return strings.Contains(msg, syscall.ENOSPC.Error())
+}
+
+// fatalPanic is what pebbleLogger.Fatalf panics with; commit recovers it.
+type fatalPanic struct{ msg string }
+
+// commit commits b unless an earlier commit failed for good. A fatal
+// commit error (Pebble's Logger.Fatalf, which panics) is recovered here,
+// in the goroutine that committed, and returned.
+func (s *Store) commit(b *pebble.Batch, wo *pebble.WriteOptions) (err error) {
+	if msg := s.disk.broken.Load(); msg != nil {
+		return s.disk.health()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatalPanic)
+			if !ok {
+				panic(r)
+			}
+			err = s.disk.health()
+			if err == nil { // not reached: fatal set broken
+				err = errors.New(f.msg)
+			}
+		}
+	}()
+	err = b.Commit(wo)
+	if err != nil && isENOSPC(err.Error()) && !errors.Is(err, store.ErrDiskFull) {
+		err = fmt.Errorf("%w: %w", store.ErrDiskFull, err)
+	}
+	return err
+}
+
+// refuseNew fails a write of new tasks or schedules while the disk is
+// full.
+func (s *Store) refuseNew() error {
+	if s.disk.full.Load() || s.disk.broken.Load() != nil {
+		if err := s.disk.health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Health is nil while the store takes every write; else it says why not
+// and what to do ([store.ErrDiskFull] when the disk is full). /readyz
+// answers it.
+func (s *Store) Health() error { return s.disk.health() }
+
+// DiskFull reports whether the store refuses new tasks for lack of disk
+// space (or because a write failed for good).
+func (s *Store) DiskFull() bool { return s.disk.full.Load() || s.disk.broken.Load() != nil }
+
+// BackgroundErrors is the number of Pebble's background errors (failed
+// flushes and compactions) since Open.
+func (s *Store) BackgroundErrors() uint64 { return s.disk.bgErrors.Load() }
