@@ -68,7 +68,7 @@ func checkDir(fs vfs.FS, dir string) error {
 	if !marker {
 		missing += ", and so is a backup's completion marker " + store.BackupManifestName
 	}
-	return fmt.Errorf("%w: %s holds %d files (%s) but no store: %s. If it is a backup copy, the copy is incomplete: take the backup again. toc will not start a new store over files it did not write: give an empty directory or a whole store",
+	return fmt.Errorf("%w: %s holds %d file(s) (%s) but no store: %s. If it is a backup copy, the copy is incomplete: take the backup again. toc will not start a new store over files it did not write: give an empty directory or a whole store",
 		ErrNotStore, dir, len(foreign), strings.Join(foreign[:min(3, len(foreign))], ", ")+ellipsis(len(foreign) > 3), missing)
 }
 
