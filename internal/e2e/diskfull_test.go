@@ -215,4 +215,3 @@ func dirSizes(t *testing.T, dir string) map[string]int64 {
 	}
 	return m
 }
-
