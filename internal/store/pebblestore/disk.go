@@ -33,10 +33,12 @@ import (
 // filled past it), Pebble's commit fails for good: its write-ahead log
 // keeps the error. Pebble reports it through Logger.Fatalf, which panics;
 // the store recovers that panic in the writing goroutine (commit), answers
-// ErrDiskFull for that write and every later one, and says in Health that
-// toc must be restarted once space is freed. Pebble's background errors
-// (a flush or compaction that failed, which Pebble retries at once) are
-// counted and logged at most once every backgroundLogEvery.
+// ErrDiskFull for that write and every later one, and says so in Health.
+// Once twice the reserve is free, the database is closed and opened again
+// (Store.reopen), which drops what the failed writes left in memory;
+// until then reads may see a write that failed. Pebble's background
+// errors (a flush or compaction that failed, which Pebble retries at
+// once) are counted and logged at most once every backgroundLogEvery.
 
 // ReserveName is the reserve's file in the store's directory.
 const ReserveName = "toc.reserve"
@@ -76,9 +78,10 @@ type disk struct {
 		suppressed int
 	}
 
-	wake chan struct{} // capacity 1: a write met ENOSPC
-	stop context.CancelFunc
-	done chan struct{} // closed when run returns; nil when run never started
+	reopen func(context.Context) error // Store.reopen
+	wake   chan struct{}               // capacity 1: a write met ENOSPC
+	stop   context.CancelFunc
+	done   chan struct{} // closed when run returns; nil when run never started
 }
 
 // newDisk sizes the reserve from opts and the file system.
@@ -158,7 +161,7 @@ func (d *disk) start() {
 			case <-t.C:
 			case <-d.wake:
 			}
-			d.check()
+			d.check(ctx)
 		}
 	}()
 }
@@ -172,13 +175,22 @@ func (d *disk) close() {
 }
 
 // check reads the free space: under minFree the disk is full; at twice
-// the reserve free again, the reserve is written and new tasks are taken.
-func (d *disk) check() {
+// the reserve free again, a store whose write-ahead log failed is opened
+// again, the reserve is written and new tasks are taken.
+func (d *disk) check(ctx context.Context) {
 	u, err := d.fs.GetDiskUsage(d.dir)
 	if err != nil {
 		return
 	}
 	d.avail.Store(u.AvailBytes)
+	if msg := d.broken.Load(); msg != nil && u.AvailBytes >= 2*uint64(d.size) && d.reopen != nil {
+		if err := d.reopen(ctx); err != nil {
+			d.log.Error("reopen the store after its failed write", slog.String("error", err.Error()))
+			return
+		}
+		d.broken.Store(nil)
+		d.log.Info("disk space is back: the store was opened again after its failed write", slog.String("dir", d.dir), slog.String("failed", *msg))
+	}
 	switch full := d.full.Load(); {
 	case !full && u.AvailBytes < d.minFree():
 		d.enterFull(fmt.Sprintf("%d bytes free", u.AvailBytes))
@@ -290,7 +302,7 @@ func (d *disk) backgroundError(err error) {
 func (d *disk) health() error {
 	if msg := d.broken.Load(); msg != nil {
 		if isENOSPC(*msg) {
-			return fmt.Errorf("%w: a write of the store failed (%s); the store refuses writes: free space in %s and restart toc", store.ErrDiskFull, *msg, d.dir)
+			return fmt.Errorf("%w: a write of the store failed (%s); the store refuses writes until it is opened again, by itself once %d bytes are free in %s (or restart toc)", store.ErrDiskFull, *msg, 2*d.size, d.dir)
 		}
 		return fmt.Errorf("pebblestore: a write of the store failed (%s); the store refuses writes: restart toc", *msg)
 	}
@@ -359,3 +371,38 @@ func (s *Store) DiskFull() bool { return s.disk.full.Load() || s.disk.broken.Loa
 // BackgroundErrors is the number of Pebble's background errors (failed
 // flushes and compactions) since Open.
 func (s *Store) BackgroundErrors() uint64 { return s.disk.bgErrors.Load() }
+
+// reopen closes the database, whose write-ahead log failed for good, and
+// opens it again (disk.check, once space is back). It waits for the calls
+// in flight, without blocking new ones for long: a commit stuck in a
+// pipeline Pebble gave up on would hold s.mu for ever.
+func (s *Store) reopen(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for tries := 0; !s.mu.TryLock(); tries++ {
+		if tries == 100 {
+			return errors.New("pebblestore: reopen: calls in flight did not end within 1s; trying again later")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return store.ErrClosed
+	}
+	if s.mu.down == nil {
+		if err := s.db.Close(); err != nil {
+			s.disk.log.Warn("close the store after its failed write", slog.String("error", err.Error()))
+		}
+	}
+	db, err := s.openDB()
+	if err != nil {
+		s.mu.down = fmt.Errorf("%w: the store could not be opened again after a failed write (%v): restart toc", store.ErrDiskFull, err)
+		return err
+	}
+	s.db, s.mu.down = db, nil
+	return nil
+}

@@ -168,6 +168,8 @@ type Store struct {
 	fs   vfs.FS // Options.FS, or vfs.Default
 	disk *disk  // the free space and the reserve (disk.go)
 
+	openDB func() (*pebble.DB, error) // opens the database, as Open did (reopen)
+
 	backup sync.Mutex // one Checkpoint at a time (checkpoint.go)
 
 	idLocks  [stripes]stripe    // by task id; see the package doc for the lock order
@@ -177,10 +179,11 @@ type Store struct {
 
 	mu struct {
 		// Held for reading by every call for its duration, for writing by
-		// Close: Close waits for calls in flight, and no call reaches the
-		// database once it is closed.
+		// Close and reopen: they wait for calls in flight, and no call
+		// reaches the database once it is closed.
 		sync.RWMutex
 		closed bool
+		down   error // the database is closed for a reopen that failed: calls fail with it
 	}
 }
 
@@ -211,27 +214,35 @@ func Open(opts Options) (*Store, error) {
 	if err := d.prepare(); err != nil {
 		return nil, err
 	}
-	cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
-	defer cache.Unref() // the database holds its own reference
 	pl := pebbleLogger{l: log, d: d}
-	po := &pebble.Options{
-		Cache:              cache,
-		FS:                 vfs.OnDiskFull(fs, d.onENOSPC),
-		Logger:             pl,
-		EventListener:      eventListener(pl),
-		FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize:       memTableSize,
+	openDB := func() (*pebble.DB, error) {
+		cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
+		defer cache.Unref() // the database holds its own reference
+		po := &pebble.Options{
+			Cache:              cache,
+			FS:                 vfs.OnDiskFull(fs, d.onENOSPC),
+			Logger:             pl,
+			EventListener:      eventListener(pl),
+			FormatMajorVersion: pebble.FormatNewest,
+			MemTableSize:       memTableSize,
+		}
+		// Bloom filters on every level: each attempt reads its task by id, and
+		// without filters a point read opens every overlapping sstable.
+		for i := range po.Levels {
+			po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		}
+		db, err := pebble.Open(opts.Dir, po)
+		if err != nil {
+			return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
+		}
+		return db, nil
 	}
-	// Bloom filters on every level: each attempt reads its task by id, and
-	// without filters a point read opens every overlapping sstable.
-	for i := range po.Levels {
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	db, err := pebble.Open(opts.Dir, po)
+	db, err := openDB()
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
+		return nil, err
 	}
-	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: fs, disk: d}
+	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: fs, disk: d, openDB: openDB}
+	d.reopen = s.reopen
 	d.start()
 	if opts.NoSync {
 		s.wo = pebble.NoSync
@@ -266,6 +277,10 @@ func (s *Store) enter(ctx context.Context) error {
 	if s.mu.closed {
 		s.mu.RUnlock()
 		return store.ErrClosed
+	}
+	if err := s.mu.down; err != nil {
+		s.mu.RUnlock()
+		return err
 	}
 	return nil
 }
@@ -730,13 +745,16 @@ func lockAll(locks *[stripes]stripe, idx []int) (unlock func()) {
 
 // Close implements [store.Store]. It waits for calls in flight to return.
 func (s *Store) Close() error {
+	s.disk.close() // first: its reopen takes s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
 		return store.ErrClosed
 	}
 	s.mu.closed = true
-	s.disk.close()
+	if s.mu.down != nil {
+		return nil // closed by reopen
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}
