@@ -677,7 +677,12 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	defer cancel()
 	var stored, moved []written
 	// A task another writer changed between the optimistic read and the
-	// write (store.ErrConflict) is written again, from a fresh read.
+	// write (store.ErrConflict) is written again, from a fresh read; an
+	// outcome the store refused for lack of disk space
+	// (store.ErrDiskFull) is written again after a pause, until the engine
+	// stops: the attempt stays under way meanwhile, so the task is not
+	// delivered again while its outcome waits.
+	fullWait := diskFullWait
 	for round := 0; len(ids) > 0; round++ {
 		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
 			now := msNow()
@@ -701,6 +706,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		})
 		var again []task.ID
 		var againWhich []int
+		ff := firstFull(errs)
 		for k, err := range errs {
 			switch {
 			case err == nil:
@@ -709,6 +715,8 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 				moved = append(moved, ws[k])
 			case errors.Is(err, store.ErrNotFound):
 			case errors.Is(err, store.ErrConflict) && round < maxConflictRounds:
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
+			case errors.Is(err, store.ErrDiskFull) && waitDiskFull(ctx, &fullWait, k == ff):
 				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
 			default:
 				// The task is still due in the store: deliver it again.
@@ -726,6 +734,42 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	}
 	e.out.Unlock()
 	e.settled(ctx, stored, moved, released)
+}
+
+// diskFullWait is the first pause before an outcome refused for lack of
+// disk space is written again; it doubles up to diskFullWaitMax.
+const (
+	diskFullWait    = 100 * time.Millisecond
+	diskFullWaitMax = 5 * time.Second
+)
+
+// waitDiskFull reports whether an outcome refused for lack of disk space
+// is to be written again: yes until ctx (the engine's) ends. The first
+// such outcome of a round (first) waits *wait, which then doubles; the
+// others of the round go with it.
+func waitDiskFull(ctx context.Context, wait *time.Duration, first bool) bool {
+	if !first {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(*wait)
+	defer t.Stop()
+	*wait = min(2**wait, diskFullWaitMax)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// firstFull is the index of the first store.ErrDiskFull in errs, or -1.
+func firstFull(errs []error) int {
+	for k, err := range errs {
+		if errors.Is(err, store.ErrDiskFull) {
+			return k
+		}
+	}
+	return -1
 }
 
 // settled mirrors the outcomes of attempts into the cluster index and
