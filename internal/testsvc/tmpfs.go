@@ -3,6 +3,7 @@
 package testsvc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,22 +33,31 @@ func Tmpfs(t testing.TB, size int64) string {
 }
 
 // FillDisk takes every block its file system has free, as the file at
-// path, in one fallocate: the free space is read first, so space freed
-// meanwhile (a reserve) stays free. It returns the size taken.
+// path, in one fallocate of the free space read just before: space freed
+// after that (a reserve) stays free. When others took some meanwhile, it
+// reads the free space again and tries again. It returns the size taken.
 func FillDisk(t testing.TB, path string) int64 {
 	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
-		t.Fatal(err)
-	}
-	n := int64(st.Bavail) * int64(st.Bsize)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := syscall.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-		t.Fatalf("fill %s with %d bytes: %v", filepath.Dir(path), n, err)
+	for tries := 0; ; tries++ {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Dir(path), &st); err != nil {
+			t.Fatal(err)
+		}
+		n := int64(st.Bavail) * int64(st.Bsize)
+		if n == 0 {
+			return 0
+		}
+		err := syscall.Fallocate(int(f.Fd()), 0, 0, n)
+		if err == nil {
+			return n
+		}
+		if !errors.Is(err, syscall.ENOSPC) || tries == 100 {
+			t.Fatalf("fill %s with %d bytes: %v", filepath.Dir(path), n, err)
+		}
 	}
-	return n
 }

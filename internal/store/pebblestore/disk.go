@@ -55,6 +55,13 @@ const DiskCheckDefault = time.Second
 // backgroundLogEvery bounds the log lines of Pebble's background errors.
 const backgroundLogEvery = 10 * time.Second
 
+// closeWait bounds how long Store.reopen waits for Pebble to close.
+const closeWait = 5 * time.Second
+
+// backgroundBackoff is the pause after a background error for lack of
+// space (backgroundError).
+const backgroundBackoff = 100 * time.Millisecond
+
 // disk watches the store's file system and holds its reserve. Its fields
 // after newDisk are set once; its state is atomic, as the write path reads
 // it on every Create and Pebble calls it from its own goroutines.
@@ -69,6 +76,9 @@ type disk struct {
 	full     atomic.Bool
 	avail    atomic.Uint64          // free bytes at the last check
 	broken   atomic.Pointer[string] // why Pebble's commit failed for good
+	stalls   atomic.Int64           // log and MANIFEST writes waiting for space (walWatch)
+	closing  chan struct{}          // closed by close: stalled writes give up
+	wedged   atomic.Bool            // and Pebble cannot even be closed (Store.reopen)
 	bgErrors atomic.Uint64          // Pebble's background errors
 	fulls    atomic.Uint64          // times the disk was found full
 
@@ -88,7 +98,7 @@ type disk struct {
 func newDisk(opts Options, fs vfs.FS, log *slog.Logger) *disk {
 	d := &disk{
 		fs: fs, dir: opts.Dir, path: fs.PathJoin(opts.Dir, ReserveName),
-		every: opts.DiskCheck, log: log, wake: make(chan struct{}, 1),
+		every: opts.DiskCheck, log: log, wake: make(chan struct{}, 1), closing: make(chan struct{}),
 	}
 	if d.every <= 0 {
 		d.every = DiskCheckDefault
@@ -110,10 +120,12 @@ func newDisk(opts Options, fs vfs.FS, log *slog.Logger) *disk {
 // minFree is the free space under which the disk is full.
 func (d *disk) minFree() uint64 { return uint64(d.size / 2) }
 
-// prepare runs before Pebble opens the store: it frees the reserve and
-// starts full when the disk is full, or fails when there is no reserve to
-// free (Pebble would fail its first writes, or retry them for ever); it
-// writes the reserve when it is missing and there is room.
+// prepare runs before Pebble opens the store. Pebble's Open replays the
+// write-ahead log into an sstable and waits until that is written,
+// retrying for ever on a full disk: so prepare fails at once when the free
+// space, with the reserve's, cannot hold the log's replay; it frees the
+// reserve and starts full when the free space alone cannot; it writes the
+// reserve when it is missing and there is room.
 func (d *disk) prepare() error {
 	if d.size == 0 {
 		return nil
@@ -125,13 +137,19 @@ func (d *disk) prepare() error {
 	d.avail.Store(u.AvailBytes)
 	_, statErr := d.fs.Stat(d.path)
 	has := statErr == nil
+	room := u.AvailBytes
+	if has {
+		room += uint64(d.size)
+	}
+	wal := d.walBytes()
+	need := wal + d.minFree()
 	switch {
-	case u.AvailBytes < d.minFree() && has:
+	case room < need:
+		return fmt.Errorf("%w: the file system of %s has %d bytes free (%d with toc's reserve) and toc needs %d to start (its write-ahead log holds %d): free space there and start again",
+			store.ErrDiskFull, d.dir, u.AvailBytes, room, need, wal)
+	case u.AvailBytes < need:
 		d.enterFull(fmt.Sprintf("%d bytes free at start", u.AvailBytes))
-	case u.AvailBytes < d.minFree():
-		return fmt.Errorf("%w: the file system of %s has %d bytes free and toc needs %d to start: free space there and start again",
-			store.ErrDiskFull, d.dir, u.AvailBytes, d.minFree())
-	case !has && u.AvailBytes >= uint64(d.size)+d.minFree():
+	case !has && u.AvailBytes >= uint64(d.size)+need:
 		if err := d.writeReserve(); err != nil {
 			d.log.Warn("write the store's disk reserve", slog.String("file", d.path), slog.String("error", err.Error()))
 		}
@@ -139,6 +157,25 @@ func (d *disk) prepare() error {
 		d.enterFull(fmt.Sprintf("%d bytes free at start, too few for the reserve", u.AvailBytes))
 	}
 	return nil
+}
+
+// walBytes is the size of the write-ahead log files in the store's
+// directory: what Pebble's Open writes out again.
+func (d *disk) walBytes() uint64 {
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		if fi, err := d.fs.Stat(d.fs.PathJoin(d.dir, name)); err == nil {
+			n += uint64(fi.Size())
+		}
+	}
+	return n
 }
 
 // start runs the checks until stop. The free space has no event to wait
@@ -166,8 +203,13 @@ func (d *disk) start() {
 	}()
 }
 
-// close stops the checks and waits for them.
+// close stops the checks and waits for them; stalled writes give up.
 func (d *disk) close() {
+	select {
+	case <-d.closing:
+	default:
+		close(d.closing)
+	}
 	if d.done != nil {
 		d.stop()
 		<-d.done
@@ -183,7 +225,7 @@ func (d *disk) check(ctx context.Context) {
 		return
 	}
 	d.avail.Store(u.AvailBytes)
-	if msg := d.broken.Load(); msg != nil && u.AvailBytes >= 2*uint64(d.size) && d.reopen != nil {
+	if msg := d.broken.Load(); msg != nil && !d.wedged.Load() && u.AvailBytes >= 2*uint64(d.size)+d.walBytes() && d.reopen != nil {
 		if err := d.reopen(ctx); err != nil {
 			d.log.Error("reopen the store after its failed write", slog.String("error", err.Error()))
 			return
@@ -270,7 +312,7 @@ func (d *disk) writeReserve() (err error) {
 // fatal records a Pebble fatal error (Logger.Fatalf).
 func (d *disk) fatal(msg string) {
 	if d.broken.CompareAndSwap(nil, &msg) {
-		d.log.Error(msg, slog.String("hint", "the store refuses writes; restart toc (after freeing space if the disk is full)"))
+		d.log.Error(msg, slog.String("hint", "the store refuses writes until it is opened again, by itself once space is freed"))
 	}
 	if isENOSPC(msg) {
 		d.onENOSPC()
@@ -284,6 +326,10 @@ func (d *disk) backgroundError(err error) {
 	d.bgErrors.Add(1)
 	if isENOSPC(err.Error()) {
 		d.onENOSPC()
+		// Pebble retries a failed flush or compaction at once, without a
+		// pause, and calls this with its mutex held: the pause slows the
+		// retries down from hundreds a second (a core spinning) to ten.
+		time.Sleep(backgroundBackoff)
 	}
 	d.logMu.Lock()
 	now := time.Now()
@@ -301,10 +347,16 @@ func (d *disk) backgroundError(err error) {
 // health is nil while the store takes every write, or says why not.
 func (d *disk) health() error {
 	if msg := d.broken.Load(); msg != nil {
+		if d.wedged.Load() {
+			return fmt.Errorf("%w: a write of the store failed (%s) and left Pebble stuck; the store refuses writes: restart toc (after freeing space in %s)", store.ErrDiskFull, *msg, d.dir)
+		}
 		if isENOSPC(*msg) {
 			return fmt.Errorf("%w: a write of the store failed (%s); the store refuses writes until it is opened again, by itself once %d bytes are free in %s (or restart toc)", store.ErrDiskFull, *msg, 2*d.size, d.dir)
 		}
-		return fmt.Errorf("pebblestore: a write of the store failed (%s); the store refuses writes: restart toc", *msg)
+		return fmt.Errorf("pebblestore: a write of the store failed (%s); the store refuses writes until it is opened again, which it tries by itself (or restart toc)", *msg)
+	}
+	if d.stalls.Load() > 0 {
+		return fmt.Errorf("%w: the disk of %s is full, the reserve used up: every write is refused, and the writes under way wait, until space is freed (toc goes on by itself then)", store.ErrDiskFull, d.dir)
 	}
 	if d.full.Load() {
 		return fmt.Errorf("%w: %d bytes free in %s (under %d); new tasks are refused until %d are free, and taken again by themselves",
@@ -326,20 +378,25 @@ type fatalPanic struct{ msg string }
 // commit error (Pebble's Logger.Fatalf, which panics) is recovered here,
 // in the goroutine that committed, and returned.
 func (s *Store) commit(b *pebble.Batch, wo *pebble.WriteOptions) (err error) {
-	if msg := s.disk.broken.Load(); msg != nil {
+	if s.disk.broken.Load() != nil || s.disk.stalls.Load() > 0 {
 		return s.disk.health()
 	}
 	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(fatalPanic)
-			if !ok {
-				panic(r)
-			}
-			err = s.disk.health()
-			if err == nil { // not reached: fatal set broken
-				err = errors.New(f.msg)
-			}
+		r := recover()
+		if r == nil {
+			return
 		}
+		switch v := r.(type) {
+		case fatalPanic:
+		case error:
+			// Pebble's commitWrite panics with the write-ahead log's error
+			// when the log failed before this batch was written to it
+			// (its sticky error reaches writers a block late).
+			s.disk.fatal("pebble: write-ahead log: " + v.Error())
+		default:
+			panic(r)
+		}
+		err = s.disk.health()
 	}()
 	err = b.Commit(wo)
 	if err != nil && isENOSPC(err.Error()) && !errors.Is(err, store.ErrDiskFull) {
@@ -351,7 +408,7 @@ func (s *Store) commit(b *pebble.Batch, wo *pebble.WriteOptions) (err error) {
 // refuseNew fails a write of new tasks or schedules while the disk is
 // full.
 func (s *Store) refuseNew() error {
-	if s.disk.full.Load() || s.disk.broken.Load() != nil {
+	if s.disk.full.Load() || s.disk.broken.Load() != nil || s.disk.stalls.Load() > 0 {
 		if err := s.disk.health(); err != nil {
 			return err
 		}
@@ -366,7 +423,9 @@ func (s *Store) Health() error { return s.disk.health() }
 
 // DiskFull reports whether the store refuses new tasks for lack of disk
 // space (or because a write failed for good).
-func (s *Store) DiskFull() bool { return s.disk.full.Load() || s.disk.broken.Load() != nil }
+func (s *Store) DiskFull() bool {
+	return s.disk.full.Load() || s.disk.broken.Load() != nil || s.disk.stalls.Load() > 0
+}
 
 // BackgroundErrors is the number of Pebble's background errors (failed
 // flushes and compactions) since Open.
@@ -374,9 +433,11 @@ func (s *Store) BackgroundErrors() uint64 { return s.disk.bgErrors.Load() }
 
 // reopen closes the database, whose write-ahead log failed for good, and
 // opens it again (disk.check, once space is back). It waits for the calls
-// in flight, without blocking new ones for long: a commit stuck in a
-// pipeline Pebble gave up on would hold s.mu for ever.
+// in flight (new ones are refused meanwhile), at most 1s: a commit stuck
+// in a pipeline Pebble gave up on would hold s.mu for ever.
 func (s *Store) reopen(ctx context.Context) error {
+	s.reopening.Store(true)
+	defer s.reopening.Store(false)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for tries := 0; !s.mu.TryLock(); tries++ {
@@ -394,15 +455,200 @@ func (s *Store) reopen(ctx context.Context) error {
 		return store.ErrClosed
 	}
 	if s.mu.down == nil {
-		if err := s.db.Close(); err != nil {
-			s.disk.log.Warn("close the store after its failed write", slog.String("error", err.Error()))
+		// A commit that reached Pebble after its log failed can hold
+		// Pebble's commit pipeline for good, and Close waits for it: then
+		// the store stays as it is (reads go on), and toc must restart.
+		closed := make(chan error, 1)
+		old := s.db
+		go func() { closed <- old.Close() }()
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
+		select {
+		case err := <-closed:
+			if err != nil {
+				s.disk.log.Warn("close the store after its failed write", slog.String("error", err.Error()))
+			}
+		case <-t.C:
+			s.disk.wedged.Store(true)
+			return errors.New("pebblestore: reopen: Pebble's commit pipeline is stuck after the failed write: restart toc")
+		case <-ctx.Done():
+			s.disk.wedged.Store(true)
+			return ctx.Err()
 		}
 	}
-	db, err := s.openDB()
-	if err != nil {
-		s.mu.down = fmt.Errorf("%w: the store could not be opened again after a failed write (%v): restart toc", store.ErrDiskFull, err)
-		return err
+	s.mu.down = fmt.Errorf("%w: the store is being opened again after a failed write", store.ErrDiskFull)
+	// Pebble's Open waits until the log's replay is written, for ever if
+	// the disk fills again meanwhile: Close (ctx) does not wait for it.
+	type opened struct {
+		db  *pebble.DB
+		err error
 	}
-	s.db, s.mu.down = db, nil
-	return nil
+	ch := make(chan opened, 1)
+	go func() {
+		db, err := s.openDB()
+		ch <- opened{db, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			s.mu.down = fmt.Errorf("%w: the store could not be opened again after a failed write (%v): restart toc", store.ErrDiskFull, r.err)
+			return r.err
+		}
+		s.db, s.mu.down = r.db, nil
+		return nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.db != nil {
+				_ = r.db.Close()
+			}
+		}()
+		return ctx.Err()
+	}
+}
+
+// walWatch wraps the file system Pebble writes through. Pebble cannot
+// go on after a write of its write-ahead log or its MANIFEST fails: the
+// log keeps the error, and a commit that reaches Pebble after it can leave
+// Pebble's commit pipeline locked for good; a MANIFEST write that fails
+// ends the process (Logger.Fatalf on a background goroutine). So such a
+// write that meets ENOSPC, after the reserve was freed, is not failed: it
+// waits for space (disk.stall), tried again every stallRetry, while the
+// store refuses every new write with store.ErrDiskFull; once it goes
+// through, the writes under way end as if the disk had been slow, and the
+// store takes writes again. Only Close ends the wait, with the error.
+// Another error of these files marks the store broken (disk.fatal) before
+// Pebble says so.
+type walWatch struct {
+	vfs.FS
+	d *disk
+}
+
+func (w walWatch) Unwrap() vfs.FS { return w.FS }
+
+func (w walWatch) watch(name string, f vfs.File, err error) (vfs.File, error) {
+	base := w.FS.PathBase(name)
+	if err != nil || !(strings.HasSuffix(base, ".log") || strings.HasPrefix(base, "MANIFEST-")) {
+		return f, err
+	}
+	return walFile{File: f, d: w.d, name: name}, nil
+}
+
+func (w walWatch) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := w.FS.Create(name, c)
+	return w.watch(name, f, err)
+}
+
+func (w walWatch) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := w.FS.ReuseForWrite(oldname, newname, c)
+	return w.watch(newname, f, err)
+}
+
+func (w walWatch) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := w.FS.OpenReadWrite(name, c, opts...)
+	return w.watch(name, f, err)
+}
+
+// walFile is a write-ahead log or MANIFEST file (walWatch).
+type walFile struct {
+	vfs.File
+	d    *disk
+	name string
+}
+
+// again reports whether an operation that failed with err is to be tried
+// again, after waiting for space; it reports other errors (and ENOSPC once
+// the store closes) to the disk watch.
+func (f walFile) again(op string, err error, stalled *bool) bool {
+	if err == nil {
+		return false
+	}
+	if isENOSPC(err.Error()) {
+		if !*stalled {
+			*stalled = true
+			f.d.stalls.Add(1)
+			f.d.onENOSPC()
+		}
+		if f.d.stall() {
+			return true
+		}
+	}
+	f.d.fatal(fmt.Sprintf("pebble: %s %s: %v", op, f.name, err))
+	return false
+}
+
+func (f walFile) unstall(stalled bool) {
+	if stalled {
+		f.d.stalls.Add(-1)
+	}
+}
+
+func (f walFile) Write(p []byte) (int, error) {
+	var stalled bool
+	defer func() { f.unstall(stalled) }()
+	n, err := f.File.Write(p)
+	for f.again("write", err, &stalled) {
+		var m int
+		m, err = f.File.Write(p[n:])
+		n += m
+	}
+	return n, err
+}
+
+func (f walFile) WriteAt(p []byte, off int64) (int, error) {
+	var stalled bool
+	defer func() { f.unstall(stalled) }()
+	n, err := f.File.WriteAt(p, off)
+	for f.again("write", err, &stalled) {
+		var m int
+		m, err = f.File.WriteAt(p[n:], off+int64(n))
+		n += m
+	}
+	return n, err
+}
+
+func (f walFile) Sync() error {
+	var stalled bool
+	defer func() { f.unstall(stalled) }()
+	err := f.File.Sync()
+	for f.again("sync", err, &stalled) {
+		err = f.File.Sync()
+	}
+	return err
+}
+
+func (f walFile) SyncData() error {
+	var stalled bool
+	defer func() { f.unstall(stalled) }()
+	err := f.File.SyncData()
+	for f.again("sync", err, &stalled) {
+		err = f.File.SyncData()
+	}
+	return err
+}
+
+func (f walFile) SyncTo(length int64) (bool, error) {
+	var stalled bool
+	defer func() { f.unstall(stalled) }()
+	full, err := f.File.SyncTo(length)
+	for f.again("sync", err, &stalled) {
+		full, err = f.File.SyncTo(length)
+	}
+	return full, err
+}
+
+// stallRetry is how often a log or MANIFEST write waiting for space is
+// tried again (walWatch).
+const stallRetry = 100 * time.Millisecond
+
+// stall waits stallRetry for space, and reports whether to try again:
+// false once the store closes.
+func (d *disk) stall() bool {
+	t := time.NewTimer(stallRetry)
+	defer t.Stop()
+	select {
+	case <-d.closing:
+		return false
+	case <-t.C:
+		return true
+	}
 }

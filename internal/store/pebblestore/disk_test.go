@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -132,16 +133,13 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
-// TestWALWriteFails: a write-ahead log write that fails with ENOSPC even
-// after the reserve is freed is answered store.ErrDiskFull (Pebble's fatal
-// commit error is recovered, not a panic), and so is every later write,
-// while reads go on; once space is back the store opens its database
-// again by itself and takes writes, without the write that failed.
-func TestWALWriteFails(t *testing.T) {
-	var fail atomic.Bool
+// walFaults opens a store on a MemFS whose usage the test sets, with log
+// writes failing with *fail while it is set.
+func walFaults(t *testing.T, fail *atomic.Pointer[error]) (*pebblestore.Store, *vfs.MemFS) {
+	t.Helper()
 	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if fail.Load() && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".log") {
-			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		if e := fail.Load(); e != nil && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".log") {
+			return &os.PathError{Op: "write", Path: op.Path, Err: *e}
 		}
 		return nil
 	})
@@ -152,7 +150,18 @@ func TestWALWriteFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = s.Close() }()
+	t.Cleanup(func() { _ = s.Close() })
+	return s, mem
+}
+
+// TestWALWriteStalls: a write-ahead log write that meets ENOSPC even
+// after the reserve is freed waits for space instead of failing (Pebble
+// cannot go on after a failed log write), while every new write is
+// refused with store.ErrDiskFull and reads go on; once space is back the
+// waiting write lands, and the store takes writes again. No panic.
+func TestWALWriteStalls(t *testing.T) {
+	var fail atomic.Pointer[error]
+	s, _ := walFaults(t, &fail)
 	ctx := context.Background()
 	gen := new(task.IDGenerator)
 	now := time.Now()
@@ -160,44 +169,78 @@ func TestWALWriteFails(t *testing.T) {
 	if _, err := s.Create(ctx, []*task.Task{held}); err != nil {
 		t.Fatal(err)
 	}
-	// The disk fills, past the reserve: an outcome's log write fails.
-	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1, TotalBytes: 2 << 30, UsedBytes: 2<<30 - 1})
-	fail.Store(true)
-	_, err = s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 42; return nil })
-	if !errors.Is(err, store.ErrDiskFull) {
-		t.Fatalf("Update whose log write fails: %v, want store.ErrDiskFull", err)
-	}
-	t.Logf("Update: %v", err)
-	fail.Store(false)
-	_, err = s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 7; return nil })
-	if !errors.Is(err, store.ErrDiskFull) {
-		t.Errorf("Update after the log failed: %v, want store.ErrDiskFull", err)
-	}
-	if _, err := s.Create(ctx, []*task.Task{countsTask(gen, now, "shop", "", task.Scheduled)}); !errors.Is(err, store.ErrDiskFull) {
-		t.Errorf("Create after the log failed: %v, want store.ErrDiskFull", err)
-	}
+	enospc := error(syscall.ENOSPC)
+	fail.Store(&enospc)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 42; return nil })
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, "the store refusing writes", func() bool { return s.Health() != nil })
 	if err := s.Health(); !errors.Is(err, store.ErrDiskFull) {
 		t.Errorf("Health = %v, want store.ErrDiskFull", err)
 	}
+	if _, err := s.Create(ctx, []*task.Task{countsTask(gen, now, "shop", "", task.Scheduled)}); !errors.Is(err, store.ErrDiskFull) {
+		t.Errorf("Create while a log write waits for space: %v, want store.ErrDiskFull", err)
+	}
+	other := countsTask(gen, now, "shop", "", task.Scheduled)
+	if _, err := s.Get(ctx, other.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get while a log write waits for space: %v, want store.ErrNotFound", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the Update whose log write met ENOSPC returned (%v), want it waiting for space", err)
+	default:
+	}
+
+	fail.Store(nil) // space is back
+	if err := <-done; err != nil {
+		t.Fatalf("the Update that waited for space: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the store taking new tasks again", func() bool {
+		_, err := s.Create(ctx, []*task.Task{countsTask(gen, now, "shop", "", task.Scheduled)})
+		return err == nil
+	})
+	if got, err := s.Get(ctx, held.ID); err != nil || got.Attempts != 42 {
+		t.Errorf("the task whose update waited: %+v, %v; want 42 attempts", got, err)
+	}
+}
+
+// TestWALWriteFails: a write-ahead log write that fails otherwise (EIO)
+// fails for good in Pebble: it is answered with an error (Pebble's fatal
+// commit error recovered, not a panic), every later write too, reads go
+// on, and the store opens its database again by itself, without the
+// write that failed.
+func TestWALWriteFails(t *testing.T) {
+	var fail atomic.Pointer[error]
+	s, _ := walFaults(t, &fail)
+	ctx := context.Background()
+	gen := new(task.IDGenerator)
+	now := time.Now()
+	held := countsTask(gen, now, "shop", "", task.Scheduled)
+	if _, err := s.Create(ctx, []*task.Task{held}); err != nil {
+		t.Fatal(err)
+	}
+	eio := error(syscall.EIO)
+	fail.Store(&eio)
+	_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 42; return nil })
+	if err == nil {
+		t.Fatal("Update whose log write fails: no error")
+	}
+	t.Logf("Update: %v", err)
+	fail.Store(nil)
 	if _, err := s.Get(ctx, held.ID); err != nil {
 		t.Errorf("Get after the log failed: %v", err)
 	}
-
-	// Space is back: the store opens its database again by itself.
-	mem.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 2 << 30, UsedBytes: 1 << 30})
-	waitFor(t, 5*time.Second, "the store taking new tasks again", func() bool {
-		_, err := s.Create(ctx, []*task.Task{countsTask(gen, now, "shop", "", task.Scheduled)})
+	waitFor(t, 5*time.Second, "the store taking writes again", func() bool {
+		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts++; return nil })
 		return err == nil
 	})
 	if err := s.Health(); err != nil {
 		t.Errorf("Health once reopened: %v", err)
 	}
-	got, err := s.Get(ctx, held.ID)
-	if err != nil || got.Attempts != 0 {
-		t.Errorf("the task whose update failed: %+v, %v; want it as created (0 attempts)", got, err)
-	}
-	if _, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 1; return nil }); err != nil {
-		t.Errorf("Update once reopened: %v", err)
+	if got, err := s.Get(ctx, held.ID); err != nil || got.Attempts != 1 {
+		t.Errorf("the task whose update failed, then one that went through: %+v, %v; want 1 attempt", got, err)
 	}
 }
 
@@ -239,4 +282,90 @@ func TestOpenFullDisk(t *testing.T) {
 		t.Fatalf("Open on a full disk without a reserve: %v, want store.ErrDiskFull saying to free space", err)
 	}
 	t.Logf("Open: %v", err)
+}
+
+// TestDiskFullPastReserve: writers keep writing while the disk fills and
+// then another program takes the reserve's room too: every write that
+// fails says the disk is full (no panic, no hang), and once space is freed
+// the store takes every write again by itself.
+func TestDiskFullPastReserve(t *testing.T) {
+	root := testsvc.Tmpfs(t, 96<<20)
+	dir := filepath.Join(root, "db")
+	s, err := pebblestore.Open(pebblestore.Options{Dir: dir, Reserve: 8 << 20, DiskCheck: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var gen task.IDGenerator
+	now := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed, other atomic.Int64
+	var otherErr atomic.Value
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []task.ID
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var err error
+				if w%2 == 0 || len(mine) == 0 {
+					tk := countsTask(&gen, now, "shop", "", task.Scheduled)
+					tk.Payload = make([]byte, 4096)
+					if _, err = s.Create(ctx, []*task.Task{tk}); err == nil {
+						mine = append(mine, tk.ID)
+					}
+				} else {
+					_, errs := s.UpdateMany(ctx, mine[len(mine)-1:], nil, func(ts []*task.Task) []error {
+						ts[0].LastError = strings.Repeat("y", 2000)
+						ts[0].Attempts++
+						return make([]error, 1)
+					})
+					err = errs[0]
+				}
+				switch {
+				case err == nil:
+				case errors.Is(err, store.ErrDiskFull):
+					failed.Add(1)
+				default:
+					other.Add(1)
+					otherErr.Store(err.Error())
+				}
+			}
+		}()
+	}
+	filler := filepath.Join(root, "filler")
+	testsvc.FillDisk(t, filler)
+	waitFor(t, 5*time.Second, "the disk found full", s.DiskFull)
+	testsvc.FillDisk(t, filler+"2") // the reserve's room, taken by someone else
+	// Writes are refused, or, when the log met ENOSPC past the reserve,
+	// those under way wait for space and the others are refused.
+	waitFor(t, 10*time.Second, "writes refused for lack of space", func() bool {
+		err := s.Health()
+		return failed.Load() > 100 || (err != nil && strings.Contains(err.Error(), "reserve used up"))
+	})
+	t.Logf("Health past the reserve: %v", s.Health())
+	for _, f := range []string{filler, filler + "2"} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop) // else they fill the disk again
+	wg.Wait()
+	waitFor(t, 10*time.Second, "the store healthy again", func() bool { return s.Health() == nil })
+	if n := other.Load(); n > 0 {
+		t.Errorf("%d writes failed otherwise than store.ErrDiskFull, the last: %v", n, otherErr.Load())
+	}
+	tk := countsTask(&gen, now, "shop", "", task.Scheduled)
+	if _, err := s.Create(ctx, []*task.Task{tk}); err != nil {
+		t.Errorf("Create once space is back: %v", err)
+	}
+	t.Logf("%d writes refused for lack of space", failed.Load())
 }

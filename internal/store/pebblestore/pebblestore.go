@@ -62,6 +62,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -168,7 +169,8 @@ type Store struct {
 	fs   vfs.FS // Options.FS, or vfs.Default
 	disk *disk  // the free space and the reserve (disk.go)
 
-	openDB func() (*pebble.DB, error) // opens the database, as Open did (reopen)
+	openDB    func() (*pebble.DB, error) // opens the database, as Open did (reopen)
+	reopening atomic.Bool                // reopen waits for the calls in flight: new ones are refused
 
 	backup sync.Mutex // one Checkpoint at a time (checkpoint.go)
 
@@ -220,7 +222,7 @@ func Open(opts Options) (*Store, error) {
 		defer cache.Unref() // the database holds its own reference
 		po := &pebble.Options{
 			Cache:              cache,
-			FS:                 vfs.OnDiskFull(fs, d.onENOSPC),
+			FS:                 walWatch{FS: vfs.OnDiskFull(fs, d.onENOSPC), d: d},
 			Logger:             pl,
 			EventListener:      eventListener(pl),
 			FormatMajorVersion: pebble.FormatNewest,
@@ -272,6 +274,14 @@ func eventListener(l pebbleLogger) *pebble.EventListener {
 func (s *Store) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.reopening.Load() {
+		return fmt.Errorf("%w: the store is being opened again after a failed write", store.ErrDiskFull)
+	}
+	select {
+	case <-s.disk.closing:
+		return store.ErrClosed
+	default:
 	}
 	s.mu.RLock()
 	if s.mu.closed {
@@ -745,8 +755,15 @@ func lockAll(locks *[stripes]stripe, idx []int) (unlock func()) {
 
 // Close implements [store.Store]. It waits for calls in flight to return.
 func (s *Store) Close() error {
-	s.disk.close() // first: its reopen takes s.mu
-	s.mu.Lock()
+	// First: calls from now on fail, stalled log writes give up (disk.go),
+	// and the disk watch's reopen, which takes s.mu, ends.
+	s.disk.close()
+	// The calls in flight end at once, unless Pebble is stuck after a
+	// failed write: then the store is left as a crash leaves it (the next
+	// Open recovers it from its log), rather than Close waiting for ever.
+	if !s.lockWithin(closeWait) {
+		return fmt.Errorf("pebblestore: close: calls in flight did not end within %s (Pebble stuck after a failed write?); not closed: the next open recovers the store from its log", closeWait)
+	}
 	defer s.mu.Unlock()
 	if s.mu.closed {
 		return store.ErrClosed
@@ -755,10 +772,35 @@ func (s *Store) Close() error {
 	if s.mu.down != nil {
 		return nil // closed by reopen
 	}
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("pebblestore: close: %w", err)
+	if s.disk.wedged.Load() {
+		return fmt.Errorf("pebblestore: close: not closed, Pebble being stuck after a failed write: %v", s.disk.health())
 	}
-	return nil
+	done := make(chan error, 1)
+	go func() { done <- s.db.Close() }()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("pebblestore: close: %w", err)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("pebblestore: close: Pebble did not close within %s (stuck after a failed write?); the next open recovers the store from its log", closeWait)
+	}
+}
+
+// lockWithin locks s.mu, waiting at most d for the calls in flight (Close
+// refuses new ones first).
+func (s *Store) lockWithin(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !s.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // reader is what *pebble.DB and *pebble.Snapshot have in common that the
