@@ -487,6 +487,11 @@ func openPebble(ctx context.Context, o pebblestore.Options) (*pebblestore.Store,
 	}()
 	select {
 	case r := <-done:
+		if r.st != nil {
+			// From SIGTERM on, no write waits for disk space (a disk full
+			// past the store's reserve) beyond the shutdown.
+			context.AfterFunc(ctx, r.st.StopWaiting)
+		}
 		return r.st, r.err
 	case <-ctx.Done():
 		go func() {

@@ -29,16 +29,26 @@ import (
 // reserve left. Once the file system has twice the reserve free, the store
 // writes its reserve again and takes new tasks again, by itself.
 //
-// If a write fails all the same (the reserve was used up, or the disk was
-// filled past it), Pebble's commit fails for good: its write-ahead log
-// keeps the error. Pebble reports it through Logger.Fatalf, which panics;
-// the store recovers that panic in the writing goroutine (commit), answers
-// ErrDiskFull for that write and every later one, and says so in Health.
-// Once twice the reserve is free, the database is closed and opened again
-// (Store.reopen), which drops what the failed writes left in memory;
-// until then reads may see a write that failed. Pebble's background
-// errors (a flush or compaction that failed, which Pebble retries at
-// once) are counted and logged at most once every backgroundLogEvery.
+// If the disk fills past the reserve (another program took it), a write
+// of Pebble's write-ahead log or MANIFEST meets ENOSPC. Pebble cannot go
+// on after such a write fails, so it does not fail: it waits for space
+// (walWatch), while every new write is refused with ErrDiskFull; once it
+// goes through, the writes under way end as if the disk had been slow.
+// Another failure of the log (EIO) fails Pebble's commit for good: Pebble
+// reports it through Logger.Fatalf, which panics; the store recovers that
+// panic in the committing goroutine (commit), answers an error for that
+// write and every later one, and opens its database again (Store.reopen),
+// which drops what the failed writes left in memory (until then reads may
+// see them). If Pebble is stuck (a commit that reached it after its log
+// failed can hold its commit pipeline for good), Health says to restart
+// toc, and Close leaves the store as a crash would: the next Open
+// recovers it from its log. Pebble's background errors (a flush or
+// compaction that failed, which Pebble retries at once) are counted,
+// paced and logged at most once every backgroundLogEvery.
+//
+// Pebble's Open writes the log's replay out and waits for it, for ever on
+// a full disk: Open (prepare) refuses at once when the free space, with
+// the reserve's, cannot hold it.
 
 // ReserveName is the reserve's file in the store's directory.
 const ReserveName = "toc.reserve"
@@ -77,10 +87,12 @@ type disk struct {
 	avail    atomic.Uint64          // free bytes at the last check
 	broken   atomic.Pointer[string] // why Pebble's commit failed for good
 	stalls   atomic.Int64           // log and MANIFEST writes waiting for space (walWatch)
-	closing  chan struct{}          // closed by close: stalled writes give up
-	wedged   atomic.Bool            // and Pebble cannot even be closed (Store.reopen)
-	bgErrors atomic.Uint64          // Pebble's background errors
-	fulls    atomic.Uint64          // times the disk was found full
+	closing  chan struct{}          // closed by close: calls fail
+	giveUp   chan struct{}          // closed by close and StopWaiting: stalled writes give up
+	giveOnce sync.Once
+	wedged   atomic.Bool   // and Pebble cannot even be closed (Store.reopen)
+	bgErrors atomic.Uint64 // Pebble's background errors
+	fulls    atomic.Uint64 // times the disk was found full
 
 	logMu struct {
 		sync.Mutex
@@ -98,7 +110,7 @@ type disk struct {
 func newDisk(opts Options, fs vfs.FS, log *slog.Logger) *disk {
 	d := &disk{
 		fs: fs, dir: opts.Dir, path: fs.PathJoin(opts.Dir, ReserveName),
-		every: opts.DiskCheck, log: log, wake: make(chan struct{}, 1), closing: make(chan struct{}),
+		every: opts.DiskCheck, log: log, wake: make(chan struct{}, 1), closing: make(chan struct{}), giveUp: make(chan struct{}),
 	}
 	if d.every <= 0 {
 		d.every = DiskCheckDefault
@@ -210,6 +222,7 @@ func (d *disk) close() {
 	default:
 		close(d.closing)
 	}
+	d.stopWaiting()
 	if d.done != nil {
 		d.stop()
 		<-d.done
@@ -471,9 +484,10 @@ func (s *Store) reopen(ctx context.Context) error {
 		case <-t.C:
 			s.disk.wedged.Store(true)
 			return errors.New("pebblestore: reopen: Pebble's commit pipeline is stuck after the failed write: restart toc")
-		case <-ctx.Done():
-			s.disk.wedged.Store(true)
-			return ctx.Err()
+		}
+		s.mu.down = fmt.Errorf("%w: the store is being opened again after a failed write", store.ErrDiskFull)
+		if ctx.Err() != nil {
+			return ctx.Err() // closing: closed already
 		}
 	}
 	s.mu.down = fmt.Errorf("%w: the store is being opened again after a failed write", store.ErrDiskFull)
@@ -640,13 +654,22 @@ func (f walFile) SyncTo(length int64) (bool, error) {
 // tried again (walWatch).
 const stallRetry = 100 * time.Millisecond
 
+// stopWaiting makes log writes waiting for space give up.
+func (d *disk) stopWaiting() { d.giveOnce.Do(func() { close(d.giveUp) }) }
+
+// StopWaiting makes the writes that wait for disk space (the disk full
+// past the reserve) give up and fail, as Close does: a server calls it
+// when it begins to shut down, so that no request or delivery waits for
+// space past the shutdown timeout. The store is then left to Close.
+func (s *Store) StopWaiting() { s.disk.stopWaiting() }
+
 // stall waits stallRetry for space, and reports whether to try again:
-// false once the store closes.
+// false once the store closes or StopWaiting was called.
 func (d *disk) stall() bool {
 	t := time.NewTimer(stallRetry)
 	defer t.Stop()
 	select {
-	case <-d.closing:
+	case <-d.giveUp:
 		return false
 	case <-t.C:
 		return true

@@ -369,3 +369,42 @@ func TestDiskFullPastReserve(t *testing.T) {
 	}
 	t.Logf("%d writes refused for lack of space", failed.Load())
 }
+
+// TestStopWaiting: a write waiting for space past the reserve gives up
+// when the server begins to shut down (StopWaiting), and Close returns.
+func TestStopWaiting(t *testing.T) {
+	var fail atomic.Pointer[error]
+	s, _ := walFaults(t, &fail)
+	ctx := context.Background()
+	gen := new(task.IDGenerator)
+	held := countsTask(gen, time.Now(), "shop", "", task.Scheduled)
+	if _, err := s.Create(ctx, []*task.Task{held}); err != nil {
+		t.Fatal(err)
+	}
+	enospc := error(syscall.ENOSPC)
+	fail.Store(&enospc)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 42; return nil })
+		done <- err
+	}()
+	waitFor(t, 5*time.Second, "the write waiting for space", func() bool { return s.Health() != nil })
+	s.StopWaiting()
+	select {
+	case err := <-done:
+		if !errors.Is(err, store.ErrDiskFull) {
+			t.Errorf("the write that gave up: %v, want store.ErrDiskFull", err)
+		}
+		t.Logf("Update: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write waiting for space did not give up within 10s of StopWaiting")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		t.Logf("Close: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return within 20s")
+	}
+}
