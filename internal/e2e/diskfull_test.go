@@ -4,12 +4,14 @@ package e2e_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +216,92 @@ func dirSizes(t *testing.T, dir string) map[string]int64 {
 		m[e.Name()] = fi.Size()
 	}
 	return m
+}
+
+// TestDiskFullPastReserveSIGTERM: with creates and patches under way, the
+// disk fills, then another program takes the reserve's room too: every
+// request is answered (2xx or 507), and SIGTERM ends toc within its
+// shutdown timeout even while writes wait for space.
+func TestDiskFullPastReserveSIGTERM(t *testing.T) {
+	ctx := ctxTimeout(t, 2*time.Minute)
+	root := testsvc.Tmpfs(t, 128<<20)
+	c := startChild(t, filepath.Join(root, "data"), "--shutdown-timeout", "3s")
+	cl := c.client()
+	var mu sync.Mutex
+	answers := map[string]int{}
+	record := func(err error) {
+		var ce *client.Error
+		key := "2xx"
+		switch {
+		case err == nil:
+		case errors.As(err, &ce):
+			key = fmt.Sprint(ce.Status)
+		case strings.Contains(err.Error(), "refused"), strings.Contains(err.Error(), "reset"), strings.Contains(err.Error(), "EOF"),
+			strings.Contains(err.Error(), "broken pipe"):
+			key = "gone" // toc ended
+		default:
+			key = "no answer: " + err.Error()
+		}
+		mu.Lock()
+		answers[key]++
+		mu.Unlock()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	payload := []byte(`{"pad":"` + strings.Repeat("x", 4000) + `"}`)
+	for w := range 4 {
+		own, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "shop", Delay: task.Duration(time.Hour), Payload: payload,
+			Target: task.Target{Pull: &task.PullTarget{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if (w+i)%2 == 0 {
+					_, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "shop", Delay: task.Duration(time.Hour), Payload: payload,
+						Target: task.Target{Pull: &task.PullTarget{}}})
+					record(err)
+				} else { // changes of what toc holds go on in the reserve
+					_, err := cl.Patch(ctx, own.ID, client.PatchRequest{Payload: payload})
+					record(err)
+				}
+			}
+		}()
+	}
+	testsvc.FillDisk(t, filepath.Join(root, "filler"))
+	waitFor(t, 10*time.Second, "toc finding the disk full", func() bool {
+		st, _ := readyz(t, c.url)
+		return st == http.StatusServiceUnavailable
+	})
+	testsvc.FillDisk(t, filepath.Join(root, "filler2")) // the reserve's room
+	time.Sleep(2 * time.Second)                         // writes go on meanwhile; nothing is decided by it
+	st, body := readyz(t, c.url)
+	t.Logf("/readyz past the reserve: %d %s", st, body)
+	err, took := c.terminate(t)
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("answers: %v; toc serve ended in %s: %v", answers, took.Round(time.Millisecond), err)
+	if err != nil {
+		t.Logf("toc serve's log:\n%s", c.stderr)
+	}
+	for k := range answers {
+		if strings.HasPrefix(k, "no answer") {
+			t.Errorf("a request got %s", k)
+		}
+	}
+	if took > 3*time.Second+10*time.Second {
+		t.Errorf("toc serve took %s to end after SIGTERM, with --shutdown-timeout 3s", took)
+	}
+	if answers["507"] == 0 {
+		t.Errorf("no request answered 507 on the full disk: %v", answers)
+	}
 }

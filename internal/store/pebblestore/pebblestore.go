@@ -781,6 +781,9 @@ func (s *Store) Close() error {
 	defer t.Stop()
 	select {
 	case err := <-done:
+		if err != nil && s.disk.broken.Load() != nil {
+			return fmt.Errorf("pebblestore: close after a failed write: %w (nothing acknowledged is lost: the next start recovers the store from its log)", err)
+		}
 		if err != nil {
 			return fmt.Errorf("pebblestore: close: %w", err)
 		}
