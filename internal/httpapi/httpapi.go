@@ -438,9 +438,10 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.health != nil {
 		if err := h.health(); err != nil {
-			// Not ready, whatever the error: a load balancer sends the
-			// requests elsewhere; the message says why.
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": errorBody{Code: "not_ready", Message: err.Error()}})
+			// Not ready, whatever the error (507 for the requests the
+			// disk refuses): a load balancer sends the requests
+			// elsewhere; the message says why.
+			h.writeError(w, r, &apiError{status: http.StatusServiceUnavailable, code: "not_ready", msg: err.Error()})
 			return
 		}
 	}
