@@ -62,10 +62,12 @@ const ReserveDefault = 64 << 20
 // store reads its file system's free space.
 const DiskCheckDefault = time.Second
 
-// backgroundLogEvery bounds the log lines of Pebble's background errors.
+// backgroundLogEvery bounds the log lines of Pebble's background errors
+// and of the disk watch's own (errorLimited).
 const backgroundLogEvery = 10 * time.Second
 
-// closeWait bounds how long Store.reopen waits for Pebble to close.
+// closeWait bounds how long Store.reopen and Store.Close wait for Pebble
+// to close (and Close for the calls in flight).
 const closeWait = 5 * time.Second
 
 // backgroundBackoff is the pause after a background error for lack of
@@ -92,7 +94,6 @@ type disk struct {
 	giveOnce sync.Once
 	wedged   atomic.Bool   // and Pebble cannot even be closed (Store.reopen)
 	bgErrors atomic.Uint64 // Pebble's background errors
-	fulls    atomic.Uint64 // times the disk was found full
 
 	logMu struct {
 		sync.Mutex
@@ -240,7 +241,7 @@ func (d *disk) check(ctx context.Context) {
 	d.avail.Store(u.AvailBytes)
 	if msg := d.broken.Load(); msg != nil && !d.wedged.Load() && u.AvailBytes >= 2*uint64(d.size)+d.walBytes() && d.reopen != nil {
 		if err := d.reopen(ctx); err != nil {
-			d.log.Error("reopen the store after its failed write", slog.String("error", err.Error()))
+			d.errorLimited("reopen the store after its failed write", err)
 			return
 		}
 		d.broken.Store(nil)
@@ -251,7 +252,7 @@ func (d *disk) check(ctx context.Context) {
 		d.enterFull(fmt.Sprintf("%d bytes free", u.AvailBytes))
 	case full && u.AvailBytes >= 2*uint64(d.size):
 		if err := d.writeReserve(); err != nil {
-			d.log.Warn("disk still full: write the store's reserve", slog.String("file", d.path), slog.String("error", err.Error()))
+			d.errorLimited("disk still full: write the store's reserve "+d.path, err)
 			return
 		}
 		if u, err := d.fs.GetDiskUsage(d.dir); err == nil {
@@ -272,7 +273,6 @@ func (d *disk) enterFull(why string) {
 	if d.full.Swap(true) {
 		return
 	}
-	d.fulls.Add(1)
 	d.log.Error("disk full: new tasks are refused (507) until space is freed; deliveries and their outcomes go on in the reserve",
 		slog.String("dir", d.dir), slog.String("why", why), slog.Int64("reserve_bytes", d.size))
 }
@@ -281,10 +281,8 @@ func (d *disk) enterFull(why string) {
 // writes wait while it runs, then the one that failed is tried once more,
 // in the room the reserve leaves.
 func (d *disk) onENOSPC() {
-	if d.size > 0 {
+	if d.size > 0 { // else no reserve, and no check that would see space back
 		d.enterFull("a write met ENOSPC")
-	} else {
-		d.fulls.Add(1)
 	}
 	select {
 	case d.wake <- struct{}{}:
@@ -344,6 +342,12 @@ func (d *disk) backgroundError(err error) {
 		// retries down from hundreds a second (a core spinning) to ten.
 		time.Sleep(backgroundBackoff)
 	}
+	d.errorLimited("pebble: background error", err)
+}
+
+// errorLimited logs msg and err at most once every backgroundLogEvery,
+// with the number of lines left out since the last.
+func (d *disk) errorLimited(msg string, err error) {
 	d.logMu.Lock()
 	now := time.Now()
 	if now.Sub(d.logMu.last) < backgroundLogEvery {
@@ -354,7 +358,7 @@ func (d *disk) backgroundError(err error) {
 	n := d.logMu.suppressed
 	d.logMu.last, d.logMu.suppressed = now, 0
 	d.logMu.Unlock()
-	d.log.Error("pebble: background error", slog.String("error", err.Error()), slog.Int("suppressed_since_last", n))
+	d.log.Error(msg, slog.String("error", err.Error()), slog.Int("suppressed_since_last", n))
 }
 
 // health is nil while the store takes every write, or says why not.
