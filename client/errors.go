@@ -15,7 +15,8 @@ import (
 // Error is a refusal from the server: any answer outside 2xx.
 type Error struct {
 	// Status is the HTTP status: 400 (bad request; Field names the field),
-	// 404, 409 (conflict; Task is the task as it is), 413, 429 or 503. It is
+	// 404, 409 (conflict; Task is the task as it is), 413, 429, 503 or 507
+	// (the embedded store's disk is full: nothing was stored). It is
 	// 0 for a refusal inside a [Client.ScheduleBatch] result; inside a
 	// [Client.AckMany] result it is the status the Code stands for.
 	Status int

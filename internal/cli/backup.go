@@ -23,7 +23,10 @@ command). Every task acknowledged before the backup began is in the copy.
 
 DIR must not exist yet; missing parent folders are made. The copy is
 written to DIR.partial and renamed to DIR once whole and synced to disk, so
-a failed backup leaves no DIR (and removes DIR.partial). The command prints how many files and bytes it wrote.
+a failed or interrupted backup (Ctrl-C, SIGTERM) leaves no DIR and removes
+DIR.partial. A backup killed outright (SIGKILL) leaves DIR.partial, which
+toc serve refuses to serve: remove it and take the backup again. The
+command prints how many files and bytes it wrote.
 
 To restore, start a server on the copy (or a copy of it):
 
@@ -84,7 +87,14 @@ func runBackup(ctx context.Context, e *env, args []string) error {
 		err = os.Rename(partial, dir)
 	}
 	if err != nil {
-		_ = os.RemoveAll(partial)
+		// Interrupted (SIGINT, SIGTERM: ctx) or failed: the partial copy
+		// goes. One left by a SIGKILL stays, and toc serve refuses it.
+		if rerr := os.RemoveAll(partial); rerr != nil {
+			return fmt.Errorf("backup: %w (and the incomplete copy %s could not be removed: %v; remove it)", err, partial, rerr)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("backup: stopped before the copy was whole, so %s was removed: %w", partial, err)
+		}
 		return fmt.Errorf("backup: %w", err)
 	}
 	if err := syncDir(filepath.Dir(dir)); err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -185,5 +186,55 @@ func TestBackupRefusesExisting(t *testing.T) {
 	stdout, _, err := runCLI(t, nil, "help", "backup")
 	if err != nil || !strings.HasPrefix(stdout, "usage: toc backup --to DIR") || !strings.Contains(stdout, "toc serve --data DIR") {
 		t.Errorf("help backup: %v\n%s", err, stdout)
+	}
+}
+
+// TestBackupInterrupted: a backup stopped mid-stream (SIGINT or SIGTERM
+// cancel its context) removes its DIR.partial and leaves no DIR.
+func TestBackupInterrupted(t *testing.T) {
+	t.Parallel()
+	part := backupStream(t, []tarEntry{{name: "000002.log", body: "wal"}, {name: "a.sst", body: strings.Repeat("s", 4096)}}, nil)
+	part = part[:len(part)-1024] // without the end of the archive
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.Write(part)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the rest never comes
+	}))
+	defer s.Close()
+	root := t.TempDir()
+	dir := filepath.Join(root, "copy")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		e := &env{stdout: &out, stderr: &errb, getenv: func(k string) string {
+			return map[string]string{EnvServer: s.URL, EnvToken: "admin-secret"}[k]
+		}}
+		done <- run(ctx, []string{"backup", "--to", dir}, e)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir+".partial", "a.sst")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the backup wrote no a.sst into copy.partial within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "copy.partial was removed") {
+			t.Fatalf("an interrupted backup: %v, want an error saying copy.partial was removed", err)
+		}
+		t.Log(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backup did not stop within 10s of its context's end")
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
 	}
 }

@@ -339,6 +339,11 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	if be.node != nil {
 		bm.WatchCluster(reg, be.node.Share)
 	}
+	var health func() error
+	if be.disk != nil {
+		bm.WatchDisk(reg, be.disk)
+		health = be.disk.Health
+	}
 	counts, _ := st.(store.Counter)
 	var eng *engine.Engine
 	m := metrics.New(reg, func() engine.Stats { return eng.Stats() }, counts)
@@ -403,7 +408,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		PerClient: c.maxConnsClient, Logger: log})
 	ln = conns.Listener(ln)
 	registerConnMetrics(reg, conns)
-	api := httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload, Access: acc,
+	api := httpapi.New(httpapi.Config{Engine: eng, Logger: log, MaxPayload: c.maxPayload, Access: acc, Health: health,
 		MaxBodyMemory: c.maxBodyMemory, AllowedOrigins: file.AllowedOrigins,
 		Mount: map[string]http.Handler{
 			"GET /metrics":  m.Handler(),
@@ -523,6 +528,39 @@ type backend struct {
 	home     func(id task.ID) int // the SQL shard a schedule lives in
 	describe string
 	closers  []func() error
+	disk     *pebblestore.Store // embedded: its disk's health; nil in a cluster
+}
+
+// openPebble opens the embedded store, or gives up when ctx ends first (a
+// SIGTERM while Pebble is stuck opening, as on a full disk): the open is
+// then left to the process's exit, and a store it opens after all is
+// closed.
+func openPebble(ctx context.Context, o pebblestore.Options) (*pebblestore.Store, error) {
+	type opened struct {
+		st  *pebblestore.Store
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		st, err := pebblestore.Open(o)
+		done <- opened{st, err}
+	}()
+	select {
+	case r := <-done:
+		if r.st != nil {
+			// From SIGTERM on, no write waits for disk space (a disk full
+			// past the store's reserve) beyond the shutdown.
+			context.AfterFunc(ctx, r.st.StopWaiting)
+		}
+		return r.st, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.st != nil {
+				_ = r.st.Close()
+			}
+		}()
+		return nil, fmt.Errorf("stopped while opening the store: %w", context.Cause(ctx))
+	}
 }
 
 func (b *backend) index() engine.Index {
@@ -560,11 +598,11 @@ func (b *backend) close() error {
 
 func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metrics.Backend) (*backend, error) {
 	if c.sql == "" && c.redis == "" {
-		st, err := pebblestore.Open(pebblestore.Options{Dir: c.data, Logger: log})
+		st, err := openPebble(ctx, pebblestore.Options{Dir: c.data, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open store in %s: %w", c.data, err)
 		}
-		return &backend{store: st, describe: "embedded:" + c.data, closers: []func() error{st.Close}}, nil
+		return &backend{store: st, describe: "embedded:" + c.data, closers: []func() error{st.Close}, disk: st}, nil
 	}
 	if c.sql == "" || c.redis == "" {
 		return nil, fmt.Errorf("%w: cluster mode needs both --sql and --redis", ErrUsage)

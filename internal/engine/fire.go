@@ -701,7 +701,12 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	defer cancel()
 	var stored, moved []written
 	// A task another writer changed between the optimistic read and the
-	// write (store.ErrConflict) is written again, from a fresh read.
+	// write (store.ErrConflict) is written again, from a fresh read; an
+	// outcome the store refused for lack of disk space
+	// (store.ErrDiskFull) is written again after a pause, until the engine
+	// stops: the attempt stays under way meanwhile, so the task is not
+	// delivered again while its outcome waits.
+	fullWait := diskFullWait
 	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
 	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
@@ -738,6 +743,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 		var again []task.ID
 		var againWhich []int
 		conflict, unavailable := false, false
+		ff := firstFull(errs)
 		for k, err := range errs {
 			switch {
 			case err == nil && landed[k]:
@@ -755,6 +761,8 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 				// write again on a new connection, after a pause.
 				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
 				unavailable = true
+			case errors.Is(err, store.ErrDiskFull) && waitDiskFull(ctx, &fullWait, k == ff):
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
 			default:
 				// The task is still due in the store: deliver it again.
 				e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
@@ -863,6 +871,42 @@ func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
 	} else {
 		failAttempt(t, now, o.err.Error(), nil)
 	}
+}
+
+// diskFullWait is the first pause before an outcome refused for lack of
+// disk space is written again; it doubles up to diskFullWaitMax.
+const (
+	diskFullWait    = 100 * time.Millisecond
+	diskFullWaitMax = 5 * time.Second
+)
+
+// waitDiskFull reports whether an outcome refused for lack of disk space
+// is to be written again: yes until ctx (the engine's) ends. The first
+// such outcome of a round (first) waits *wait, which then doubles; the
+// others of the round go with it.
+func waitDiskFull(ctx context.Context, wait *time.Duration, first bool) bool {
+	if !first {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(*wait)
+	defer t.Stop()
+	*wait = min(2**wait, diskFullWaitMax)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// firstFull is the index of the first store.ErrDiskFull in errs, or -1.
+func firstFull(errs []error) int {
+	for k, err := range errs {
+		if errors.Is(err, store.ErrDiskFull) {
+			return k
+		}
+	}
+	return -1
 }
 
 // settled mirrors the outcomes of attempts into the cluster index and

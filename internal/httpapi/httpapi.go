@@ -67,6 +67,10 @@ type Config struct {
 	// BodyWait is how long a request waits for room in MaxBodyMemory.
 	// Default BodyWaitDefault.
 	BodyWait time.Duration
+	// Health, when set, is asked by /readyz: an error makes toc not ready
+	// and is the answer's message (the embedded store's full disk:
+	// pebblestore.Store.Health).
+	Health func() error
 }
 
 // MaxConcurrentDefault is Config.MaxConcurrent's default.
@@ -86,6 +90,7 @@ type Handler struct {
 	origins    atomic.Pointer[http.CrossOriginProtection] // browser.go
 	public     *http.ServeMux                             // routes without authentication
 	api        http.Handler                               // mux behind authentication
+	health     func() error                               // Config.Health; nil: none
 }
 
 // maxNackError is the most bytes of a nack's error kept.
@@ -99,6 +104,7 @@ func New(cfg Config) *Handler {
 		maxPayload: cmp.Or(cfg.MaxPayload, task.DefaultMaxPayload),
 		mux:        http.NewServeMux(),
 		slots:      make(chan struct{}, cmp.Or(cfg.MaxConcurrent, MaxConcurrentDefault)),
+		health:     cfg.Health,
 	}
 	// A maximal payload in base64, plus room for the other fields.
 	h.maxBody = int64(h.maxPayload*4/3 + 64<<10)
@@ -303,6 +309,8 @@ func statusOf(err error) (status int, code, field string) {
 		return http.StatusTooManyRequests, "rate_limited", ""
 	case errors.Is(err, engine.ErrNotReady), errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "not_ready", ""
+	case errors.Is(err, store.ErrDiskFull):
+		return http.StatusInsufficientStorage, "disk_full", ""
 	}
 	return http.StatusInternalServerError, "internal", ""
 }
@@ -338,6 +346,8 @@ func messageOf(err error, status int) string {
 		return "no such task"
 	case errors.As(err, &mbe):
 		return fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)
+	case status == http.StatusInsufficientStorage:
+		return "the disk of toc's store is full: nothing was stored; retry once space is freed (toc takes writes again by itself; /readyz says when)"
 	}
 	return err.Error()
 }
@@ -489,6 +499,15 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 	if !h.eng.Ready() {
 		h.writeError(w, r, engine.ErrNotReady)
 		return
+	}
+	if h.health != nil {
+		if err := h.health(); err != nil {
+			// Not ready, whatever the error (507 for the requests the
+			// disk refuses): a load balancer sends the requests
+			// elsewhere; the message says why.
+			h.writeError(w, r, &apiError{status: http.StatusServiceUnavailable, code: "not_ready", msg: err.Error()})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

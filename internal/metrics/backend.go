@@ -57,6 +57,32 @@ func (b *Backend) WatchCluster(reg prometheus.Registerer, share Share) {
 	)
 }
 
+// Disk is what the embedded store tells of its disk (pebblestore.Store).
+type Disk interface {
+	DiskFull() bool
+	BackgroundErrors() uint64
+}
+
+// WatchDisk registers toc_store_disk_full (1 while the embedded store
+// refuses new tasks for lack of disk space) and
+// toc_store_background_errors_total (Pebble's failed flushes and
+// compactions, logged at most once every 10 s), read at scrape time.
+func (b *Backend) WatchDisk(reg prometheus.Registerer, d Disk) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "toc_store_disk_full",
+			Help: "1 while the embedded store refuses new tasks for lack of disk space."},
+			func() float64 {
+				if d.DiskFull() {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "toc_store_background_errors_total",
+			Help: "Errors of the embedded store's background work (flushes, compactions); their log is rate-limited."},
+			func() float64 { return float64(d.BackgroundErrors()) }),
+	)
+}
+
 func (b *Backend) observe(op string, start time.Time, err error) {
 	b.storeDur.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, context.Canceled) {

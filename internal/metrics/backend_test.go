@@ -64,3 +64,35 @@ func TestBackendStore(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+type fakeDisk struct {
+	full bool
+	errs uint64
+}
+
+func (f *fakeDisk) DiskFull() bool           { return f.full }
+func (f *fakeDisk) BackgroundErrors() uint64 { return f.errs }
+
+// TestWatchDisk: the embedded store's disk is read at scrape time.
+func TestWatchDisk(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	d := &fakeDisk{full: true, errs: 431}
+	metrics.NewBackend(reg).WatchDisk(reg, d)
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		m := mf.GetMetric()[0]
+		switch {
+		case m.GetGauge() != nil:
+			got[mf.GetName()] = m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			got[mf.GetName()] = m.GetCounter().GetValue()
+		}
+	}
+	if got["toc_store_disk_full"] != 1 || got["toc_store_background_errors_total"] != 431 {
+		t.Errorf("got %v, want toc_store_disk_full 1 and toc_store_background_errors_total 431", got)
+	}
+}

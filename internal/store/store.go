@@ -32,6 +32,10 @@ var (
 	// write it failed may or may not have been stored (a commit whose
 	// answer was lost).
 	ErrUnavailable = errors.New("toc: database unavailable")
+	// ErrDiskFull is a write refused or failed for lack of disk space:
+	// nothing of it was stored. The store takes writes again by itself
+	// once space is freed.
+	ErrDiskFull = errors.New("toc: disk full: nothing was stored")
 )
 
 // Store keeps tasks durably. All methods are safe for concurrent use.

@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -37,5 +38,27 @@ func TestEventsLogged(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), "level=INFO") {
 		t.Errorf("Pebble's events logged above Debug:\n%s", buf.String())
+	}
+}
+
+// TestBackgroundErrorsLimited: Pebble's background errors (which it
+// retries at once, hundreds of times a second on a full disk) are all
+// counted, and logged at most once every backgroundLogEvery.
+func TestBackgroundErrorsLimited(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	s, err := Open(Options{Dir: "db", FS: vfs.NewMem(), Logger: logger, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 1000 {
+		eventListener(pebbleLogger{l: logger, d: s.disk}).BackgroundError(errors.New("pebble: flush: some failure"))
+	}
+	if n := s.BackgroundErrors(); n != 1000 {
+		t.Errorf("BackgroundErrors() = %d, want 1000", n)
+	}
+	if n := strings.Count(buf.String(), "background error"); n != 1 {
+		t.Errorf("%d log lines for 1000 background errors, want 1:\n%s", n, buf.String())
 	}
 }

@@ -62,6 +62,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -100,6 +101,18 @@ type Options struct {
 	// operating system's. Tests may pass vfs.NewMem() or a fault-injecting
 	// wrapper.
 	FS vfs.FS
+
+	// Reserve is the size in bytes of the disk reserve the store keeps in
+	// Dir (file ReserveName) and frees when the disk fills, so that the
+	// outcomes of what it holds can still be written (disk.go). Default:
+	// [ReserveDefault], or a twentieth of the file system when that is
+	// less; negative: none, and no checks of the free space. A file
+	// system that does not tell its usage (vfs.NewMem) has none either.
+	Reserve int64
+
+	// DiskCheck is how often the free space is read. Default
+	// [DiskCheckDefault].
+	DiskCheck time.Duration
 }
 
 // memTableSize is Pebble's memtable size. A task is written twice (created,
@@ -132,6 +145,9 @@ func (o Options) Validate() error {
 	if o.CacheSize < 0 {
 		return fmt.Errorf("pebblestore: Options.CacheSize is negative (%d)", o.CacheSize)
 	}
+	if o.DiskCheck < 0 {
+		return fmt.Errorf("pebblestore: Options.DiskCheck is negative (%s)", o.DiskCheck)
+	}
 	return nil
 }
 
@@ -151,6 +167,10 @@ type Store struct {
 	seed maphash.Seed
 	dir  string // Options.Dir
 	fs   vfs.FS // Options.FS, or vfs.Default
+	disk *disk  // the free space and the reserve (disk.go)
+
+	openDB    func() (*pebble.DB, error) // opens the database, as Open did (reopen)
+	reopening atomic.Bool                // reopen waits for the calls in flight: new ones are refused
 
 	backup sync.Mutex // one Checkpoint at a time (checkpoint.go)
 
@@ -162,14 +182,18 @@ type Store struct {
 
 	mu struct {
 		// Held for reading by every call for its duration, for writing by
-		// Close: Close waits for calls in flight, and no call reaches the
-		// database once it is closed.
+		// Close and reopen: they wait for calls in flight, and no call
+		// reaches the database once it is closed.
 		sync.RWMutex
 		closed bool
+		down   error // the database is closed for a reopen that failed: calls fail with it
 	}
 }
 
-// Open opens the store in opts.Dir, creating it if needed.
+// Open opens the store in opts.Dir, creating it if needed. It refuses
+// ([ErrNotStore]) a directory that holds files but no store, such as a
+// backup's copy cut short, and ([store.ErrDiskFull]) to start on a full
+// disk without a reserve to free (disk.go).
 func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -178,30 +202,51 @@ func Open(opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
-	defer cache.Unref() // the database holds its own reference
-	pl := pebbleLogger{logger.With(slog.String("component", "pebble"))}
-	po := &pebble.Options{
-		Cache:              cache,
-		FS:                 opts.FS,
-		Logger:             pl,
-		EventListener:      eventListener(pl),
-		FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize:       memTableSize,
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
 	}
-	// Bloom filters on every level: each attempt reads its task by id, and
-	// without filters a point read opens every overlapping sstable.
-	for i := range po.Levels {
-		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	if err := checkDir(fs, opts.Dir); err != nil {
+		return nil, err
 	}
-	db, err := pebble.Open(opts.Dir, po)
-	if err != nil {
+	if err := fs.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: opts.FS}
-	if s.fs == nil {
-		s.fs = vfs.Default
+	log := logger.With(slog.String("component", "pebble"))
+	d := newDisk(opts, fs, log)
+	if err := d.prepare(); err != nil {
+		return nil, err
 	}
+	pl := pebbleLogger{l: log, d: d}
+	openDB := func() (*pebble.DB, error) {
+		cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
+		defer cache.Unref() // the database holds its own reference
+		po := &pebble.Options{
+			Cache:              cache,
+			FS:                 walWatch{FS: vfs.OnDiskFull(fs, d.onENOSPC), d: d},
+			Logger:             pl,
+			EventListener:      eventListener(pl),
+			FormatMajorVersion: pebble.FormatNewest,
+			MemTableSize:       memTableSize,
+		}
+		// Bloom filters on every level: each attempt reads its task by id, and
+		// without filters a point read opens every overlapping sstable.
+		for i := range po.Levels {
+			po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		}
+		db, err := pebble.Open(opts.Dir, po)
+		if err != nil {
+			return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
+		}
+		return db, nil
+	}
+	db, err := openDB()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, wo: pebble.Sync, seed: maphash.MakeSeed(), dir: opts.Dir, fs: fs, disk: d, openDB: openDB}
+	d.reopen = s.reopen
+	d.start()
 	if opts.NoSync {
 		s.wo = pebble.NoSync
 	}
@@ -212,9 +257,11 @@ func Open(opts Options) (*Store, error) {
 // disk operations through l, at Debug as Pebble's other informational
 // messages: with --log-level debug they can be laid beside the lateness of
 // fires over time (toc bench --timeline). Pebble's default listener logs
-// none of them. The other events keep Pebble's defaults.
+// none of them. Background errors are counted and their log rate-limited
+// (disk.backgroundError). The other events keep Pebble's defaults.
 func eventListener(l pebbleLogger) *pebble.EventListener {
 	return &pebble.EventListener{
+		BackgroundError: l.d.backgroundError,
 		FlushEnd:        func(i pebble.FlushInfo) { l.Infof("%s", i) },
 		CompactionEnd:   func(i pebble.CompactionInfo) { l.Infof("%s", i) },
 		WriteStallBegin: func(i pebble.WriteStallBeginInfo) { l.Infof("%s", i) },
@@ -229,10 +276,22 @@ func (s *Store) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.reopening.Load() {
+		return fmt.Errorf("%w: the store is being opened again after a failed write", store.ErrDiskFull)
+	}
+	select {
+	case <-s.disk.closing:
+		return store.ErrClosed
+	default:
+	}
 	s.mu.RLock()
 	if s.mu.closed {
 		s.mu.RUnlock()
 		return store.ErrClosed
+	}
+	if err := s.mu.down; err != nil {
+		s.mu.RUnlock()
+		return err
 	}
 	return nil
 }
@@ -329,7 +388,12 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 		res[i] = store.CreateResult{Task: c.Clone(), Created: true}
 		created = append(created, c)
 	}
-	if err := b.Commit(s.wo); err != nil {
+	if len(created) > 0 {
+		if err := s.refuseNew(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.commit(b, s.wo); err != nil {
 		return nil, fmt.Errorf("pebblestore: create: %w", err)
 	}
 	now := time.Now()
@@ -387,7 +451,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 	if err := stage(b, old.t, c); err != nil {
 		return old.own(), err
 	}
-	if err := b.Commit(s.writeOptions(opts)); err != nil {
+	if err := s.commit(b, s.writeOptions(opts)); err != nil {
 		return nil, fmt.Errorf("pebblestore: update %s: %w", id, err)
 	}
 	s.pull.wrote(old.t, c)
@@ -434,7 +498,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		}
 	}
 	if !b.Empty() {
-		if err := b.Commit(s.writeOptions(opts)); err != nil {
+		if err := s.commit(b, s.writeOptions(opts)); err != nil {
 			err = fmt.Errorf("pebblestore: update many: %w", err)
 			for i, c := range cs {
 				if c != nil && errs[i] == nil {
@@ -667,7 +731,7 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, er
 			return 0, err
 		}
 	}
-	if err := b.Commit(s.wo); err != nil {
+	if err := s.commit(b, s.wo); err != nil {
 		return 0, fmt.Errorf("pebblestore: sweep: %w", err)
 	}
 	for _, t := range doomed {
@@ -692,21 +756,59 @@ func lockAll(locks *[stripes]stripe, idx []int) (unlock func()) {
 }
 
 // Close implements [store.Store]. It waits for calls in flight to return.
-func (s *Store) Close() error {
-	s.mu.Lock()
+func (s *Store) Close() (err error) {
+	// First: calls from now on fail, stalled log writes give up (disk.go),
+	// and the disk watch's reopen, which takes s.mu, ends.
+	s.disk.close()
+	// The calls in flight end at once, unless Pebble is stuck after a
+	// failed write: then the store is left as a crash leaves it (the next
+	// Open recovers it from its log), rather than Close waiting for ever.
+	if !s.lockWithin(closeWait) {
+		return fmt.Errorf("pebblestore: close: calls in flight did not end within %s (Pebble stuck after a failed write?); not closed: the next open recovers the store from its log", closeWait)
+	}
 	defer s.mu.Unlock()
 	if s.mu.closed {
 		return store.ErrClosed
 	}
 	s.mu.closed = true
-	if err := s.closeAttemptLog(); err != nil {
-		_ = s.db.Close()
-		return fmt.Errorf("pebblestore: close the attempt log: %w", err)
+	if aerr := s.closeAttemptLog(); aerr != nil {
+		defer func() { err = errors.Join(err, fmt.Errorf("pebblestore: close the attempt log: %w", aerr)) }()
 	}
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("pebblestore: close: %w", err)
+	if s.mu.down != nil {
+		return nil // closed by reopen
 	}
-	return nil
+	if s.disk.wedged.Load() {
+		return fmt.Errorf("pebblestore: close: not closed, Pebble being stuck after a failed write: %v", s.disk.health())
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.db.Close() }()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil && s.disk.broken.Load() != nil {
+			return fmt.Errorf("pebblestore: close after a failed write: %w (nothing acknowledged is lost: the next start recovers the store from its log)", err)
+		}
+		if err != nil {
+			return fmt.Errorf("pebblestore: close: %w", err)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("pebblestore: close: Pebble did not close within %s (stuck after a failed write?); the next open recovers the store from its log", closeWait)
+	}
+}
+
+// lockWithin locks s.mu, waiting at most d for the calls in flight (Close
+// refuses new ones first).
+func (s *Store) lockWithin(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !s.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // reader is what *pebble.DB and *pebble.Snapshot have in common that the

@@ -322,7 +322,12 @@ func (s *Store) commitSchedule(op string, id task.ID, old, new *task.Schedule, r
 	if err := writeSchedule(b, old, new, rec); err != nil {
 		return err
 	}
-	if err := b.Commit(s.wo); err != nil {
+	if op == "create" {
+		if err := s.refuseNew(); err != nil {
+			return fmt.Errorf("pebblestore: create schedule %s: %w", id, err)
+		}
+	}
+	if err := s.commit(b, s.wo); err != nil {
 		return fmt.Errorf("pebblestore: %s schedule %s: %w", op, id, err)
 	}
 	return nil

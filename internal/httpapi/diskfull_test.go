@@ -1,0 +1,67 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/task"
+)
+
+// fullStore refuses creates as a store on a full disk does.
+type fullStore struct{ store.Store }
+
+func (fullStore) Create(context.Context, []*task.Task) ([]store.CreateResult, error) {
+	return nil, fmt.Errorf("pebblestore: create: %w", store.ErrDiskFull)
+}
+
+// TestDiskFullAnswers: a create the store refuses for lack of disk space
+// is answered 507 disk_full saying nothing was stored, and /readyz is not
+// ready with Config.Health's reason.
+func TestDiskFullAnswers(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), Logger: log, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := engine.New(engine.Config{Store: fullStore{st}, Logger: log,
+		Sinks: map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	}()
+	health := func() error { return fmt.Errorf("%w: 0 bytes free in /data", store.ErrDiskFull) }
+	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: eng, Logger: log, Health: health}))
+	defer hs.Close()
+
+	status, body := do(t, "POST", hs.URL+"/v1/tasks", `{"app":"shop","delay":"1h","target":{"pull":{}}}`)
+	e, _ := body["error"].(map[string]any)
+	if status != http.StatusInsufficientStorage || e["code"] != "disk_full" || !strings.Contains(fmt.Sprint(e["message"]), "full: nothing was stored") {
+		t.Errorf("create on a full disk: %d %v, want 507 disk_full saying the disk is full and nothing was stored", status, body)
+	}
+	status, body = do(t, "GET", hs.URL+"/readyz", "")
+	e, _ = body["error"].(map[string]any)
+	if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(e["message"]), "0 bytes free") {
+		t.Errorf("/readyz on a full disk: %d %v, want 503 with Health's reason", status, body)
+	}
+}
