@@ -32,18 +32,8 @@ func postgresRestarted(t *testing.T, nodes int) {
 	if testing.Short() {
 		t.Skip("a cluster fault test; skipped with -short")
 	}
-	_, prefix := testsvc.Redis(t)
-	pg := testsvc.StartPrivatePostgres(t)
+	prefix, pg, dsn := privateCluster(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE toc"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
-	dsn := strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
 	rcv := newHooks(t)
 	var all []*child
 	for range nodes {
@@ -83,18 +73,8 @@ func TestClusterPostgresRestartUnderOutcomes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster fault test; skipped with -short")
 	}
-	_, prefix := testsvc.Redis(t)
-	pg := testsvc.StartPrivatePostgres(t)
+	prefix, pg, dsn := privateCluster(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE toc"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.Close(ctx)
-	dsn := strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
 	rcv := newHooks(t)
 	// The receiver answers in 300 ms, so that tens of deliveries are
 	// under way when the database goes away, and their outcomes are
@@ -148,4 +128,23 @@ func TestClusterPostgresRestartUnderOutcomes(t *testing.T) {
 		t.Logf("node log (last 3000 bytes):\n%s", out[max(0, len(out)-3000):])
 		t.Errorf("%d duplicate deliveries of %d tasks, want none: outcome writes that met the restart were not tried again", dups, w.n)
 	}
+}
+
+// privateCluster returns a Redis key prefix of the test's own and a
+// private PostgreSQL (the test may stop and start it) with a database toc,
+// and that database's DSN.
+func privateCluster(t *testing.T) (prefix string, pg *testsvc.PrivatePostgres, dsn string) {
+	t.Helper()
+	_, prefix = testsvc.Redis(t)
+	pg = testsvc.StartPrivatePostgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE toc"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	return prefix, pg, strings.Replace(pg.DSN, "/postgres?", "/toc?", 1)
 }
