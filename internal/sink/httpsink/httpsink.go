@@ -90,8 +90,9 @@ const (
 // Config configures a Sink.
 type Config struct {
 	// Client sends the requests. Default: a client whose transport keeps
-	// connections alive and which does not follow redirects (a redirect is a
-	// failed attempt). With Guard set, its Transport must be nil or an
+	// connections alive (MaxIdleConnsPerHostDefault to each receiver),
+	// speaks HTTP/2 to receivers that offer it over TLS, and does not
+	// follow redirects (a redirect is a failed attempt). With Guard set, its Transport must be nil or an
 	// *http.Transport without DialTLS or DialTLSContext (New panics
 	// otherwise), and is copied once per policy.
 	Client *http.Client
@@ -147,6 +148,11 @@ func New(cfg Config) *Sink {
 		// closes and redials connections on every attempt.
 		tr.MaxIdleConnsPerHost = MaxIdleConnsPerHostDefault
 		tr.MaxIdleConns = 4 * MaxIdleConnsPerHostDefault
+		// HTTP/2 with receivers that offer it over TLS: many pushes share
+		// one connection. (DefaultTransport has it; a transport with a
+		// TLS config or dialer of its own, as Guard's pools are, needs it
+		// said.)
+		tr.ForceAttemptHTTP2 = true
 		c = &http.Client{
 			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
