@@ -75,8 +75,12 @@ func BenchmarkFirePush(b *testing.B) {
 	if err := eng.Start(b.Context()); err != nil {
 		b.Fatal(err)
 	}
+	deadline := time.Now().Add(5 * time.Minute)
 	for delivered.Load() < int64(b.N) || eng.attemptsUnderway() > 0 {
-		time.Sleep(time.Millisecond) // polling the end of the run, not deciding an outcome
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d delivered, %d outcomes not stored after 5 minutes", delivered.Load(), b.N, eng.attemptsUnderway())
+		}
+		time.Sleep(time.Millisecond) // polling for the end of the run, not deciding an outcome
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")

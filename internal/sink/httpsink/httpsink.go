@@ -92,9 +92,9 @@ type Config struct {
 	// Client sends the requests. Default: a client whose transport keeps
 	// connections alive (MaxIdleConnsPerHostDefault to each receiver),
 	// speaks HTTP/2 to receivers that offer it over TLS, and does not
-	// follow redirects (a redirect is a failed attempt). With Guard set, its Transport must be nil or an
-	// *http.Transport without DialTLS or DialTLSContext (New panics
-	// otherwise), and is copied once per policy.
+	// follow redirects (a redirect is a failed attempt). With Guard set,
+	// its Transport must be nil or an *http.Transport without DialTLS or
+	// DialTLSContext (New panics otherwise), and is copied once per policy.
 	Client *http.Client
 	// UserAgent is sent with every push. Default "toc".
 	UserAgent string
