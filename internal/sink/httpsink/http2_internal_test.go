@@ -40,3 +40,18 @@ func TestHTTP2OverTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestIdlePoolSizedToInFlight: the default client keeps as many idle
+// connections to a receiver as it is told pushes may run at once, in
+// Guard's pools too.
+func TestIdlePoolSizedToInFlight(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want int }{{0, MaxIdleConnsPerHostDefault}, {-1, MaxIdleConnsPerHostDefault}, {4096, 4096}} {
+		s := New(Config{MaxIdleConnsPerHost: tt.in, Guard: func(string) netguard.Policy { return netguard.Policy{} }})
+		for _, c := range []*http.Client{s.client, s.clientFor("billing")} {
+			if got := c.Transport.(*http.Transport).MaxIdleConnsPerHost; got != tt.want {
+				t.Errorf("MaxIdleConnsPerHost %d: the pool keeps %d idle connections per receiver, want %d", tt.in, got, tt.want)
+			}
+		}
+	}
+}

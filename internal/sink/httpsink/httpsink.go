@@ -69,7 +69,8 @@ const (
 )
 
 // MaxIdleConnsPerHostDefault is how many idle connections to one receiver
-// the default client keeps.
+// the default client keeps unless told ([Config.MaxIdleConnsPerHost]): the
+// engine's default MaxInFlight.
 const MaxIdleConnsPerHostDefault = 1024
 
 // MaxResponseBody is how much of a response body is read (and kept for the
@@ -90,12 +91,18 @@ const (
 // Config configures a Sink.
 type Config struct {
 	// Client sends the requests. Default: a client whose transport keeps
-	// connections alive (MaxIdleConnsPerHostDefault to each receiver),
+	// connections alive (MaxIdleConnsPerHost to each receiver),
 	// speaks HTTP/2 to receivers that offer it over TLS, and does not
 	// follow redirects (a redirect is a failed attempt). With Guard set,
 	// its Transport must be nil or an *http.Transport without DialTLS or
 	// DialTLSContext (New panics otherwise), and is copied once per policy.
 	Client *http.Client
+	// MaxIdleConnsPerHost is how many idle connections to one receiver
+	// the default client keeps (unused with Client set): the most pushes
+	// the engine runs at once (engine.Config.MaxInFlight), so that a burst
+	// to one receiver reuses its connections instead of closing and
+	// redialling them. Default MaxIdleConnsPerHostDefault.
+	MaxIdleConnsPerHost int
 	// UserAgent is sent with every push. Default "toc".
 	UserAgent string
 	// Secrets returns the webhook signing secrets of an app, the one to sign
@@ -144,10 +151,10 @@ func New(cfg Config) *Sink {
 	if c == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Keep as many idle connections to a receiver as attempts may run
-		// at once (the engine's default MaxInFlight): with fewer, a burst
-		// closes and redials connections on every attempt.
-		tr.MaxIdleConnsPerHost = MaxIdleConnsPerHostDefault
-		tr.MaxIdleConns = 4 * MaxIdleConnsPerHostDefault
+		// at once (Config.MaxIdleConnsPerHost): with fewer, a burst closes
+		// and redials connections on every attempt.
+		tr.MaxIdleConnsPerHost = cmp.Or(max(cfg.MaxIdleConnsPerHost, 0), MaxIdleConnsPerHostDefault)
+		tr.MaxIdleConns = 4 * tr.MaxIdleConnsPerHost
 		// HTTP/2 with receivers that offer it over TLS: many pushes share
 		// one connection. (DefaultTransport has it; a transport with a
 		// TLS config or dialer of its own, as Guard's pools are, needs it
