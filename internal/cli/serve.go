@@ -355,7 +355,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	natsSink := natssink.New(natssink.Config{DefaultURL: c.nats, Logger: log,
 		Resolve: lv.broker("nats", c.nats), Guard: lv.policy})
 	defer natsSink.Close()
-	httpSink := newHTTPSink(lv)
+	httpSink := newHTTPSink(lv, c.maxInFlight)
 
 	eng, err = engine.New(engine.Config{
 		Store:        st,
@@ -645,12 +645,14 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 // newHTTPSink signs each app's pushes with its first signing secret and
 // checks every connection's address against the app's callback policy (at
 // connect time, so DNS rebinding cannot get around it). Both read the live
-// configuration, so a reload applies to the next push.
-func newHTTPSink(lv *live) *httpsink.Sink {
+// configuration, so a reload applies to the next push. It keeps as many idle
+// connections to a receiver as pushes may run at once (maxInFlight).
+func newHTTPSink(lv *live, maxInFlight int) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
-		Secrets:   func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
-		Signature: func(app string) string { return lv.file.Load().Effective(app).Signature },
-		Guard:     lv.policy,
+		MaxIdleConnsPerHost: maxInFlight,
+		Secrets:             func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
+		Signature:           func(app string) string { return lv.file.Load().Effective(app).Signature },
+		Guard:               lv.policy,
 	})
 }
 

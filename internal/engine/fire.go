@@ -493,8 +493,8 @@ func (e *Engine) untrack(id task.ID) {
 // attempt is a push attempt under way in this process. It is not stored:
 // the store keeps base, and the outcome is written over it (storeOutcomes).
 type attempt struct {
-	base *task.Task // the task as stored when the attempt started
-	t    *task.Task // base with the attempt started: what the sink gets, and what Get shows; never changed
+	base *task.Task // the task as stored when the attempt started; never changed
+	t    *task.Task // base with the attempt started: what the sink gets, and what Get shows; never changed (it shares base's payload and target)
 }
 
 // reserve marks an attempt of id under way in this process, before it
@@ -540,8 +540,16 @@ func (e *Engine) attemptOf(id task.ID) *task.Task {
 
 // startAttempt starts the push attempt f reserved, on base, the task as
 // stored, in memory only, and returns the task to deliver.
+//
+// The task delivered is a copy of base that shares with it what neither
+// changes (the payload, the target, the deadline): base is the store's
+// copy as read, kept unchanged until the outcome (attempt), and the
+// attempt's task is never changed either, so a deep copy per fire would
+// only copy bytes. Its history is its own, with room for the attempt.
 func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
-	t := base.Clone()
+	t := new(task.Task)
+	*t = *base
+	t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
 	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
 	startAttempt(t, now, f.timeout+e.cfg.LeaseGrace, e.boot)
 	e.out.Lock()

@@ -30,12 +30,18 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -63,7 +69,8 @@ const (
 )
 
 // MaxIdleConnsPerHostDefault is how many idle connections to one receiver
-// the default client keeps.
+// the default client keeps unless told ([Config.MaxIdleConnsPerHost]): the
+// engine's default MaxInFlight.
 const MaxIdleConnsPerHostDefault = 1024
 
 // MaxResponseBody is how much of a response body is read (and kept for the
@@ -84,11 +91,18 @@ const (
 // Config configures a Sink.
 type Config struct {
 	// Client sends the requests. Default: a client whose transport keeps
-	// connections alive and which does not follow redirects (a redirect is a
-	// failed attempt). With Guard set, its Transport must be nil or an
-	// *http.Transport without DialTLS or DialTLSContext (New panics
-	// otherwise), and is copied once per policy.
+	// connections alive (MaxIdleConnsPerHost to each receiver),
+	// speaks HTTP/2 to receivers that offer it over TLS, and does not
+	// follow redirects (a redirect is a failed attempt). With Guard set,
+	// its Transport must be nil or an *http.Transport without DialTLS or
+	// DialTLSContext (New panics otherwise), and is copied once per policy.
 	Client *http.Client
+	// MaxIdleConnsPerHost is how many idle connections to one receiver
+	// the default client keeps (unused with Client set): the most pushes
+	// the engine runs at once (engine.Config.MaxInFlight), so that a burst
+	// to one receiver reuses its connections instead of closing and
+	// redialling them. Default MaxIdleConnsPerHostDefault.
+	MaxIdleConnsPerHost int
 	// UserAgent is sent with every push. Default "toc".
 	UserAgent string
 	// Secrets returns the webhook signing secrets of an app, the one to sign
@@ -121,6 +135,7 @@ type Sink struct {
 	signature func(app string) string
 	guard     func(app string) netguard.Policy
 	resolver  netguard.Resolver
+	macs      macCache
 
 	mu struct {
 		sync.Mutex
@@ -136,10 +151,15 @@ func New(cfg Config) *Sink {
 	if c == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Keep as many idle connections to a receiver as attempts may run
-		// at once (the engine's default MaxInFlight): with fewer, a burst
-		// closes and redials connections on every attempt.
-		tr.MaxIdleConnsPerHost = MaxIdleConnsPerHostDefault
-		tr.MaxIdleConns = 4 * MaxIdleConnsPerHostDefault
+		// at once (Config.MaxIdleConnsPerHost): with fewer, a burst closes
+		// and redials connections on every attempt.
+		tr.MaxIdleConnsPerHost = cmp.Or(max(cfg.MaxIdleConnsPerHost, 0), MaxIdleConnsPerHostDefault)
+		tr.MaxIdleConns = 4 * tr.MaxIdleConnsPerHost
+		// HTTP/2 with receivers that offer it over TLS: many pushes share
+		// one connection. (DefaultTransport has it; a transport with a
+		// TLS config or dialer of its own, as Guard's pools are, needs it
+		// said.)
+		tr.ForceAttemptHTTP2 = true
 		c = &http.Client{
 			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -204,6 +224,13 @@ func (s *Sink) clientFor(app string) *http.Client {
 // sign sets the signature headers of a push of t (see the package doc):
 // none when t's app has no secret.
 func (s *Sink) sign(h http.Header, t *task.Task, taskID string) {
+	s.signAt(h, t, taskID, time.Now())
+}
+
+// signAt is sign at the signing time now. The values are those of
+// [client.SignStandard] and [client.Sign], byte for byte; the keyed HMACs
+// are made once per secret and reused (macs).
+func (s *Sink) signAt(h http.Header, t *task.Task, taskID string, now time.Time) {
 	if s.secrets == nil {
 		return
 	}
@@ -222,15 +249,101 @@ func (s *Sink) sign(h http.Header, t *task.Task, taskID string) {
 	if s.signature != nil {
 		scheme = cmp.Or(s.signature(t.App), SignatureBoth)
 	}
-	now := time.Now()
+	ts := strconv.FormatInt(now.Unix(), 10)
 	if scheme != SignatureToc {
-		h.Set(client.HeaderWebhookID, taskID)
-		h.Set(client.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-		h.Set(client.HeaderWebhookSignature, client.SignStandard(secrets, now, taskID, t.Payload))
+		// One "v1,<base64 of HMAC(key, id.ts.body)>" per secret.
+		var b []byte
+		for _, secret := range secrets {
+			if secret == "" {
+				continue
+			}
+			if len(b) > 0 {
+				b = append(b, ' ')
+			}
+			b = append(b, "v1,"...)
+			sum := s.macs.sum(secret, msgHead{taskID, ts, ""}, t.Payload)
+			b = base64.StdEncoding.AppendEncode(b, sum[:])
+		}
+		h[keyWebhookID] = []string{taskID}
+		h[keyWebhookTimestamp] = []string{ts}
+		h[keyWebhookSignature] = []string{string(b)}
 	}
 	if scheme != SignatureStandard {
-		h.Set(HeaderSignature, client.Sign(first, now, taskID, t.Attempts, t.Payload))
+		// "t=<ts>,v1=<hex of HMAC(key, ts.id.attempt.body)>"
+		sum := s.macs.sum(first, msgHead{ts, taskID, strconv.Itoa(t.Attempts)}, t.Payload)
+		b := make([]byte, 0, len("t=,v1=")+len(ts)+2*len(sum))
+		b = append(append(append(b, "t="...), ts...), ",v1="...)
+		b = hex.AppendEncode(b, sum[:])
+		h[HeaderSignature] = []string{string(b)}
 	}
+}
+
+// msgHead is the parts of a signed message before the body, each followed
+// by a '.': a, b, and c when not empty.
+type msgHead struct{ a, b, c string }
+
+// The Standard Webhooks header names as http.Header keys them.
+var (
+	keyWebhookID        = textproto.CanonicalMIMEHeaderKey(client.HeaderWebhookID)
+	keyWebhookTimestamp = textproto.CanonicalMIMEHeaderKey(client.HeaderWebhookTimestamp)
+	keyWebhookSignature = textproto.CanonicalMIMEHeaderKey(client.HeaderWebhookSignature)
+)
+
+// macCache holds keyed HMAC-SHA256s, one pool per secret, so that a push
+// does not derive the key (a base64 decoding and two SHA-256 blocks) again.
+type macCache struct {
+	mu struct {
+		sync.Mutex
+		pools map[string]*sync.Pool
+	}
+}
+
+// macCacheMax bounds the secrets macCache keeps (old ones of rotations
+// are dropped with the rest when it is full).
+const macCacheMax = 4096
+
+// hmacState is a keyed HMAC and a buffer for the message's head.
+type hmacState struct {
+	h   hash.Hash
+	buf []byte
+}
+
+// sum returns HMAC-SHA256(client.SecretKey(secret), head + body), as
+// client.Sign and client.SignStandard compute it.
+func (c *macCache) sum(secret string, head msgHead, body []byte) [sha256.Size]byte {
+	p := c.pool(secret)
+	st := p.Get().(*hmacState)
+	st.h.Reset()
+	st.buf = append(st.buf[:0], head.a...)
+	st.buf = append(st.buf, '.')
+	st.buf = append(st.buf, head.b...)
+	st.buf = append(st.buf, '.')
+	if head.c != "" {
+		st.buf = append(st.buf, head.c...)
+		st.buf = append(st.buf, '.')
+	}
+	st.h.Write(st.buf)
+	st.h.Write(body)
+	var out [sha256.Size]byte
+	st.h.Sum(out[:0])
+	p.Put(st)
+	return out
+}
+
+// pool returns the pool of HMACs keyed by secret.
+func (c *macCache) pool(secret string) *sync.Pool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.mu.pools[secret]; ok {
+		return p
+	}
+	if c.mu.pools == nil || len(c.mu.pools) >= macCacheMax {
+		c.mu.pools = make(map[string]*sync.Pool)
+	}
+	key := client.SecretKey(secret)
+	p := &sync.Pool{New: func() any { return &hmacState{h: hmac.New(sha256.New, key)} }}
+	c.mu.pools[secret] = p
+	return p
 }
 
 // dialFunc adapts a transport's DialContext to a [netguard.Dialer].
@@ -277,42 +390,20 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		}
 		return fmt.Errorf("build request for POST %s: %w", redactRaw(h.URL), err)
 	}
-	// The URL as errors show it.
-	target := redactURL(req.URL)
-	for k, v := range h.Headers {
-		req.Header.Set(k, v)
-	}
-	if req.Header.Get("Content-Type") == "" {
-		if len(t.Payload) > 0 && json.Valid(t.Payload) {
-			req.Header.Set("Content-Type", "application/json")
-		} else {
-			req.Header.Set("Content-Type", "application/octet-stream")
-		}
-	}
-	req.Header.Set("User-Agent", s.userAgent)
-	taskID := t.ID.String()
-	req.Header.Set(HeaderTaskID, taskID)
-	req.Header.Set(HeaderApp, t.App)
-	if t.Key != "" {
-		req.Header.Set(HeaderKey, t.Key)
-	}
-	if !t.ScheduleID.IsZero() {
-		req.Header.Set(HeaderScheduleID, t.ScheduleID.String())
-	}
-	// client.Sign formats the attempt as strconv.Itoa does, so the
-	// signature covers the header value sent.
-	req.Header.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
-	req.Header.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
+	req.Header = s.header(t, len(t.Payload) > 0 && json.Valid(t.Payload))
+	taskID := req.Header.Get(HeaderTaskID)
 	s.sign(req.Header, t, taskID)
 
 	resp, err := s.clientFor(t.App).Do(req)
+	// The URL as errors show it.
+	target := func() string { return redactURL(req.URL) }
 	if err != nil {
 		var be *netguard.BlockedError
 		if errors.As(err, &be) {
-			return fmt.Errorf("POST %s: %w", target, be)
+			return fmt.Errorf("POST %s: %w", target(), be)
 		}
 		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("POST %s: no answer within %s", target, timeout)
+			return fmt.Errorf("POST %s: no answer within %s", target(), timeout)
 		}
 		// The *url.Error of http.Client quotes the URL again, in a form of
 		// its own: keep only its cause.
@@ -320,30 +411,73 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("POST %s: %w", target, err)
+		return fmt.Errorf("POST %s: %w", target(), err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		// Drain the answer so the connection can be reused; give up on
+		// huge bodies. io.Discard reads with buffers of its own, pooled.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxResponseBody+64<<10))
+		return nil
+	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
 	// Drain a little more so the connection can be reused; give up on huge bodies.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := fmt.Sprintf("POST %s: %s", target, resp.Status)
-		if len(bytes.TrimSpace(body)) > 0 {
-			snippet := body
-			if len(snippet) > 200 {
-				// Cut on a character boundary: an error is text that is
-				// stored, shown as JSON and printed.
-				n := 200
-				for n > 0 && !utf8.RuneStart(snippet[n]) {
-					n--
-				}
-				snippet = snippet[:n]
+	msg := fmt.Sprintf("POST %s: %s", target(), resp.Status)
+	if len(bytes.TrimSpace(body)) > 0 {
+		snippet := body
+		if len(snippet) > 200 {
+			// Cut on a character boundary: an error is text that is
+			// stored, shown as JSON and printed.
+			n := 200
+			for n > 0 && !utf8.RuneStart(snippet[n]) {
+				n--
 			}
-			msg += ": " + strings.ToValidUTF8(string(bytes.TrimSpace(snippet)), "\uFFFD")
+			snippet = snippet[:n]
 		}
-		return &StatusError{Code: resp.StatusCode, msg: msg}
+		msg += ": " + strings.ToValidUTF8(string(bytes.TrimSpace(snippet)), "\uFFFD")
 	}
-	return nil
+	return &StatusError{Code: resp.StatusCode, msg: msg}
+}
+
+// header returns the headers of a push of t, unsigned: the target's, then
+// toc's (which win over the target's of the same name). isJSON says whether
+// the payload is JSON (the Content-Type when the target sets none). The
+// values share one backing array, and toc's names are set as they are
+// (canonical already), to spare a push a dozen small allocations.
+func (s *Sink) header(t *task.Task, isJSON bool) http.Header {
+	h := t.Target.HTTP
+	hdr := make(http.Header, len(h.Headers)+8)
+	for k, v := range h.Headers {
+		hdr.Set(k, v)
+	}
+	vals := make([]string, 0, 8)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		n := len(vals)
+		hdr[k] = vals[n-1 : n : n]
+	}
+	if hdr.Get("Content-Type") == "" {
+		if isJSON {
+			set("Content-Type", "application/json")
+		} else {
+			set("Content-Type", "application/octet-stream")
+		}
+	}
+	set("User-Agent", s.userAgent)
+	set(HeaderTaskID, t.ID.String())
+	set(HeaderApp, t.App)
+	if t.Key != "" {
+		set(HeaderKey, t.Key)
+	}
+	if !t.ScheduleID.IsZero() {
+		set(HeaderScheduleID, t.ScheduleID.String())
+	}
+	// client.Sign formats the attempt as strconv.Itoa does, so the
+	// signature covers the header value sent.
+	set(HeaderAttempt, strconv.Itoa(t.Attempts))
+	set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
+	return hdr
 }
 
 // StatusError is a non-2xx answer from the receiver.

@@ -1,0 +1,63 @@
+package httpsink_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink/httpsink"
+)
+
+// BenchmarkDeliver measures one push: "sink" is the sink's own work
+// (request, headers, signature, reading the answer) over a transport that
+// answers 204 without I/O; "loopback" adds net/http's client and a
+// receiver on 127.0.0.1, both in this process.
+//
+//	go test -run '^$' -bench Deliver -benchmem ./internal/sink/httpsink/
+func BenchmarkDeliver(b *testing.B) {
+	payload := `{"order":"0123456789abcdef","amount":4200,"currency":"EUR","x":1}`
+	canned := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		return &http.Response{StatusCode: http.StatusNoContent, Status: "204 No Content", Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	})
+	secrets := func(string) []string { return []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"} }
+	for _, bc := range []struct {
+		name string
+		cfg  httpsink.Config
+		url  string
+	}{
+		{name: "sink", cfg: httpsink.Config{Client: &http.Client{Transport: canned}}, url: "http://receiver.test/hook"},
+		{name: "sink-signed", cfg: httpsink.Config{Client: &http.Client{Transport: canned}, Secrets: secrets}, url: "http://receiver.test/hook"},
+		{name: "loopback"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			url := bc.url
+			if url == "" {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.WriteHeader(http.StatusNoContent)
+				}))
+				defer srv.Close()
+				url = srv.URL + "/hook"
+			}
+			s := httpsink.New(bc.cfg)
+			defer s.CloseIdleConnections()
+			tk := newTask("billing", url, payload)
+			tk.Key = "order-42"
+			tk.Attempts = 1
+			tk.Target.HTTP.Headers = map[string]string{"Authorization": "Bearer " + strings.Repeat("x", 32)}
+			tk.DueAt = time.Now().Truncate(time.Millisecond)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Deliver(ctx, tk); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
