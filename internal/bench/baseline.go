@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/task"
 )
@@ -175,7 +177,7 @@ type GroupLogConfig struct {
 	// Path is the log file: created, or appended to. Required.
 	Path string
 	// Sync makes what was written to the file durable. Default
-	// (*os.File).Sync, an fsync.
+	// [Fdatasync].
 	Sync func(*os.File) error
 }
 
@@ -211,7 +213,7 @@ func OpenGroupLog(cfg GroupLogConfig) (*GroupLog, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if cfg.Sync == nil {
-		cfg.Sync = (*os.File).Sync
+		cfg.Sync = Fdatasync
 	}
 	l := &GroupLog{
 		f: f, sync: cfg.Sync,
@@ -222,15 +224,21 @@ func OpenGroupLog(cfg GroupLogConfig) (*GroupLog, error) {
 }
 
 // Append writes rec to the log and returns once it is synced.
-func (l *GroupLog) Append(rec []byte) error {
+func (l *GroupLog) Append(rec []byte) error { return l.AppendAll(rec) }
+
+// AppendAll writes recs to the log, each a record, and returns once they
+// are synced.
+func (l *GroupLog) AppendAll(recs ...[]byte) error {
 	done := make(chan error, 1)
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
 		return ErrLogClosed
 	}
-	l.mu.buf = binary.AppendUvarint(l.mu.buf, uint64(len(rec)))
-	l.mu.buf = append(l.mu.buf, rec...)
+	for _, rec := range recs {
+		l.mu.buf = binary.AppendUvarint(l.mu.buf, uint64(len(rec)))
+		l.mu.buf = append(l.mu.buf, rec...)
+	}
 	l.mu.waiters = append(l.mu.waiters, done)
 	l.mu.Unlock()
 	select {
@@ -303,18 +311,26 @@ func (l *GroupLog) Close() error {
 const maxLogBody = 32 << 20
 
 // LogHandler is the schedule workload's baseline server: it answers toc's
-// create requests as a server that does nothing but make them durable. The
-// body of each is appended to l as one record, and answered once synced:
-// POST /v1/tasks with 201 and the request echoed as the task, POST
-// /v1/tasks:batch with 200 and each item echoed as a created task (the
-// batch is split with encoding/json, without decoding the items). GET
-// /readyz answers 204.
+// create requests as a server that does nothing but decode them and make
+// them durable (issue #25). Each task is decoded into toc's create request
+// (app and due_at required) and its JSON appended to l as one record; the
+// request is answered once synced: POST /v1/tasks with 201 and the request
+// echoed as the task, POST /v1/tasks:batch with 200 and each item echoed as
+// a created task ({"id":""} alone when the request prefers
+// return=minimal). GET /readyz answers 204.
 func LogHandler(l *GroupLog) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := readBody(w, r)
-		if !ok || !appendLog(w, l, body) {
+		if !ok {
+			return
+		}
+		if err := decodeCreate(body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !appendLog(w, l, body) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -333,14 +349,32 @@ func LogHandler(l *GroupLog) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if !appendLog(w, l, body) {
+		recs := make([][]byte, len(in.Tasks))
+		for i, t := range in.Tasks {
+			if err := decodeCreate(t); err != nil {
+				http.Error(w, fmt.Sprintf("tasks.%d: %v", i, err), http.StatusBadRequest)
+				return
+			}
+			recs[i] = t
+		}
+		if err := l.AppendAll(recs...); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		out := make([]byte, 0, len(body)+32*len(in.Tasks)+16)
+		minimal := strings.Contains(r.Header.Get("Prefer"), "return=minimal")
+		n := len(body)
+		if minimal {
+			n = 0
+		}
+		out := make([]byte, 0, n+40*len(in.Tasks)+16)
 		out = append(out, `{"results":[`...)
 		for i, t := range in.Tasks {
 			if i > 0 {
 				out = append(out, ',')
+			}
+			if minimal {
+				out = append(out, `{"task":{"id":""},"created":true}`...)
+				continue
 			}
 			out = append(out, `{"task":`...)
 			out = append(out, t...)
@@ -352,6 +386,19 @@ func LogHandler(l *GroupLog) http.Handler {
 		_, _ = w.Write(out)
 	})
 	return mux
+}
+
+// decodeCreate decodes one create request as toc does, requiring its app
+// and due time.
+func decodeCreate(b []byte) error {
+	var c client.ScheduleRequest
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	if c.App == "" || c.DueAt == nil {
+		return errors.New("app and due_at are required")
+	}
+	return nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -403,7 +450,7 @@ func StartLogServer(cfg GroupLogConfig) (*LogServer, error) {
 
 // Notes says how many requests the fsyncs served.
 func (s *LogServer) Notes() []string {
-	return []string{fmt.Sprintf("baseline: %d requests made durable by %d fsyncs", s.log.Appended(), s.log.Syncs())}
+	return []string{fmt.Sprintf("baseline: %d requests made durable by %d fdatasyncs", s.log.Appended(), s.log.Syncs())}
 }
 
 // Close stops serving, cutting off requests in flight, and closes the log.

@@ -185,7 +185,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if c := r.Cost; c != nil {
 		row("cost", "%d fires over %.2fs (from just before the first due time to after the last delivery)", c.Fires, c.WindowSec)
-		row("cpu µs/fire", "%s", cpuParts(c.CPUUsPerFire))
+		row("cpu µs/fire", "%s%s", cpuParts(c.CPUUsPerFire), machineCPU(c))
 		if c.SQLXactsPerFire != nil {
 			stmts := "n/a"
 			if c.SQLStatementsPerFire != nil {
@@ -199,7 +199,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if c := r.CreateCost; c != nil {
 		row("create cost", "%d creates over %.2fs (the scheduling window)", c.Fires, c.WindowSec)
-		row("cpu µs/create", "%s", cpuParts(c.CPUUsPerFire))
+		row("cpu µs/create", "%s%s", cpuParts(c.CPUUsPerFire), machineCPU(c))
 		if c.SQLXactsPerFire != nil {
 			row("sql/create", "%s transactions", num(*c.SQLXactsPerFire))
 		}
@@ -231,6 +231,19 @@ func WriteTable(w io.Writer, r *Result) error {
 		row("note", "%s", n)
 	}
 	return tw.Flush()
+}
+
+// machineCPU is "; machine 123.4 (CPU pressure 40%)", what the whole
+// machine spent per operation and how busy it was, as far as measured.
+func machineCPU(c *Cost) string {
+	s := ""
+	if c.MachineCPUUsPerFire != nil {
+		s = "; machine " + num(*c.MachineCPUUsPerFire)
+	}
+	if c.CPUPressure != nil {
+		s += fmt.Sprintf(" (CPU pressure %.0f%% of the window)", *c.CPUPressure*100)
+	}
+	return s
 }
 
 // cpuParts is "total 123.4 (toc 80, sql 20.3, redis 23.1)", the parts

@@ -141,7 +141,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs := newFlagSet(e, "bench", benchHelp)
 	conn := addConnFlags(fs)
 	embedded := fs.Bool("embedded", false, "start a server in this process on a temporary data directory (instead of --server)")
-	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule, pending or twoapp")
+	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule, pending, twoapp, or ceiling (with --baseline)")
 	n := fs.Int("n", 0, "number of tasks (default 100000 for fire and schedule, 1000000 for pending)")
 	spread := fs.Duration("spread", 10*time.Second, "fire: spread the due times over this `duration`")
 	timeline := fs.Duration("timeline", 0, "fire: also report the lateness per bucket of due time this `wide` (like 100ms; default none)")
@@ -160,7 +160,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	redisPrefix := fs.String("redis-prefix", redisindex.PrefixDefault, "pending on a cluster: the nodes' --redis-prefix")
 	sqlDSN := fs.String("sql", "", "pending and fire on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size (pending) or their transactions and CPU per fire (fire; MySQL too)")
 	sqlStatsWait := fs.Duration("sql-stats-wait", bench.PostgresStatsWait, "fire with --sql: read the SQL counters this `long` after the last delivery (PostgreSQL flushes its backends' statistics up to 10 s late)")
-	baseline := fs.Bool("baseline", false, "fire, schedule: run the workload with no toc, the physical-limit baseline (see above)")
+	baseline := fs.Bool("baseline", false, "fire, schedule, ceiling: run the workload with no toc, the physical-limit baseline (see above)")
+	duration := fs.Duration("duration", bench.CeilingDurationDefault, "ceiling: how `long` the senders POST")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
 	memProfile := fs.String("memprofile", "", "write the allocations of this process, from its start to the workload's end, to `file` (go tool pprof -sample_index=alloc_space)")
@@ -174,8 +175,31 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	if *workload == bench.WorkloadCeiling {
+		switch {
+		case !*baseline:
+			return usagef("bench: --workload ceiling needs --baseline (it runs no toc)")
+		case *duration <= 0:
+			return usagef("bench: --duration must be positive, got %s", *duration)
+		case set["concurrency"] && *concurrency < 1:
+			return usagef("bench: --concurrency must be at least 1, got %d", *concurrency)
+		}
+		defaultGC()
+		senders := bench.CeilingSendersDefault
+		if set["concurrency"] {
+			senders = *concurrency
+		}
+		res, err := bench.PushCeiling(ctx, bench.CeilingOptions{Senders: senders, Duration: *duration, App: *app})
+		if err != nil {
+			return err
+		}
+		return printResult(stdout, res, *asJSON)
+	}
+	if set["duration"] {
+		return usagef("bench: --duration is for --workload ceiling")
+	}
 	if _, ok := benchNDefault[*workload]; !ok {
-		return usagef("bench: --workload must be fire, schedule, pending or twoapp, got %q", *workload)
+		return usagef("bench: --workload must be fire, schedule, pending, twoapp or ceiling, got %q", *workload)
 	}
 	if *n == 0 {
 		*n = benchNDefault[*workload]
@@ -187,8 +211,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	switch {
-	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"] || *pull):
-		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis, --sql and --pull")
+	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
+		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis and --sql")
+	case *baseline && *pull && *workload != bench.WorkloadFire:
+		return usagef("bench: --baseline --pull is for --workload fire")
 	case *baseline && (*workload == bench.WorkloadPending || *workload == bench.WorkloadTwoApp):
 		return usagef("bench: --baseline is for fire and schedule")
 	case *workload == bench.WorkloadTwoApp && (*pull || set["redis"] || set["sql"] || set["timeline"] || set["hold"]):
@@ -243,7 +269,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}()
 	}
 	if *baseline {
-		res, err := runBaseline(ctx, *workload, *app, fire, schedule)
+		res, err := runBaseline(ctx, *workload, *app, *pull, *consumers, fire, schedule)
 		if err != nil {
 			return err
 		}
@@ -436,15 +462,17 @@ func printResult(stdout io.Writer, res *bench.Result, asJSON bool) error {
 // runBaseline runs the fire or schedule workload with no toc: Go timers
 // POSTing to a receiver (fire), or a server that only appends the requests
 // to a log with group commit (schedule).
-func runBaseline(ctx context.Context, workload, app string, fire bench.FireOptions, schedule bench.ScheduleOptions) (*bench.Result, error) {
+func runBaseline(ctx context.Context, workload, app string, pull bool, consumers int, fire bench.FireOptions, schedule bench.ScheduleOptions) (*bench.Result, error) {
 	var (
 		res *bench.Result
 		err error
 	)
-	switch workload {
-	case bench.WorkloadFire:
+	switch {
+	case workload == bench.WorkloadFire && pull:
+		res, err = baselinePull(ctx, app, consumers, fire)
+	case workload == bench.WorkloadFire:
 		res, err = baselineFire(ctx, app, fire)
-	case bench.WorkloadSchedule:
+	case workload == bench.WorkloadSchedule:
 		res, err = baselineSchedule(ctx, app, schedule)
 	default:
 		return nil, usagef("bench: --baseline is for fire and schedule")
@@ -489,6 +517,7 @@ func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) 
 	defer func() { err = errors.Join(err, srv.Close()) }()
 	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 8)
 	defer hc.CloseIdleConnections()
+	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
 	// Push tasks, as toc's runs create; their receiver gets nothing.
 	sys, err := bench.NewToc(bench.TocConfig{
 		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
@@ -503,6 +532,42 @@ func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) 
 	}
 	res.Variant = bench.VariantGroupLog
 	res.Notes = append(res.Notes, srv.Notes()...)
+	res.Notes = append(res.Notes, "baseline: no toc; the cost's toc CPU is this process's (the clients and the log server)")
+	return res, nil
+}
+
+// baselinePull runs the fire workload through pull consumers against
+// [bench.ClaimServer]: tasks in memory, claims answered at once, acks made
+// durable with group commit.
+func baselinePull(ctx context.Context, app string, consumers int, o bench.FireOptions) (res *bench.Result, err error) {
+	dir, err := os.MkdirTemp("", "toc-bench-baseline-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: filepath.Join(dir, "acks")})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, srv.Close()) }()
+	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 2*consumers + 8)
+	defer hc.CloseIdleConnections()
+	rec := bench.NewRecorder(o.N)
+	sys, err := bench.NewToc(bench.TocConfig{
+		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
+		Recorder: rec, Delivery: bench.DeliveryPull, App: app, Consumers: consumers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
+	res, err = bench.Fire(ctx, sys, rec, o)
+	if err = errors.Join(err, sys.Close()); err != nil {
+		return nil, err
+	}
+	res.Variant = bench.VariantClaimServer
+	res.Notes = append(append(append(res.Notes, sys.Notes()...), srv.Notes()...),
+		"baseline: no toc; the cost's toc CPU is this process's (the consumers and the claim server)")
 	return res, nil
 }
 
