@@ -86,12 +86,19 @@ MySQL: the whole server's Com_commit + Com_rollback) and their statements
 and the Redis commands (INFO commandstats over every master, those of Lua
 scripts included, the benchmark's own INFO calls left out).
 
-Baseline (--baseline, fire and schedule): the same workload with no toc, the
-physical limit of this machine. fire: a Go runtime timer per task POSTs
-what toc's webhook sink would send, at the due time, to the same kind of
-receiver. schedule: the same create requests to a server in this process
-that appends each body to a log file and answers once an fsync has covered
-it (group commit: the requests that come during an fsync share the next).
+Baseline (--baseline: fire, schedule, ceiling): the same workload with no
+toc, the physical limit of this machine; the cost's toc CPU is this
+process's. fire: a Go runtime timer per task POSTs what toc's webhook sink
+would send, at the due time, to the same kind of receiver, at most 512 at
+once. fire --pull: pull consumers (--consumers) claiming 1000 at a time from
+a server in this process that holds the tasks in memory and answers batch
+acks once an fdatasync has covered the acked ids. schedule: the same create
+requests to a server in this process that decodes each task and appends it
+to a log file, answering once an fdatasync has covered it (group commit:
+the requests that come during a sync share the next). ceiling (the push
+ceiling): --concurrency senders (default 64) POST a 64-byte payload back to
+back to the receiver for --duration (default 3s); drain_per_sec is the
+POSTs answered per second.
 
 Prints a table, or with --json one object with the keys workload, nodes, n,
 fired, missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99,
@@ -119,6 +126,8 @@ Examples:
     --redis 127.0.0.1:6379 --sql postgres://postgres@127.0.0.1:5432/toc
   toc bench --baseline --workload fire --n 50000 --spread 5s
   toc bench --baseline --workload schedule --n 20000
+  toc bench --baseline --workload ceiling
+  toc bench --baseline --pull --workload fire --n 100000 --spread 0s
 `
 
 // Defaults of --n per workload.
@@ -776,9 +785,10 @@ Examples:
 // benchSuiteFlags are the flags of `toc bench suite`, set on a Config.
 func benchSuiteFlags(fs *flag.FlagSet, c *suite.Config) (embedded, peers, cluster *bool, nodes, out *string) {
 	embedded = fs.Bool("embedded", true, "run toc embedded and pending (--embedded=false: only the cluster and the peers)")
-	fs.IntVar(&c.FireN, "fire-n", suite.FireNDefault, "embedded fire: tasks over --fire-spread")
+	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", suite.CeilingDurationDefault, "push ceiling: its 64 senders POST back to back for this `long`")
+	fs.IntVar(&c.FireN, "fire-n", suite.FireNDefault, "embedded fire: the most tasks over --fire-spread (the run is at R = min(this rate, half the push ceiling))")
 	fs.DurationVar(&c.FireSpread, "fire-spread", suite.FireSpreadDefault, "fire: spread the due times over this `duration` (embedded and the peers)")
-	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: tasks over --fire-spread")
+	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: the most tasks over --fire-spread (the run is at min(5 R, 0.3x the pull baseline's drain rate))")
 	fs.IntVar(&c.BurstN, "burst-n", suite.BurstNDefault, "embedded burst, by push and by pull consumers: tasks due at one instant")
 	fs.IntVar(&c.SingleN, "single-n", suite.SingleNDefault, "embedded schedule, one task per request from 16 clients: tasks")
 	fs.DurationVar(&c.SingleHold, "single-hold", suite.SingleHoldDefault, "embedded schedule, one per request: the tasks are due this `long` after the start")
