@@ -61,10 +61,10 @@ type Cost struct {
 	CPUPressure *float64 `json:"cpu_pressure,omitempty"`
 
 	// The totals over the window behind the figures per fire.
-	CPUSec        CPUCost `json:"cpu_sec"`
-	SQLXacts      *int64  `json:"sql_xacts,omitempty"`
-	SQLStatements *int64  `json:"sql_statements,omitempty"`
-	RedisCommands *int64  `json:"redis_commands,omitempty"`
+	CPUSec        CPUCost  `json:"cpu_sec"`
+	SQLXacts      *int64   `json:"sql_xacts,omitempty"`
+	SQLStatements *int64   `json:"sql_statements,omitempty"`
+	RedisCommands *int64   `json:"redis_commands,omitempty"`
 	MachineCPUSec *float64 `json:"machine_cpu_sec,omitempty"`
 }
 

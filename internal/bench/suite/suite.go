@@ -65,7 +65,7 @@ const (
 	CeilingDurationDefault = bench.CeilingDurationDefault
 	// BatchConcurrency: the clients creating in batches of 1000 (issue #25).
 	BatchConcurrency = 4
-	BurstNDefault     = 100_000 // due at one instant, by push and by pull
+	BurstNDefault    = 100_000 // due at one instant, by push and by pull
 	// pullLeadPerJob: the pull fire run's lead is bench.LeadBase and this
 	// much a job, enough to schedule them in batches (12 s for
 	// PullNDefault; the default of 100 µs a job would wait 27 s).
@@ -136,12 +136,12 @@ type Config struct {
 	FireN      int
 	FireSpread time.Duration
 	PullN      int
-	BurstN       int
-	SingleN      int
-	SingleHold   time.Duration
-	BatchN       int
-	BatchHold    time.Duration
-	PendingN     int
+	BurstN     int
+	SingleN    int
+	SingleHold time.Duration
+	BatchN     int
+	BatchHold  time.Duration
+	PendingN   int
 
 	// SkipPeers leaves asynq and River out. PeerFireN defaults to FireN.
 	SkipPeers   bool
