@@ -316,9 +316,9 @@ const maxLogBody = 32 << 20
 // (app and due_at required) and its JSON appended to l as one record; the
 // request is answered once synced: POST /v1/tasks with 201 and the request
 // echoed as the task, POST /v1/tasks:batch with 200 and each item echoed as
-// a created task ({"id":""} alone when the request prefers
-// return=minimal). GET /readyz answers 204.
+// a created task (a new id alone when the request prefers return=minimal). GET /readyz answers 204.
 func LogHandler(l *GroupLog) http.Handler {
+	var ids task.IDGenerator
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
@@ -373,7 +373,7 @@ func LogHandler(l *GroupLog) http.Handler {
 				out = append(out, ',')
 			}
 			if minimal {
-				out = append(out, `{"task":{"id":""},"created":true}`...)
+				out = append(append(append(out, `{"task":{"id":"`...), ids.New(time.Now(), 0).String()...), `"},"created":true}`...)
 				continue
 			}
 			out = append(out, `{"task":`...)
