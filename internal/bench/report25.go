@@ -73,14 +73,22 @@ func isPull(r *Result) bool { return strings.HasPrefix(r.Variant, DeliveryPull) 
 // processCPU is the CPU per operation of the measured processes (toc's
 // part: with embedded runs and the baselines the bench process), or 0.
 func processCPU(r *Result) float64 {
+	if p := processCPUOf(r); p != nil {
+		return *p
+	}
+	return 0
+}
+
+// processCPUOf is processCPU, nil when not measured.
+func processCPUOf(r *Result) *float64 {
 	c := r.Cost
 	if r.Workload == WorkloadSchedule {
 		c = r.CreateCost
 	}
-	if c == nil || c.CPUUsPerFire.Toc == nil {
-		return 0
+	if c == nil {
+		return nil
 	}
-	return *c.CPUUsPerFire.Toc
+	return c.CPUUsPerFire.Toc
 }
 
 // machineCPUOf is the machine's CPU per operation of r, or nil.
@@ -214,15 +222,9 @@ func costRows(results []*Result) [][]string {
 		}
 		return num(*f)
 	}
-	pos := func(f float64) *float64 {
-		if f <= 0 {
-			return nil
-		}
-		return &f
-	}
 	if c := ceilingOf(results); c != nil {
 		rows = append(rows, []string{"push ceiling (" + itoa(c.Concurrency) + " senders)", "POSTs/s", "", floor(c.DrainPerSec), "",
-			"", cell(pos(processCPU(c))), "", cell(machineCPUOf(c))})
+			"", cell(processCPUOf(c)), "", cell(machineCPUOf(c))})
 	}
 	for _, r := range results {
 		base := baselineOf(results, r)
@@ -241,7 +243,7 @@ func costRows(results []*Result) [][]string {
 			figure, t, b = "tasks/s", math.Floor(r.SchedulePerSec), math.Floor(base.SchedulePerSec)
 		}
 		rows = append(rows, []string{what, figure, num(round(t, 3)), num(round(b, 3)), ratioString(t, b),
-			cell(pos(processCPU(r))), cell(pos(processCPU(base))), cell(machineCPUOf(r)), cell(machineCPUOf(base))})
+			cell(processCPUOf(r)), cell(processCPUOf(base)), cell(machineCPUOf(r)), cell(machineCPUOf(base))})
 	}
 	return rows
 }
