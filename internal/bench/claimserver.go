@@ -81,7 +81,7 @@ func StartClaimServer(cfg GroupLogConfig) (*ClaimServer, error) {
 }
 
 // Pending is the number of tasks not yet claimed; Leased those claimed and
-// not acked.
+// not acked durably.
 func (s *ClaimServer) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -242,33 +242,47 @@ func (s *ClaimServer) ack(w http.ResponseWriter, r *http.Request) {
 	// not current is answered 409 and not written.
 	rec := make([]byte, 0, 16*len(in.Acks))
 	ok2 := make([]bool, len(in.Acks))
+	// A task being acked keeps an empty lease, which no ack matches, until
+	// its ack is durable.
 	s.mu.Lock()
 	for i, a := range in.Acks {
-		if l, found := s.mu.leased[a.ID]; found && l == a.Lease {
-			delete(s.mu.leased, a.ID)
+		if l, found := s.mu.leased[a.ID]; found && l != "" && l == a.Lease {
+			s.mu.leased[a.ID] = ""
 			rec = append(rec, a.ID[:]...)
 			ok2[i] = true
 		}
 	}
 	s.mu.Unlock()
-	if !appendLog(w, s.log, rec) {
+	err := s.log.Append(rec)
+	s.mu.Lock()
+	for i, a := range in.Acks {
+		if !ok2[i] {
+			continue
+		}
+		if err != nil {
+			s.mu.leased[a.ID] = a.Lease // not acked: it may be again
+		} else {
+			delete(s.mu.leased, a.ID)
+			s.acked.Add(1)
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	out := make([]byte, 0, 16+4*len(in.Acks))
 	out = append(out, `{"results":[`...)
-	n := 0
 	for i, good := range ok2 {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		if good {
 			out = append(out, "{}"...)
-			n++
 		} else {
 			out = append(out, `{"error":{"code":"conflict","message":"the lease is not current"}}`...)
 		}
 	}
-	s.acked.Add(int64(n))
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(append(out, "]}"...))
 }
