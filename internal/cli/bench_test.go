@@ -645,8 +645,9 @@ func TestBenchSuite(t *testing.T) {
 		if diff := cmp.Diff(want, fire[i][:9]); diff != "" {
 			t.Errorf("fire and schedule row %d (-want +got):\n%s", i, diff)
 		}
-		checkNumbers(t, "fire and schedule", fire[i], 11, 13, 14, 15, 16, 17, 18, 19) // CPU per task included
-		if fire[i][4] == "" && fire[i][7] != "0" {                                    // all due at one instant
+		// The rates, the CPU per task and the lateness.
+		checkNumbers(t, "fire and schedule", fire[i], 11, 13, 14, 15, 16, 17, 18, 19)
+		if fire[i][4] == "" && fire[i][7] != "0" { // all due at one instant
 			checkNumbers(t, "fire and schedule", fire[i], 12) // drained per second
 		}
 	}
