@@ -198,7 +198,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		if set["concurrency"] {
 			senders = *concurrency
 		}
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
 		res, err := bench.PushCeiling(ctx, bench.CeilingOptions{Senders: senders, Duration: *duration, App: *app})
+		stopProfile()
+		if err == nil && *memProfile != "" {
+			err = writeHeapProfile(*memProfile)
+		}
 		if err != nil {
 			return err
 		}
@@ -278,6 +286,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}()
 	}
 	if *baseline {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 		res, err := runBaseline(ctx, *workload, *app, *pull, *consumers, fire, schedule)
 		if err != nil {
 			return err
@@ -376,20 +389,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		fire.Cost, schedule.Cost = probe, probe
 	}
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("bench: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	var rec *bench.Recorder
 	if delivery != bench.DeliveryNone {
@@ -453,6 +457,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	res.Notes = append(res.Notes, notes...)
 	res.Targets = bench.TocTargets(res)
 	return printResult(stdout, res, *asJSON)
+}
+
+// startCPUProfile starts a CPU profile of this process to path ("": none)
+// and returns what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // printResult prints res as JSON or as a table.
