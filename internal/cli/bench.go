@@ -774,12 +774,18 @@ bench/RESULTS.md (--out) with the figures, the machine and the exact
 commands; "bash bench/run.sh" runs it from a checkout. The default run takes
 about ten minutes:
 
-  1. toc embedded: fire (push at --fire-n over --fire-spread, and pull at
-     --pull-n), a burst (--burst-n tasks due at one instant, by push and by
-     pull), schedule (one task per request, and in batches), each a "toc
-     bench --embedded" process, and after each push fire, burst and
-     schedule run its baseline of the same size ("toc bench --baseline": no
-     toc, the physical limit), which RESULTS.md sets it beside;
+  1. toc embedded: first the push ceiling ("toc bench --baseline
+     --workload ceiling": 64 senders POSTing back to back for
+     --ceiling-duration); then fire (push at R = min(--fire-n over
+     --fire-spread, half the ceiling), and pull at min(5 R, 0.3x the pull
+     baseline's drain rate), at most --pull-n), a burst (--burst-n tasks due
+     at one instant, by push and by pull), schedule (one task per request
+     from 16 clients, and in batches of 1000 from 4), each a "toc bench
+     --embedded" process, and beside each push fire, burst and schedule run
+     its baseline of the same size ("toc bench --baseline": no toc, the
+     physical limit; the pull burst's is "--baseline --pull"), which
+     RESULTS.md sets it beside as a ratio, with the CPU per operation of
+     the processes and of the whole machine, and issue 25's targets;
   2. toc pending: --pending-n far-future tasks on a separate "toc serve";
   3. toc's cluster mode: each workload on a fresh cluster of each of
      --cluster-nodes "toc serve" nodes over PostgreSQL database --cluster-db
