@@ -42,7 +42,7 @@ type ClaimServer struct {
 
 	mu struct {
 		sync.Mutex
-		due    dueHeap
+		due    map[string]*dueHeap // by app
 		leased map[task.ID]string // lease of each task claimed and not acked
 		wake   chan struct{}      // closed and replaced when tasks are added
 	}
@@ -64,6 +64,7 @@ func StartClaimServer(cfg GroupLogConfig) (*ClaimServer, error) {
 		return nil, errors.Join(fmt.Errorf("bench: claim server: %w", err), l.Close())
 	}
 	s := &ClaimServer{URL: "http://" + ln.Addr().String(), log: l, done: make(chan struct{})}
+	s.mu.due = map[string]*dueHeap{}
 	s.mu.leased = map[task.ID]string{}
 	s.mu.wake = make(chan struct{})
 	mux := http.NewServeMux()
@@ -85,7 +86,11 @@ func StartClaimServer(cfg GroupLogConfig) (*ClaimServer, error) {
 func (s *ClaimServer) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.mu.due)
+	n := 0
+	for _, h := range s.mu.due {
+		n += len(*h)
+	}
+	return n
 }
 
 func (s *ClaimServer) Leased() int {
@@ -138,7 +143,12 @@ func (s *ClaimServer) create(w http.ResponseWriter, r *http.Request) {
 	out = append(out, "]}"...)
 	s.mu.Lock()
 	for _, t := range ts {
-		heap.Push(&s.mu.due, t)
+		h := s.mu.due[t.App]
+		if h == nil {
+			h = new(dueHeap)
+			s.mu.due[t.App] = h
+		}
+		heap.Push(h, t)
 	}
 	close(s.mu.wake)
 	s.mu.wake = make(chan struct{})
@@ -173,11 +183,13 @@ func (s *ClaimServer) claim(w http.ResponseWriter, r *http.Request) {
 	for {
 		now := time.Now()
 		s.mu.Lock()
-		for len(got) < req.Max && len(s.mu.due) > 0 && !s.mu.due[0].DueAt.After(now) {
-			t := heap.Pop(&s.mu.due).(*task.Task)
-			if t.App != app {
-				continue // another app's: the baseline serves one
-			}
+		h := s.mu.due[app]
+		if h == nil {
+			h = new(dueHeap)
+			s.mu.due[app] = h
+		}
+		for len(got) < req.Max && len(*h) > 0 && !(*h)[0].DueAt.After(now) {
+			t := heap.Pop(h).(*task.Task)
 			t.State, t.Attempts = task.Delivering, t.Attempts+1
 			t.Lease = strconv.FormatUint(s.leaseSeq.Add(1), 36)
 			exp := now.Add(req.Lease.Std())
@@ -186,8 +198,8 @@ func (s *ClaimServer) claim(w http.ResponseWriter, r *http.Request) {
 			got = append(got, t)
 		}
 		next := time.Time{}
-		if len(s.mu.due) > 0 {
-			next = s.mu.due[0].DueAt
+		if len(*h) > 0 {
+			next = (*h)[0].DueAt
 		}
 		wake := s.mu.wake
 		s.mu.Unlock()
