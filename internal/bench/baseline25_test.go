@@ -116,8 +116,8 @@ func TestClaimServerDrain(t *testing.T) {
 	}
 }
 
-// TestClaimServerClaims: a claim takes only the due tasks, waits up to its
-// wait for one to fall due, and an ack with a lease that is not current
+// TestClaimServerClaims: a claim takes only the due tasks of its app, waits
+// up to its wait for one to fall due, and an ack with a lease that is not current
 // (given twice, or made up) is refused.
 func TestClaimServerClaims(t *testing.T) {
 	t.Parallel()
@@ -136,6 +136,7 @@ func TestClaimServerClaims(t *testing.T) {
 	for i, due := range []time.Time{past, past, soon, later} {
 		reqs = append(reqs, client.ScheduleRequest{App: "a", Key: string(rune('a' + i)), DueAt: &due, Target: task.Target{Pull: &task.PullTarget{}}})
 	}
+	reqs = append(reqs, client.ScheduleRequest{App: "b", Key: "b", DueAt: &past, Target: task.Target{Pull: &task.PullTarget{}}})
 	if _, err := c.ScheduleBatchMinimal(ctx, reqs); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,10 @@ func TestClaimServerClaims(t *testing.T) {
 	if l := srv.Leased(); l != 2 {
 		t.Errorf("%d leased, want 2 (the one with a made-up ack, and the one due soon)", l)
 	}
-	if p := srv.Pending(); p != 1 {
-		t.Errorf("%d pending, want the one due in an hour", p)
+	if p := srv.Pending(); p != 2 {
+		t.Errorf("%d pending, want the one due in an hour and app b's", p)
+	}
+	if b, err := c.Claim(ctx, "b", client.ClaimRequest{Max: 10}); err != nil || len(b) != 1 || b[0].App != "b" {
+		t.Errorf("claim of app b: %v, %v; want its task", b, err)
 	}
 }
