@@ -179,15 +179,27 @@ type GroupLogConfig struct {
 	// Sync makes what was written to the file durable. Default
 	// [Fdatasync].
 	Sync func(*os.File) error
+	// Preallocate, when positive, is the size the file is written with
+	// zeros and synced to when it is opened, before any record: the records
+	// then overwrite it from the start, so that a sync of records that fit
+	// in it writes data only, not the file's size (as a database recycles
+	// its write-ahead log files). Past it the file grows. The file is
+	// truncated first: a preallocated log is a new one.
+	Preallocate int64
 }
 
-// GroupLog is an append-only file whose appends share fsyncs (group
-// commit): an append that comes while no write is in flight is written and
+// PreallocateDefault is the Preallocate of the baselines' logs: room for
+// the records of a suite's runs.
+const PreallocateDefault = 64 << 20
+
+// GroupLog is an append-only log whose appends share syncs (group
+// commit; preallocated, see [GroupLogConfig.Preallocate]): an append that comes while no write is in flight is written and
 // synced at once; those that come while one is in flight gather, and the
 // next write and sync serves them all. Each record is its length (a
 // uvarint) and its bytes.
 type GroupLog struct {
 	f        *os.File
+	off      int64 // where the next records are written
 	sync     func(*os.File) error
 	notify   chan struct{} // capacity 1: records are waiting
 	quit     chan struct{} // closed by Close
@@ -208,19 +220,44 @@ func OpenGroupLog(cfg GroupLogConfig) (*GroupLog, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("bench: GroupLogConfig.Path is required")
 	}
-	f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	flags := os.O_WRONLY | os.O_CREATE
+	if cfg.Preallocate > 0 {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(cfg.Path, flags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var off int64 // records go after what the file holds, or over the zeros
+	if cfg.Preallocate > 0 {
+		err = preallocate(f, cfg.Preallocate)
+	} else {
+		off, err = f.Seek(0, io.SeekEnd)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: open %s: %w", cfg.Path, err)
 	}
 	if cfg.Sync == nil {
 		cfg.Sync = Fdatasync
 	}
 	l := &GroupLog{
-		f: f, sync: cfg.Sync,
+		f: f, off: off, sync: cfg.Sync,
 		notify: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	go l.run() // owned by Close, which waits for done
 	return l, nil
+}
+
+// preallocate writes size zero bytes to f from its start and syncs them.
+func preallocate(f *os.File, size int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
 }
 
 // Append writes rec to the log and returns once it is synced.
@@ -278,7 +315,8 @@ func (l *GroupLog) flush(spare []byte) []byte {
 	if len(waiters) == 0 {
 		return buf
 	}
-	_, err := l.f.Write(buf)
+	_, err := l.f.WriteAt(buf, l.off)
+	l.off += int64(len(buf))
 	if err == nil {
 		err = l.sync(l.f)
 		l.syncs.Add(1)

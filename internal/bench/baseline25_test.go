@@ -16,6 +16,44 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
+// TestGroupLogPreallocate: a preallocated log keeps its size while the
+// records fit, its records written from the start over the zeros, and
+// grows past it.
+func TestGroupLogPreallocate(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(path, []byte("an old log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const size = 1 << 12
+	l, err := bench.OpenGroupLog(bench.GroupLogConfig{Path: path, Preallocate: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AppendAll([]byte("one"), []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\x03one\x03two\x05three\x00"; len(b) != size || string(b[:len(want)]) != want {
+		t.Errorf("log of %d bytes starting %q, want %d bytes starting %q", len(b), b[:min(len(b), 20)], size, want)
+	}
+	if err := l.Append(make([]byte, size)); err != nil { // past the end
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != 14+2+size { // 14 bytes, then 4096 after its length in 2
+		t.Errorf("stat: %v, %v; want %d bytes", fi.Size(), err, 14+2+size)
+	}
+}
+
 // TestPushCeiling: the senders POST back to back for the duration and no
 // longer, and the result gives their rate and what each POST cost.
 func TestPushCeiling(t *testing.T) {

@@ -543,7 +543,7 @@ func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(dir, "log")})
+	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(dir, "log"), Preallocate: bench.PreallocateDefault})
 	if err != nil {
 		return nil, err
 	}
@@ -578,7 +578,7 @@ func baselinePull(ctx context.Context, app string, consumers int, o bench.FireOp
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: filepath.Join(dir, "acks")})
+	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: filepath.Join(dir, "acks"), Preallocate: bench.PreallocateDefault})
 	if err != nil {
 		return nil, err
 	}
