@@ -43,8 +43,8 @@ type ClaimServer struct {
 	mu struct {
 		sync.Mutex
 		due    map[string]*dueHeap // by app
-		leased map[task.ID]string // lease of each task claimed and not acked
-		wake   chan struct{}      // closed and replaced when tasks are added
+		leased map[task.ID]string  // lease of each task claimed and not acked
+		wake   chan struct{}       // closed and replaced when tasks are added
 	}
 }
 
