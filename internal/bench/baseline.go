@@ -12,10 +12,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/task"
 )
@@ -175,17 +177,29 @@ type GroupLogConfig struct {
 	// Path is the log file: created, or appended to. Required.
 	Path string
 	// Sync makes what was written to the file durable. Default
-	// (*os.File).Sync, an fsync.
+	// [Fdatasync].
 	Sync func(*os.File) error
+	// Preallocate, when positive, is the size the file is written with
+	// zeros and synced to when it is opened, before any record: the records
+	// then overwrite it from the start, so that a sync of records that fit
+	// in it writes data only, not the file's size (as a database recycles
+	// its write-ahead log files). Past it the file grows. The file is
+	// truncated first: a preallocated log is a new one.
+	Preallocate int64
 }
 
-// GroupLog is an append-only file whose appends share fsyncs (group
-// commit): an append that comes while no write is in flight is written and
+// PreallocateDefault is the Preallocate of the baselines' logs: room for
+// the records of a suite's runs.
+const PreallocateDefault = 64 << 20
+
+// GroupLog is an append-only log whose appends share syncs (group
+// commit; preallocated, see [GroupLogConfig.Preallocate]): an append that comes while no write is in flight is written and
 // synced at once; those that come while one is in flight gather, and the
 // next write and sync serves them all. Each record is its length (a
 // uvarint) and its bytes.
 type GroupLog struct {
 	f        *os.File
+	off      int64 // where the next records are written
 	sync     func(*os.File) error
 	notify   chan struct{} // capacity 1: records are waiting
 	quit     chan struct{} // closed by Close
@@ -206,31 +220,62 @@ func OpenGroupLog(cfg GroupLogConfig) (*GroupLog, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("bench: GroupLogConfig.Path is required")
 	}
-	f, err := os.OpenFile(cfg.Path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	flags := os.O_WRONLY | os.O_CREATE
+	if cfg.Preallocate > 0 {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(cfg.Path, flags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	var off int64 // records go after what the file holds, or over the zeros
+	if cfg.Preallocate > 0 {
+		err = preallocate(f, cfg.Preallocate)
+	} else {
+		off, err = f.Seek(0, io.SeekEnd)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: open %s: %w", cfg.Path, err)
+	}
 	if cfg.Sync == nil {
-		cfg.Sync = (*os.File).Sync
+		cfg.Sync = Fdatasync
 	}
 	l := &GroupLog{
-		f: f, sync: cfg.Sync,
+		f: f, off: off, sync: cfg.Sync,
 		notify: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	go l.run() // owned by Close, which waits for done
 	return l, nil
 }
 
+// preallocate writes size zero bytes to f from its start and syncs them.
+func preallocate(f *os.File, size int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
+
 // Append writes rec to the log and returns once it is synced.
-func (l *GroupLog) Append(rec []byte) error {
+func (l *GroupLog) Append(rec []byte) error { return l.AppendAll(rec) }
+
+// AppendAll writes recs to the log, each a record, and returns once they
+// are synced.
+func (l *GroupLog) AppendAll(recs ...[]byte) error {
 	done := make(chan error, 1)
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
 		return ErrLogClosed
 	}
-	l.mu.buf = binary.AppendUvarint(l.mu.buf, uint64(len(rec)))
-	l.mu.buf = append(l.mu.buf, rec...)
+	for _, rec := range recs {
+		l.mu.buf = binary.AppendUvarint(l.mu.buf, uint64(len(rec)))
+		l.mu.buf = append(l.mu.buf, rec...)
+	}
 	l.mu.waiters = append(l.mu.waiters, done)
 	l.mu.Unlock()
 	select {
@@ -270,7 +315,8 @@ func (l *GroupLog) flush(spare []byte) []byte {
 	if len(waiters) == 0 {
 		return buf
 	}
-	_, err := l.f.Write(buf)
+	_, err := l.f.WriteAt(buf, l.off)
+	l.off += int64(len(buf))
 	if err == nil {
 		err = l.sync(l.f)
 		l.syncs.Add(1)
@@ -303,18 +349,26 @@ func (l *GroupLog) Close() error {
 const maxLogBody = 32 << 20
 
 // LogHandler is the schedule workload's baseline server: it answers toc's
-// create requests as a server that does nothing but make them durable. The
-// body of each is appended to l as one record, and answered once synced:
-// POST /v1/tasks with 201 and the request echoed as the task, POST
-// /v1/tasks:batch with 200 and each item echoed as a created task (the
-// batch is split with encoding/json, without decoding the items). GET
-// /readyz answers 204.
+// create requests as a server that does nothing but decode them and make
+// them durable (issue #25). Each task is decoded into toc's create request
+// (app and due_at required) and its JSON appended to l as one record; the
+// request is answered once synced: POST /v1/tasks with 201 and the request
+// echoed as the task, POST /v1/tasks:batch with 200 and each item echoed as
+// a created task (a new id alone when the request prefers return=minimal). GET /readyz answers 204.
 func LogHandler(l *GroupLog) http.Handler {
+	var ids task.IDGenerator
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("POST /v1/tasks", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := readBody(w, r)
-		if !ok || !appendLog(w, l, body) {
+		if !ok {
+			return
+		}
+		if err := decodeCreate(body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if !appendLog(w, l, body) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -333,14 +387,32 @@ func LogHandler(l *GroupLog) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if !appendLog(w, l, body) {
+		recs := make([][]byte, len(in.Tasks))
+		for i, t := range in.Tasks {
+			if err := decodeCreate(t); err != nil {
+				http.Error(w, fmt.Sprintf("tasks.%d: %v", i, err), http.StatusBadRequest)
+				return
+			}
+			recs[i] = t
+		}
+		if err := l.AppendAll(recs...); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		out := make([]byte, 0, len(body)+32*len(in.Tasks)+16)
+		minimal := strings.Contains(r.Header.Get("Prefer"), "return=minimal")
+		n := len(body)
+		if minimal {
+			n = 0
+		}
+		out := make([]byte, 0, n+40*len(in.Tasks)+16)
 		out = append(out, `{"results":[`...)
 		for i, t := range in.Tasks {
 			if i > 0 {
 				out = append(out, ',')
+			}
+			if minimal {
+				out = append(append(append(out, `{"task":{"id":"`...), ids.New(time.Now(), 0).String()...), `"},"created":true}`...)
+				continue
 			}
 			out = append(out, `{"task":`...)
 			out = append(out, t...)
@@ -352,6 +424,19 @@ func LogHandler(l *GroupLog) http.Handler {
 		_, _ = w.Write(out)
 	})
 	return mux
+}
+
+// decodeCreate decodes one create request as toc does, requiring its app
+// and due time.
+func decodeCreate(b []byte) error {
+	var c client.ScheduleRequest
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	if c.App == "" || c.DueAt == nil {
+		return errors.New("app and due_at are required")
+	}
+	return nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
@@ -403,7 +488,7 @@ func StartLogServer(cfg GroupLogConfig) (*LogServer, error) {
 
 // Notes says how many requests the fsyncs served.
 func (s *LogServer) Notes() []string {
-	return []string{fmt.Sprintf("baseline: %d requests made durable by %d fsyncs", s.log.Appended(), s.log.Syncs())}
+	return []string{fmt.Sprintf("baseline: %d requests made durable by %d fdatasyncs", s.log.Appended(), s.log.Syncs())}
 }
 
 // Close stops serving, cutting off requests in flight, and closes the log.

@@ -97,10 +97,10 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 		var answered atomic.Int64
 		serve := func(i int) {
 			path := "/v1/tasks"
-			bodies[i] = `{"app":"a","key":"k` + string(rune('0'+i)) + `"}`
+			bodies[i] = `{"app":"a","key":"k` + string(rune('0'+i)) + `","due_at":"2026-01-01T00:00:00Z"}`
 			if i%3 == 2 {
 				path = "/v1/tasks:batch"
-				bodies[i] = `{"tasks":[{"key":"x"},{"key":"y"}]}`
+				bodies[i] = `{"tasks":[{"app":"a","key":"x","due_at":"2026-01-01T00:00:00Z"},{"app":"a","key":"y","due_at":"2026-01-01T00:00:00Z"}]}`
 			}
 			answers[i] = httptest.NewRecorder()
 			req := httptest.NewRequest("POST", path, strings.NewReader(bodies[i]))
@@ -129,7 +129,7 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 		for i, a := range answers {
 			want, code := bodies[i], http.StatusCreated
 			if i%3 == 2 {
-				want, code = `{"results":[{"task":{"key":"x"},"created":true},{"task":{"key":"y"},"created":true}]}`, http.StatusOK
+				want, code = `{"results":[{"task":{"app":"a","key":"x","due_at":"2026-01-01T00:00:00Z"},"created":true},{"task":{"app":"a","key":"y","due_at":"2026-01-01T00:00:00Z"},"created":true}]}`, http.StatusOK
 			}
 			if a.Code != code || a.Body.String() != want {
 				t.Errorf("request %d: %d %s, want %d %s", i, a.Code, a.Body, code, want)
@@ -138,7 +138,8 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 		if err := log.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// The log holds the nine bodies, each after its length.
+		// The log holds a record per task (the six single ones and two of
+		// each batch), each after its length.
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -153,8 +154,8 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 				t.Fatalf("record %d: %v", recs, err)
 			}
 		}
-		if recs != 9 {
-			t.Errorf("%d records in the log, want 9", recs)
+		if recs != 12 {
+			t.Errorf("%d records in the log, want 12: one per task", recs)
 		}
 		if err := log.Append([]byte("late")); !errors.Is(err, bench.ErrLogClosed) {
 			t.Errorf("Append after Close: %v, want ErrLogClosed", err)
@@ -162,8 +163,9 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 	})
 }
 
-// TestLogHandlerRefuses: a batch that is not JSON is refused before it is
-// logged; a failed fsync fails the request.
+// TestLogHandlerRefuses: a batch that is not JSON, or a task without its
+// app or due time, is refused before it is logged; a failed sync fails the
+// request.
 func TestLogHandlerRefuses(t *testing.T) {
 	t.Parallel()
 	log, err := bench.OpenGroupLog(bench.GroupLogConfig{Path: filepath.Join(t.TempDir(), "log"), Sync: func(*os.File) error { return errors.New("disk on fire") }})
@@ -177,7 +179,9 @@ func TestLogHandlerRefuses(t *testing.T) {
 		code       int
 	}{
 		{"/v1/tasks:batch", `{"tasks":[`, http.StatusBadRequest},
-		{"/v1/tasks", `{}`, http.StatusInternalServerError},
+		{"/v1/tasks", `{}`, http.StatusBadRequest},
+		{"/v1/tasks:batch", `{"tasks":[{"app":"a","due_at":"2026-01-01T00:00:00Z"},{"app":"a"}]}`, http.StatusBadRequest},
+		{"/v1/tasks", `{"app":"a","due_at":"2026-01-01T00:00:00Z"}`, http.StatusInternalServerError},
 	} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body)))

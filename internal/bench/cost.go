@@ -50,12 +50,22 @@ type Cost struct {
 	// RedisCommandsPerFire are commands per fire as INFO commandstats
 	// counts them (those run by Lua scripts included), over every master.
 	RedisCommandsPerFire *float64 `json:"redis_commands_per_fire,omitempty"`
+	// MachineCPUUsPerFire is the CPU time of the whole machine per fire in
+	// µs: every process's (toc, clients, receiver, databases and whatever
+	// else runs), the busy time of all CPUs from /proc/stat. On a busy
+	// machine it measures the window more than the work. Nil when not read.
+	MachineCPUUsPerFire *float64 `json:"machine_cpu_us_per_fire,omitempty"`
+	// CPUPressure is the share of the window during which some task of the
+	// machine was runnable but waiting for a CPU (/proc/pressure/cpu,
+	// "some"): how busy the machine was. Nil where the kernel does not say.
+	CPUPressure *float64 `json:"cpu_pressure,omitempty"`
 
 	// The totals over the window behind the figures per fire.
-	CPUSec        CPUCost `json:"cpu_sec"`
-	SQLXacts      *int64  `json:"sql_xacts,omitempty"`
-	SQLStatements *int64  `json:"sql_statements,omitempty"`
-	RedisCommands *int64  `json:"redis_commands,omitempty"`
+	CPUSec        CPUCost  `json:"cpu_sec"`
+	SQLXacts      *int64   `json:"sql_xacts,omitempty"`
+	SQLStatements *int64   `json:"sql_statements,omitempty"`
+	RedisCommands *int64   `json:"redis_commands,omitempty"`
+	MachineCPUSec *float64 `json:"machine_cpu_sec,omitempty"`
 }
 
 // CPUCost is CPU time in all and by part; a part not measured is nil.
@@ -193,6 +203,11 @@ type costMeter struct {
 	cpu   *cpuSample
 	sql   *SQLCounters
 	redis *RedisCounters
+	// machine is the machine's busy ticks at the start (-1: not read);
+	// pressure its CPU pressure then (ok false: not read).
+	machine  int64
+	pressure time.Duration
+	pressOK  bool
 }
 
 // begin opens the window: it reads the counters and the CPU time, noting in
@@ -222,6 +237,13 @@ func (p *CostProbe) begin(ctx context.Context, r *Result) *costMeter {
 	} else {
 		m.cpu = &s
 	}
+	m.machine = -1
+	if t, err := ReadMachineCPU(); err != nil {
+		r.notef("cost: %v", err)
+	} else {
+		m.machine = t
+	}
+	m.pressure, m.pressOK = cpuPressure()
 	m.start = time.Now()
 	return m
 }
@@ -253,6 +275,13 @@ func (m *costMeter) end(ctx context.Context, r *Result, last time.Time, fires in
 			}
 		}
 	}
+	machine := int64(-1)
+	if m.machine >= 0 {
+		if t, err := ReadMachineCPU(); err == nil {
+			machine = t - m.machine
+		}
+	}
+	pressure, pressOK := cpuPressure()
 	window := time.Since(m.start)
 	var sql *SQLCounters
 	if m.sql != nil {
@@ -265,6 +294,18 @@ func (m *costMeter) end(ctx context.Context, r *Result, last time.Time, fires in
 		}
 	}
 	c := newCost(fires, window, ticks, m.sql, sql, m.redis, redis)
+	if machine >= 0 {
+		sec := round(float64(machine)/ClockTicks, 2)
+		c.MachineCPUSec = &sec
+		if fires > 0 {
+			us := round(float64(machine)/ClockTicks*1e6/float64(fires), 1)
+			c.MachineCPUUsPerFire = &us
+		}
+	}
+	if m.pressOK && pressOK && window > 0 {
+		p := round(float64(pressure-m.pressure)/float64(window), 3)
+		c.CPUPressure = &p
+	}
 	var parts []string
 	for part, t := range ticks {
 		if t != nil {

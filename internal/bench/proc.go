@@ -229,3 +229,33 @@ func parentNamed(pids []int, comm string, read func(int) (ProcStat, error)) int 
 	}
 	return 0
 }
+
+// ParseMachineCPU parses /proc/stat into the busy clock ticks of the whole
+// machine so far, over all its CPUs: the "cpu" line's user, nice, system,
+// irq, softirq and steal (guest time is in user already; idle and iowait
+// are not busy).
+func ParseMachineCPU(b []byte) (int64, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 9 || string(f[0]) != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: the first line is not the cpu line: %q", truncate(line, 80))
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, err := strconv.ParseInt(string(f[i]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d of the cpu line: %w", i, err)
+		}
+		busy += v
+	}
+	return busy, nil
+}
+
+// ReadMachineCPU is the machine's busy clock ticks so far ([ParseMachineCPU]).
+func ReadMachineCPU() (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("machine cpu: %w", err)
+	}
+	return ParseMachineCPU(b)
+}

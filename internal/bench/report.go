@@ -185,7 +185,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if c := r.Cost; c != nil {
 		row("cost", "%d fires over %.2fs (from just before the first due time to after the last delivery)", c.Fires, c.WindowSec)
-		row("cpu µs/fire", "%s", cpuParts(c.CPUUsPerFire))
+		row("cpu µs/fire", "%s%s", cpuParts(c.CPUUsPerFire), machineCPU(c))
 		if c.SQLXactsPerFire != nil {
 			stmts := "n/a"
 			if c.SQLStatementsPerFire != nil {
@@ -199,7 +199,7 @@ func WriteTable(w io.Writer, r *Result) error {
 	}
 	if c := r.CreateCost; c != nil {
 		row("create cost", "%d creates over %.2fs (the scheduling window)", c.Fires, c.WindowSec)
-		row("cpu µs/create", "%s", cpuParts(c.CPUUsPerFire))
+		row("cpu µs/create", "%s%s", cpuParts(c.CPUUsPerFire), machineCPU(c))
 		if c.SQLXactsPerFire != nil {
 			row("sql/create", "%s transactions", num(*c.SQLXactsPerFire))
 		}
@@ -231,6 +231,19 @@ func WriteTable(w io.Writer, r *Result) error {
 		row("note", "%s", n)
 	}
 	return tw.Flush()
+}
+
+// machineCPU is "; machine 123.4 (CPU pressure 40%)", what the whole
+// machine spent per operation and how busy it was, as far as measured.
+func machineCPU(c *Cost) string {
+	s := ""
+	if c.MachineCPUUsPerFire != nil {
+		s = "; machine " + num(*c.MachineCPUUsPerFire)
+	}
+	if c.CPUPressure != nil {
+		s += fmt.Sprintf(" (CPU pressure %.0f%% of the window)", *c.CPUPressure*100)
+	}
+	return s
 }
 
 // cpuParts is "total 123.4 (toc 80, sql 20.3, redis 23.1)", the parts
@@ -353,7 +366,7 @@ Nothing enforces them; each toc run says whether it met the ones that apply.
 			fmt.Fprintf(b, "- %s: **%s** (%s; %s)\n", c.Name, met, c.Got, joinSet(", ", r.Workload, r.Variant))
 		}
 	}
-	for _, t := range suiteTargets(rep.Results) {
+	for _, t := range append(suiteTargets(rep.Results), issue25Targets(rep.Results)...) {
 		met := "missed"
 		if t.Met {
 			met = "met"
@@ -413,6 +426,29 @@ fired.
 |---|---|--:|--:|--:|---|--:|--:|--:|
 `)
 	for _, row := range baselineRows(rep.Results) {
+		writeRow(b, row)
+	}
+	b.WriteString(`
+## Cost against the machine
+
+Issue #25's baselines, all without toc, in the same run: the *push ceiling*
+(` + "`toc bench --baseline --workload ceiling`" + `: 64 senders POSTing a 64-byte
+payload back to back to the receiver for 3 s); *timers + HTTP* at R = min(10 000/s,
+half the ceiling), at most 512 POSTs in flight (the suite's push fire runs at
+R); *create* (a server that decodes each create, appends a record per task to
+a file and answers after a group-committed fdatasync); *pull* (` + "`--baseline --pull`" + `:
+a claim server holding the due tasks in memory, answering claims of 1000 in
+toc's form and batch acks after a group-committed fdatasync of the acked ids,
+4 consumers). Each row sets a toc figure beside its baseline's, then the CPU
+µs per operation (per fire, per create) of the measured processes (for
+embedded toc and the baselines the bench process: server or baseline,
+clients, receiver) and of the whole machine (every process, /proc/stat: on a
+busy machine it measures the window more than the work).
+
+| run | figure | toc | baseline | toc / baseline | CPU µs/op toc | CPU µs/op baseline | machine µs/op toc | machine µs/op baseline |
+|---|---|--:|--:|--:|--:|--:|--:|--:|
+`)
+	for _, row := range costRows(rep.Results) {
 		writeRow(b, row)
 	}
 	nodes := make([]string, len(rep.ClusterNodes))
@@ -603,15 +639,14 @@ func clusterRows(results []*Result) [][]string {
 }
 
 // baselineOf returns the first baseline run of results that r, a toc run,
-// is set beside: the same workload, n, batch, clients and spread, and for
-// fire a push run. Nil when there is none.
+// is set beside: the same workload, delivery (push or pull), n, batch,
+// clients and spread. Nil when there is none.
 func baselineOf(results []*Result, r *Result) *Result {
-	if r.System != "toc" || (r.Workload != WorkloadFire && r.Workload != WorkloadSchedule) ||
-		(r.Workload == WorkloadFire && strings.HasPrefix(r.Variant, DeliveryPull)) {
+	if r.System != "toc" || (r.Workload != WorkloadFire && r.Workload != WorkloadSchedule) {
 		return nil
 	}
 	for _, b := range results {
-		if b.System == SystemBaseline && b.Workload == r.Workload && b.N == r.N && b.Batch == r.Batch &&
+		if b.System == SystemBaseline && b.Workload == r.Workload && isPull(b) == isPull(r) && b.N == r.N && b.Batch == r.Batch &&
 			b.Concurrency == r.Concurrency && b.SpreadSec == r.SpreadSec {
 			return b
 		}

@@ -86,12 +86,19 @@ MySQL: the whole server's Com_commit + Com_rollback) and their statements
 and the Redis commands (INFO commandstats over every master, those of Lua
 scripts included, the benchmark's own INFO calls left out).
 
-Baseline (--baseline, fire and schedule): the same workload with no toc, the
-physical limit of this machine. fire: a Go runtime timer per task POSTs
-what toc's webhook sink would send, at the due time, to the same kind of
-receiver. schedule: the same create requests to a server in this process
-that appends each body to a log file and answers once an fsync has covered
-it (group commit: the requests that come during an fsync share the next).
+Baseline (--baseline: fire, schedule, ceiling): the same workload with no
+toc, the physical limit of this machine; the cost's toc CPU is this
+process's. fire: a Go runtime timer per task POSTs what toc's webhook sink
+would send, at the due time, to the same kind of receiver, at most 512 at
+once. fire --pull: pull consumers (--consumers) claiming 1000 at a time from
+a server in this process that holds the tasks in memory and answers batch
+acks once an fdatasync has covered the acked ids. schedule: the same create
+requests to a server in this process that decodes each task and appends it
+to a log file, answering once an fdatasync has covered it (group commit:
+the requests that come during a sync share the next). ceiling (the push
+ceiling): --concurrency senders (default 64) POST a 64-byte payload back to
+back to the receiver for --duration (default 3s); drain_per_sec is the
+POSTs answered per second.
 
 Prints a table, or with --json one object with the keys workload, nodes, n,
 fired, missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99,
@@ -119,6 +126,8 @@ Examples:
     --redis 127.0.0.1:6379 --sql postgres://postgres@127.0.0.1:5432/toc
   toc bench --baseline --workload fire --n 50000 --spread 5s
   toc bench --baseline --workload schedule --n 20000
+  toc bench --baseline --workload ceiling
+  toc bench --baseline --pull --workload fire --n 100000 --spread 0s
 `
 
 // Defaults of --n per workload.
@@ -141,7 +150,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs := newFlagSet(e, "bench", benchHelp)
 	conn := addConnFlags(fs)
 	embedded := fs.Bool("embedded", false, "start a server in this process on a temporary data directory (instead of --server)")
-	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule, pending or twoapp")
+	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule, pending, twoapp, or ceiling (with --baseline)")
 	n := fs.Int("n", 0, "number of tasks (default 100000 for fire and schedule, 1000000 for pending)")
 	spread := fs.Duration("spread", 10*time.Second, "fire: spread the due times over this `duration`")
 	timeline := fs.Duration("timeline", 0, "fire: also report the lateness per bucket of due time this `wide` (like 100ms; default none)")
@@ -160,7 +169,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	redisPrefix := fs.String("redis-prefix", redisindex.PrefixDefault, "pending on a cluster: the nodes' --redis-prefix")
 	sqlDSN := fs.String("sql", "", "pending and fire on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size (pending) or their transactions and CPU per fire (fire; MySQL too)")
 	sqlStatsWait := fs.Duration("sql-stats-wait", bench.PostgresStatsWait, "fire with --sql: read the SQL counters this `long` after the last delivery (PostgreSQL flushes its backends' statistics up to 10 s late)")
-	baseline := fs.Bool("baseline", false, "fire, schedule: run the workload with no toc, the physical-limit baseline (see above)")
+	baseline := fs.Bool("baseline", false, "fire, schedule, ceiling: run the workload with no toc, the physical-limit baseline (see above)")
+	duration := fs.Duration("duration", bench.CeilingDurationDefault, "ceiling: how `long` the senders POST")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
 	memProfile := fs.String("memprofile", "", "write the allocations of this process, from its start to the workload's end, to `file` (go tool pprof -sample_index=alloc_space)")
@@ -174,8 +184,39 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	if *workload == bench.WorkloadCeiling {
+		switch {
+		case !*baseline:
+			return usagef("bench: --workload ceiling needs --baseline (it runs no toc)")
+		case *duration <= 0:
+			return usagef("bench: --duration must be positive, got %s", *duration)
+		case set["concurrency"] && *concurrency < 1:
+			return usagef("bench: --concurrency must be at least 1, got %d", *concurrency)
+		}
+		defaultGC()
+		senders := bench.CeilingSendersDefault
+		if set["concurrency"] {
+			senders = *concurrency
+		}
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		res, err := bench.PushCeiling(ctx, bench.CeilingOptions{Senders: senders, Duration: *duration, App: *app})
+		stopProfile()
+		if err == nil && *memProfile != "" {
+			err = writeHeapProfile(*memProfile)
+		}
+		if err != nil {
+			return err
+		}
+		return printResult(stdout, res, *asJSON)
+	}
+	if set["duration"] {
+		return usagef("bench: --duration is for --workload ceiling")
+	}
 	if _, ok := benchNDefault[*workload]; !ok {
-		return usagef("bench: --workload must be fire, schedule, pending or twoapp, got %q", *workload)
+		return usagef("bench: --workload must be fire, schedule, pending, twoapp or ceiling, got %q", *workload)
 	}
 	if *n == 0 {
 		*n = benchNDefault[*workload]
@@ -187,8 +228,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	switch {
-	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"] || *pull):
-		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis, --sql and --pull")
+	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
+		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis and --sql")
+	case *baseline && *pull && *workload != bench.WorkloadFire:
+		return usagef("bench: --baseline --pull is for --workload fire")
 	case *baseline && (*workload == bench.WorkloadPending || *workload == bench.WorkloadTwoApp):
 		return usagef("bench: --baseline is for fire and schedule")
 	case *workload == bench.WorkloadTwoApp && (*pull || set["redis"] || set["sql"] || set["timeline"] || set["hold"]):
@@ -243,7 +286,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}()
 	}
 	if *baseline {
-		res, err := runBaseline(ctx, *workload, *app, fire, schedule)
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+		res, err := runBaseline(ctx, *workload, *app, *pull, *consumers, fire, schedule)
 		if err != nil {
 			return err
 		}
@@ -341,20 +389,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		fire.Cost, schedule.Cost = probe, probe
 	}
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("bench: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	var rec *bench.Recorder
 	if delivery != bench.DeliveryNone {
@@ -420,6 +459,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	return printResult(stdout, res, *asJSON)
 }
 
+// startCPUProfile starts a CPU profile of this process to path ("": none)
+// and returns what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // printResult prints res as JSON or as a table.
 func printResult(stdout io.Writer, res *bench.Result, asJSON bool) error {
 	if asJSON {
@@ -436,15 +495,17 @@ func printResult(stdout io.Writer, res *bench.Result, asJSON bool) error {
 // runBaseline runs the fire or schedule workload with no toc: Go timers
 // POSTing to a receiver (fire), or a server that only appends the requests
 // to a log with group commit (schedule).
-func runBaseline(ctx context.Context, workload, app string, fire bench.FireOptions, schedule bench.ScheduleOptions) (*bench.Result, error) {
+func runBaseline(ctx context.Context, workload, app string, pull bool, consumers int, fire bench.FireOptions, schedule bench.ScheduleOptions) (*bench.Result, error) {
 	var (
 		res *bench.Result
 		err error
 	)
-	switch workload {
-	case bench.WorkloadFire:
+	switch {
+	case workload == bench.WorkloadFire && pull:
+		res, err = baselinePull(ctx, app, consumers, fire)
+	case workload == bench.WorkloadFire:
 		res, err = baselineFire(ctx, app, fire)
-	case bench.WorkloadSchedule:
+	case workload == bench.WorkloadSchedule:
 		res, err = baselineSchedule(ctx, app, schedule)
 	default:
 		return nil, usagef("bench: --baseline is for fire and schedule")
@@ -482,13 +543,14 @@ func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(dir, "log")})
+	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(dir, "log"), Preallocate: bench.PreallocateDefault})
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, srv.Close()) }()
 	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 8)
 	defer hc.CloseIdleConnections()
+	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
 	// Push tasks, as toc's runs create; their receiver gets nothing.
 	sys, err := bench.NewToc(bench.TocConfig{
 		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
@@ -503,6 +565,42 @@ func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) 
 	}
 	res.Variant = bench.VariantGroupLog
 	res.Notes = append(res.Notes, srv.Notes()...)
+	res.Notes = append(res.Notes, "baseline: no toc; the cost's toc CPU is this process's (the clients and the log server)")
+	return res, nil
+}
+
+// baselinePull runs the fire workload through pull consumers against
+// [bench.ClaimServer]: tasks in memory, claims answered at once, acks made
+// durable with group commit.
+func baselinePull(ctx context.Context, app string, consumers int, o bench.FireOptions) (res *bench.Result, err error) {
+	dir, err := os.MkdirTemp("", "toc-bench-baseline-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: filepath.Join(dir, "acks"), Preallocate: bench.PreallocateDefault})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, srv.Close()) }()
+	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 2*consumers + 8)
+	defer hc.CloseIdleConnections()
+	rec := bench.NewRecorder(o.N)
+	sys, err := bench.NewToc(bench.TocConfig{
+		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
+		Recorder: rec, Delivery: bench.DeliveryPull, App: app, Consumers: consumers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
+	res, err = bench.Fire(ctx, sys, rec, o)
+	if err = errors.Join(err, sys.Close()); err != nil {
+		return nil, err
+	}
+	res.Variant = bench.VariantClaimServer
+	res.Notes = append(append(append(res.Notes, sys.Notes()...), srv.Notes()...),
+		"baseline: no toc; the cost's toc CPU is this process's (the consumers and the claim server)")
 	return res, nil
 }
 
@@ -676,12 +774,18 @@ bench/RESULTS.md (--out) with the figures, the machine and the exact
 commands; "bash bench/run.sh" runs it from a checkout. The default run takes
 about ten minutes:
 
-  1. toc embedded: fire (push at --fire-n over --fire-spread, and pull at
-     --pull-n), a burst (--burst-n tasks due at one instant, by push and by
-     pull), schedule (one task per request, and in batches), each a "toc
-     bench --embedded" process, and after each push fire, burst and
-     schedule run its baseline of the same size ("toc bench --baseline": no
-     toc, the physical limit), which RESULTS.md sets it beside;
+  1. toc embedded: first the push ceiling ("toc bench --baseline
+     --workload ceiling": 64 senders POSTing back to back for
+     --ceiling-duration); then fire (push at R = min(--fire-n over
+     --fire-spread, half the ceiling), and pull at min(5 R, 0.3x the pull
+     baseline's drain rate), at most --pull-n), a burst (--burst-n tasks due
+     at one instant, by push and by pull), schedule (one task per request
+     from 16 clients, and in batches of 1000 from 4), each a "toc bench
+     --embedded" process, and beside each push fire, burst and schedule run
+     its baseline of the same size ("toc bench --baseline": no toc, the
+     physical limit; the pull burst's is "--baseline --pull"), which
+     RESULTS.md sets it beside as a ratio, with the CPU per operation of
+     the processes and of the whole machine, and issue 25's targets;
   2. toc pending: --pending-n far-future tasks on a separate "toc serve";
   3. toc's cluster mode: each workload on a fresh cluster of each of
      --cluster-nodes "toc serve" nodes over PostgreSQL database --cluster-db
@@ -711,9 +815,10 @@ Examples:
 // benchSuiteFlags are the flags of `toc bench suite`, set on a Config.
 func benchSuiteFlags(fs *flag.FlagSet, c *suite.Config) (embedded, peers, cluster *bool, nodes, out *string) {
 	embedded = fs.Bool("embedded", true, "run toc embedded and pending (--embedded=false: only the cluster and the peers)")
-	fs.IntVar(&c.FireN, "fire-n", suite.FireNDefault, "embedded fire: tasks over --fire-spread")
+	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", suite.CeilingDurationDefault, "push ceiling: its 64 senders POST back to back for this `long`")
+	fs.IntVar(&c.FireN, "fire-n", suite.FireNDefault, "embedded fire: the most tasks over --fire-spread (the run is at R = min(this rate, half the push ceiling))")
 	fs.DurationVar(&c.FireSpread, "fire-spread", suite.FireSpreadDefault, "fire: spread the due times over this `duration` (embedded and the peers)")
-	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: tasks over --fire-spread")
+	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: the most tasks over --fire-spread (the run is at min(5 R, 0.3x the pull baseline's drain rate))")
 	fs.IntVar(&c.BurstN, "burst-n", suite.BurstNDefault, "embedded burst, by push and by pull consumers: tasks due at one instant")
 	fs.IntVar(&c.SingleN, "single-n", suite.SingleNDefault, "embedded schedule, one task per request from 16 clients: tasks")
 	fs.DurationVar(&c.SingleHold, "single-hold", suite.SingleHoldDefault, "embedded schedule, one per request: the tasks are due this `long` after the start")

@@ -168,6 +168,9 @@ func TestBenchBaseline(t *testing.T) {
 		Missing  int                  `json:"missing"`
 		Early    int                  `json:"early"`
 		Rate     float64              `json:"schedule_per_sec"`
+		Drain    float64              `json:"drain_per_sec"`
+		Clients  int                  `json:"concurrency"`
+		Dup      int                  `json:"duplicates"`
 		Cost     *struct{ Fires int } `json:"cost"`
 		Notes    []string             `json:"notes"`
 	}
@@ -194,6 +197,17 @@ func TestBenchBaseline(t *testing.T) {
 			!slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "requests made durable by") }) {
 			t.Errorf("schedule baseline, batch %s: %+v, want 300 accepted and the fsyncs in the notes", batch, r)
 		}
+	}
+	ceil := run("--workload", "ceiling", "--duration", "200ms", "--concurrency", "4")
+	if ceil.System != "baseline" || ceil.Workload != "ceiling" || ceil.Clients != 4 || ceil.N < 1 || ceil.Fired != ceil.N || ceil.Drain <= 0 ||
+		ceil.Cost == nil || ceil.Cost.Fires != ceil.N {
+		t.Errorf("push ceiling %+v, want POSTs from 4 senders, their rate and their cost", ceil)
+	}
+	pull := run("--pull", "--workload", "fire", "--n", "500", "--spread", "0s", "--lead", "500ms", "--consumers", "2")
+	if pull.System != "baseline" || !strings.HasPrefix(pull.Variant, "pull, ") || pull.Fired != 500 || pull.Missing != 0 || pull.Dup != 0 ||
+		pull.Drain <= 0 || pull.Cost == nil || pull.Cost.Fires != 500 ||
+		!slices.ContainsFunc(pull.Notes, func(n string) bool { return strings.Contains(n, "500 tasks claimed, 500 acked") }) {
+		t.Errorf("pull baseline %+v, want 500 claimed and acked once each, the drain rate and the cost", pull)
 	}
 }
 
@@ -295,7 +309,11 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--embedded", "--workload", "nap"}, "--workload must be fire, schedule, pending or twoapp"},
+		{[]string{"--embedded", "--workload", "nap"}, "--workload must be fire, schedule, pending, twoapp or ceiling"},
+		{[]string{"--embedded", "--workload", "ceiling"}, "--workload ceiling needs --baseline"},
+		{[]string{"--baseline", "--workload", "ceiling", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"--baseline", "--duration", "1s"}, "--duration is for --workload ceiling"},
+		{[]string{"--baseline", "--pull", "--workload", "schedule"}, "--baseline --pull is for --workload fire"},
 		{[]string{"--embedded", "--workload", "twoapp", "--pull"}, "--workload twoapp is push only"},
 		{[]string{"--baseline", "--workload", "twoapp"}, "--baseline is for fire and schedule"},
 		{[]string{"--embedded", "--server", "http://127.0.0.1:1"}, "give --embedded or --server"},
@@ -312,7 +330,6 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--server", "http://127.0.0.1:1", "--sql-stats-wait", "1s"}, "--sql-stats-wait needs --sql"},
 		{[]string{"--baseline", "--embedded"}, "--baseline runs no toc"},
 		{[]string{"--baseline", "--server", "http://127.0.0.1:1"}, "--baseline runs no toc"},
-		{[]string{"--baseline", "--pull"}, "--baseline runs no toc"},
 		{[]string{"--baseline", "--workload", "pending"}, "--baseline is for fire and schedule"},
 		{[]string{"--server", "http://127.0.0.1:1", "--workload", "pending", "--redis-prefix", "p"}, "--redis-prefix needs --redis"},
 		{[]string{"--embedded", "--workload", "pending", "--sql", "postgres://x/y"}, "give --embedded or --server"},
@@ -460,7 +477,7 @@ func TestBenchSuiteFlags(t *testing.T) {
 	}
 	want := suite.Config{
 		Exe: "/bin/toc", Root: "/src/toc", Out: "/src/toc/bench/RESULTS.md", Command: "toc bench suite", Stderr: io.Discard,
-		FireN: 50_000, FireSpread: 5 * time.Second, PullN: 250_000, BurstN: 100_000, SingleN: 20_000, SingleHold: 6 * time.Second,
+		CeilingDuration: 3 * time.Second, FireN: 50_000, FireSpread: 5 * time.Second, PullN: 250_000, BurstN: 100_000, SingleN: 20_000, SingleHold: 6 * time.Second,
 		BatchN: 100_000, BatchHold: 10 * time.Second, PendingN: 1_000_000,
 		PeerFireN: 50_000, PeerSingleN: 10_000, PeerBatchN: 50_000, RedisDB: 13, PGURL: "postgres://postgres@127.0.0.1:5432/postgres",
 		ClusterNodes: []int{1, 2, 3}, ClusterFireN: 20_000, ClusterFireSpread: 5 * time.Second, ClusterFireLead: 8 * time.Second,
@@ -536,7 +553,7 @@ func TestBenchSuiteHelp(t *testing.T) {
 
 // tinySuite are the sizes of a suite that takes seconds.
 var tinySuite = []string{
-	"--fire-n", "200", "--fire-spread", "500ms", "--pull-n", "100", "--burst-n", "300", "--single-n", "200", "--single-hold", "1s",
+	"--ceiling-duration", "300ms", "--fire-n", "200", "--fire-spread", "500ms", "--pull-n", "100", "--burst-n", "300", "--single-n", "200", "--single-hold", "1s",
 	"--batch-n", "1000", "--batch-hold", "1s", "--pending-n", "2000", "--peers=false",
 }
 
@@ -603,30 +620,58 @@ func TestBenchSuite(t *testing.T) {
 	doc := runSuite(t, "--cluster=false")
 
 	fire := tableRows(t, doc, "## Fire and schedule")
-	if len(fire) != 10 {
-		t.Fatalf("fire and schedule: %d rows, want 10:\n%s", len(fire), doc)
+	if len(fire) != 12 {
+		t.Fatalf("fire and schedule: %d rows, want 12:\n%s", len(fire), doc)
 	}
+	// The push ceiling first: its n is the POSTs it made.
+	if c := fire[0]; c[0] != "baseline" || c[1] != "back-to-back HTTP POSTs" || c[2] != "ceiling" || c[6] != "64" || c[3] != c[7] {
+		t.Errorf("fire and schedule row 0: %q, want the push ceiling of 64 senders", c)
+	}
+	checkNumbers(t, "fire and schedule", fire[0], 3, 12)
 	for i, want := range [][]string{
 		{"toc", "push, embedded", "fire", "200", "0.5", "1000", "16", "200", "0"},
 		{"baseline", "timers + HTTP push", "fire", "200", "0.5", "1000", "16", "200", "0"},
+		{"baseline", "pull, in-memory claims + ack fdatasync, group commit", "fire", "300", "", "1000", "16", "300", "0"},
+		{"toc", "pull, embedded", "fire", "300", "", "1000", "16", "300", "0"},
 		{"toc", "pull, embedded", "fire", "100", "0.5", "1000", "16", "100", "0"},
 		{"toc", "push, embedded", "fire", "300", "", "1000", "16", "300", "0"},
 		{"baseline", "timers + HTTP push", "fire", "300", "", "1000", "16", "300", "0"},
-		{"toc", "pull, embedded", "fire", "300", "", "1000", "16", "300", "0"},
 		{"toc", "push, embedded", "schedule", "200", "", "1", "16", "200", "0"},
 		{"baseline", "HTTP + log fsync, group commit", "schedule", "200", "", "1", "16", "0", "0"},
-		{"toc", "push, embedded", "schedule", "1000", "", "1000", "16", "1000", "0"},
-		{"baseline", "HTTP + log fsync, group commit", "schedule", "1000", "", "1000", "16", "0", "0"},
+		{"toc", "push, embedded", "schedule", "1000", "", "1000", "4", "1000", "0"},
+		{"baseline", "HTTP + log fsync, group commit", "schedule", "1000", "", "1000", "4", "0", "0"},
 	} {
+		i++ // after the ceiling
 		if diff := cmp.Diff(want, fire[i][:9]); diff != "" {
 			t.Errorf("fire and schedule row %d (-want +got):\n%s", i, diff)
 		}
-		checkNumbers(t, "fire and schedule", fire[i], 11, 14, 15, 16, 17, 18, 19)
-		if fire[i][0] == "toc" {
-			checkNumbers(t, "fire and schedule", fire[i], 13) // CPU per task
-		}
+		// The rates, the CPU per task and the lateness.
+		checkNumbers(t, "fire and schedule", fire[i], 11, 13, 14, 15, 16, 17, 18, 19)
 		if fire[i][4] == "" && fire[i][7] != "0" { // all due at one instant
 			checkNumbers(t, "fire and schedule", fire[i], 12) // drained per second
+		}
+	}
+	// issue #25: each toc figure beside its baseline's, with the CPU per
+	// operation of the processes and of the machine.
+	cost := tableRows(t, doc, "## Cost against the machine")
+	if len(cost) != 6 || !strings.HasPrefix(cost[0][0], "push ceiling") {
+		t.Fatalf("cost: %d rows, want the ceiling and the 5 toc runs with a baseline:\n%s", len(cost), doc)
+	}
+	checkNumbers(t, "cost", cost[0], 3, 6, 8)
+	for _, row := range cost[1:] {
+		checkNumbers(t, "cost", row, 2, 3, 5, 6, 7, 8)
+	}
+	for _, want := range []string{
+		"- #25: push fire p99 <= max(2x the timers baseline's, it + 5 ms), none missing or early at 400 fires/s: **",
+		"- #25: push CPU per fire of the processes <= 1.5x the timers baseline's at 400 fires/s: **",
+		"- #25: a push burst of 300 drained at >= 0.8x the push ceiling: **",
+		"- #25: a pull burst of 300 drained at >= 0.5x the pull baseline's, each acked once: **",
+		"- #25: pull p99 <= 50 ms, none missing, due evenly at min(5 R, 0.3x the pull baseline's drain rate): **",
+		"- #25: creates one per request >= 0.7x the create baseline (16 clients): **",
+		"- #25: creates in batches of 1000 >= 0.5x the batched create baseline (4 clients): **",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("lacks the target %q:\n%s", want, doc)
 		}
 	}
 	two := tableRows(t, doc, "## Two apps")
@@ -637,10 +682,10 @@ func TestBenchSuite(t *testing.T) {
 	// toc beside the baselines: the fire's p99 and max, each schedule's
 	// rate.
 	base := tableRows(t, doc, "## Baseline")
-	if len(base) != 6 {
-		t.Fatalf("baseline: %d rows, want 6:\n%s", len(base), doc)
+	if len(base) != 8 {
+		t.Fatalf("baseline: %d rows, want 8:\n%s", len(base), doc)
 	}
-	for i, figure := range []string{"p99 ms", "max ms", "drained/s", "max ms", "tasks/s", "tasks/s"} {
+	for i, figure := range []string{"p99 ms", "max ms", "drained/s", "max ms", "drained/s", "max ms", "tasks/s", "tasks/s"} {
 		if base[i][5] != figure {
 			t.Errorf("baseline row %d: %q, want %s", i, base[i], figure)
 		}
@@ -661,7 +706,7 @@ func TestBenchSuite(t *testing.T) {
 		"- #13 goal: fire p99 <= 3x the baseline's at 400 fires/s: ",
 		"- toc pending server n=2000 batch 1000: ",
 		"\ntoc bench --baseline --workload fire --n 200 --spread 500ms\n",
-		"```sh\ntoc bench --embedded --workload fire --n 200 --spread 500ms\n",
+		"```sh\ntoc bench --baseline --workload ceiling --duration 300ms\ntoc bench --embedded --workload fire --n 200 --spread 500ms\n",
 		"\ntoc serve --data DIR --listen 127.0.0.1:0   # pid ",
 		" --workload pending --n 2000\n```\n",
 	} {

@@ -44,7 +44,7 @@ func (s *suite) cluster(ctx context.Context) error {
 			{"--workload", "fire", "--n", itoa(c.ClusterFireN), "--spread", dur(c.ClusterFireSpread), "--lead", dur(c.ClusterFireLead), "--max-wait", dur(c.ClusterMaxWait),
 				"--redis", c.ClusterRedis, "--sql", c.clusterDSN()},
 			{"--workload", "schedule", "--n", itoa(c.ClusterSingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.ClusterSingleHold), "--max-wait", dur(c.ClusterMaxWait)},
-			{"--workload", "schedule", "--n", itoa(c.ClusterBatchN), "--batch", "1000", "--concurrency", "16", "--hold", dur(c.ClusterBatchHold), "--max-wait", dur(c.ClusterMaxWait)},
+			{"--workload", "schedule", "--n", itoa(c.ClusterBatchN), "--batch", "1000", "--concurrency", itoa(BatchConcurrency), "--hold", dur(c.ClusterBatchHold), "--max-wait", dur(c.ClusterMaxWait)},
 		}
 		names := []string{"fire", "single", "batch"}
 		if nodes == 1 {

@@ -4,7 +4,9 @@
 //   - toc embedded: fire (push and pull), a burst due at one instant (push
 //     and pull) and schedule (one task per request and in batches), each a
 //     `toc bench --embedded` process, and the baselines of the same sizes
-//     (`toc bench --baseline`: no toc);
+//     (`toc bench --baseline`: no toc), after the push ceiling (`toc bench
+//     --baseline --workload ceiling`) that sets the push rate R and the
+//     pull baseline that sets the pull rate (issue #25);
 //   - toc pending: far-future tasks on a separate `toc serve` process, so
 //     that its RSS is the server's alone;
 //   - toc's cluster mode: each workload on a fresh cluster of 1, 2 and 3
@@ -56,10 +58,14 @@ import (
 // keep a node count's runs to about two minutes (at most about four: see
 // ClusterMaxWaitDefault).
 const (
-	FireNDefault      = 50_000 // over FireSpreadDefault: 10,000 fires/s
+	FireNDefault      = 50_000 // over FireSpreadDefault: 10,000 fires/s at most (R: see Config.FireN)
 	FireSpreadDefault = 5 * time.Second
-	PullNDefault      = 250_000 // the same through pull consumers: 50,000/s, the issue's
-	BurstNDefault     = 100_000 // due at one instant, by push and by pull
+	PullNDefault      = 250_000 // the same through pull consumers: 50,000/s at most (see Config.PullN)
+	// CeilingDurationDefault: the push ceiling's senders POST this long.
+	CeilingDurationDefault = bench.CeilingDurationDefault
+	// BatchConcurrency: the clients creating in batches of 1000 (issue #25).
+	BatchConcurrency = 4
+	BurstNDefault    = 100_000 // due at one instant, by push and by pull
 	// pullLeadPerJob: the pull fire run's lead is bench.LeadBase and this
 	// much a job, enough to schedule them in batches (12 s for
 	// PullNDefault; the default of 100 µs a job would wait 27 s).
@@ -121,15 +127,21 @@ type Config struct {
 	// toc embedded and pending. SkipEmbedded leaves both out (a run of the
 	// cluster or the peers alone).
 	SkipEmbedded bool
-	FireN        int
-	FireSpread   time.Duration
-	PullN        int
-	BurstN       int
-	SingleN      int
-	SingleHold   time.Duration
-	BatchN       int
-	BatchHold    time.Duration
-	PendingN     int
+	// CeilingDuration is how long the push ceiling's senders POST.
+	CeilingDuration time.Duration
+	// FireN over FireSpread is the most the push fire runs at: they run at
+	// R = min(FireN/FireSpread, half the push ceiling), R × FireSpread
+	// tasks. PullN likewise bounds the evenly due pull run, at min(5 R, 0.3×
+	// the pull baseline's drain rate).
+	FireN      int
+	FireSpread time.Duration
+	PullN      int
+	BurstN     int
+	SingleN    int
+	SingleHold time.Duration
+	BatchN     int
+	BatchHold  time.Duration
+	PendingN   int
 
 	// SkipPeers leaves asynq and River out. PeerFireN defaults to FireN.
 	SkipPeers   bool
@@ -175,6 +187,7 @@ func (c *Config) EnsureDefaults() {
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
+	c.CeilingDuration = cmp.Or(c.CeilingDuration, CeilingDurationDefault)
 	c.FireN = cmp.Or(c.FireN, FireNDefault)
 	c.FireSpread = cmp.Or(c.FireSpread, FireSpreadDefault)
 	c.PullN = cmp.Or(c.PullN, PullNDefault)
@@ -251,7 +264,7 @@ func (c *Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"FireSpread", c.FireSpread}, {"SingleHold", c.SingleHold}, {"BatchHold", c.BatchHold},
+		{"CeilingDuration", c.CeilingDuration}, {"FireSpread", c.FireSpread}, {"SingleHold", c.SingleHold}, {"BatchHold", c.BatchHold},
 		{"ClusterFireSpread", c.ClusterFireSpread}, {"ClusterFireLead", c.ClusterFireLead},
 		{"ClusterSingleHold", c.ClusterSingleHold}, {"ClusterBatchHold", c.ClusterBatchHold},
 		{"ClusterMaxWait", c.ClusterMaxWait}, {"RunTimeout", c.RunTimeout},
@@ -374,29 +387,59 @@ func (s *suite) all(ctx context.Context) error {
 }
 
 // embedded runs toc embedded (the server in the bench process) and pending
-// (on a separate server).
+// (on a separate server). Each baseline (no toc: the physical limit) runs
+// beside the toc run of the same size, so that the machine is as busy for
+// both.
 func (s *suite) embedded(ctx context.Context) error {
 	c := &s.cfg
-	fire := []string{"--workload", "fire", "--n", itoa(c.FireN), "--spread", dur(c.FireSpread)}
-	single := []string{"--workload", "schedule", "--n", itoa(c.SingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.SingleHold)}
-	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", "16", "--hold", dur(c.BatchHold)}
-	// Each baseline (no toc: the physical limit) right after the toc run
-	// of the same size, so that the machine is as busy for both.
+	run := func(args ...string) (*bench.Result, error) {
+		if err := s.benchToc(ctx, "", args...); err != nil {
+			return nil, err
+		}
+		return s.rep.Results[len(s.rep.Results)-1], nil
+	}
+	ceiling, err := run("--baseline", "--workload", bench.WorkloadCeiling, "--duration", dur(c.CeilingDuration))
+	if err != nil {
+		return err
+	}
+	fireN, pullN := c.FireN, c.PullN
+	var rate float64 // R, fires/s
+	if c.FireSpread > 0 {
+		rate = bench.PushRate(ceiling.DrainPerSec, float64(c.FireN)/c.FireSpread.Seconds())
+		fireN = max(1, int(rate*c.FireSpread.Seconds()))
+		fmt.Fprintf(c.Stderr, "  -> push ceiling %.0f/s: R = %.0f fires/s\n", ceiling.DrainPerSec, rate)
+	}
+	fire := []string{"--workload", "fire", "--n", itoa(fireN), "--spread", dur(c.FireSpread)}
 	burst := []string{"--workload", "fire", "--n", itoa(c.BurstN), "--spread", "0s"}
 	for _, args := range [][]string{
 		append([]string{"--embedded"}, fire...),
 		append([]string{"--baseline"}, fire...),
-		{"--embedded", "--workload", "fire", "--n", itoa(c.PullN), "--spread", dur(c.FireSpread), "--lead", dur(bench.LeadBase + time.Duration(c.PullN)*pullLeadPerJob), "--pull"},
+	} {
+		if _, err := run(args...); err != nil {
+			return err
+		}
+	}
+	pullBase, err := run(append([]string{"--baseline", "--pull"}, burst...)...)
+	if err != nil {
+		return err
+	}
+	if c.FireSpread > 0 {
+		pullN = max(1, min(c.PullN, int(bench.PullRate(rate, pullBase.DrainPerSec)*c.FireSpread.Seconds())))
+	}
+	single := []string{"--workload", "schedule", "--n", itoa(c.SingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.SingleHold)}
+	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", itoa(BatchConcurrency), "--hold", dur(c.BatchHold)}
+	for _, args := range [][]string{
+		append([]string{"--embedded", "--pull"}, burst...),
+		{"--embedded", "--workload", "fire", "--n", itoa(pullN), "--spread", dur(c.FireSpread), "--lead", dur(bench.LeadBase + time.Duration(pullN)*pullLeadPerJob), "--pull"},
 		append([]string{"--embedded"}, burst...),
 		append([]string{"--baseline"}, burst...),
-		append([]string{"--embedded", "--pull"}, burst...),
 		{"--embedded", "--workload", "twoapp", "--n", itoa(c.BurstN), "--spread", dur(c.FireSpread)}, // the quiet app's tasks over the spread
 		append([]string{"--embedded"}, single...),
 		append([]string{"--baseline"}, single...),
 		append([]string{"--embedded"}, batch...),
 		append([]string{"--baseline"}, batch...),
 	} {
-		if err := s.benchToc(ctx, "", args...); err != nil {
+		if _, err := run(args...); err != nil {
 			return err
 		}
 	}

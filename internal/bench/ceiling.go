@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/task"
+)
+
+// The push ceiling (issue #25): how many webhook POSTs per second this
+// machine carries at all, with no timers and no toc. toc's push figures are
+// set against it.
+const (
+	// WorkloadCeiling is the Workload of a push ceiling's [Result].
+	WorkloadCeiling = "ceiling"
+	// VariantCeiling is its Variant.
+	VariantCeiling = "back-to-back HTTP POSTs"
+	// CeilingSendersDefault and CeilingDurationDefault are the issue's: 64
+	// senders for 3 s.
+	CeilingSendersDefault  = 64
+	CeilingDurationDefault = 3 * time.Second
+	// CeilingPayloadBytes is the size of the payload each POST carries.
+	CeilingPayloadBytes = 64
+)
+
+// CeilingOptions configures [PushCeiling].
+type CeilingOptions struct {
+	// Senders POST back to back, each waiting for its answer before the
+	// next, for Duration. Defaults [CeilingSendersDefault] and
+	// [CeilingDurationDefault].
+	Senders  int
+	Duration time.Duration
+	// App is the Toc-App header; default [TocAppDefault].
+	App string
+}
+
+// ceilingPayload is a JSON payload of exactly CeilingPayloadBytes bytes.
+func ceilingPayload() []byte {
+	b := []byte(`{"seq":0,"pad":"`)
+	for len(b) < CeilingPayloadBytes-2 {
+		b = append(b, 'x')
+	}
+	return append(b, `"}`...)
+}
+
+// PushCeiling measures the push ceiling: o.Senders goroutines POST what
+// toc's webhook sink sends for a task with a [CeilingPayloadBytes] payload
+// (httpsink itself, over a transport configured as toc's) back to back to a
+// receiver like [Toc]'s in this process, for o.Duration. The result's
+// DrainPerSec is the POSTs answered per second, Fired their count, and its
+// Cost the CPU per POST: this process's (senders and receiver) and the
+// machine's.
+func PushCeiling(ctx context.Context, o CeilingOptions) (*Result, error) {
+	o.Senders = cmp.Or(o.Senders, CeilingSendersDefault)
+	o.Duration = cmp.Or(o.Duration, CeilingDurationDefault)
+	o.App = cmp.Or(o.App, TocAppDefault)
+	if o.Senders < 1 || o.Duration < 0 {
+		return nil, fmt.Errorf("bench: push ceiling: senders must be at least 1 and the duration not negative, got %d and %s", o.Senders, o.Duration)
+	}
+	run := strconv.FormatInt(time.Now().UnixMilli(), 36)
+	rec := NewRecorder(o.Senders)
+	recv, err := startReceiver(run, o.App, rec)
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(httpsink.MaxIdleConnsPerHostDefault, o.Senders)
+	tr.MaxIdleConns = 4 * tr.MaxIdleConnsPerHost
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	sink := httpsink.New(httpsink.Config{Client: hc})
+	defer func() {
+		hc.CloseIdleConnections()
+		_ = recv.close()
+	}()
+
+	r := &Result{System: SystemBaseline, Variant: VariantCeiling, Workload: WorkloadCeiling, Batch: 1, Concurrency: o.Senders}
+	payload := ceilingPayload()
+	var ids task.IDGenerator
+	now := time.Now()
+	tasks := make([]*task.Task, o.Senders)
+	for i := range tasks {
+		tasks[i] = &task.Task{
+			ID: ids.New(now, 0), App: o.App, Key: jobKey(run, i), State: task.Delivering,
+			Attempts: 1, DueAt: now, Payload: payload, Target: task.Target{HTTP: &task.HTTPTarget{URL: recv.url}},
+		}
+	}
+	probe := &CostProbe{Toc: []int{os.Getpid()}, Settle: time.Millisecond}
+	cost := probe.begin(ctx, r)
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	var sent, failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, tk := range tasks {
+		wg.Add(1)
+		go func() { // owned by this function, which waits for it
+			defer wg.Done()
+			for sctx.Err() == nil {
+				if err := sink.Deliver(sctx, tk); err != nil {
+					if sctx.Err() == nil {
+						failed.Add(1)
+					}
+					continue
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bench: push ceiling: %w", err)
+	}
+	n := int(sent.Load())
+	if n == 0 {
+		return nil, errors.New("bench: push ceiling: no POST was answered")
+	}
+	r.N, r.Fired, r.ElapsedSec = n, n, round(took.Seconds(), 3)
+	r.DrainPerSec = round(float64(n)/took.Seconds(), 0)
+	r.Cost = cost.end(ctx, r, time.Now(), n)
+	if f := failed.Load(); f > 0 {
+		r.notef("baseline: %d POSTs failed", f)
+	}
+	r.notef("push ceiling: %d senders POSTing a %d-byte payload back to back for %s; drain_per_sec is the POSTs answered per second, the cost's toc CPU this process's (senders and receiver)", o.Senders, len(payload), o.Duration)
+	return r, nil
+}
