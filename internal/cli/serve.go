@@ -47,6 +47,7 @@ import (
 // configuration file filling what the command line did not set.
 type serveConfig struct {
 	configPath      string
+	loaded          fileStamp // the config file as it was loaded (watchConfig)
 	data            string
 	listen          string
 	retention       time.Duration
@@ -132,6 +133,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	file := &config.File{}
 	if c.configPath != "" {
+		c.loaded = stampOf(c.configPath) // before the read: a change after it is seen
 		f, err := config.Load(c.configPath)
 		if err != nil {
 			return err
@@ -453,7 +455,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	go func() {
 		defer close(reloadDone)
-		watchConfig(reloadCtx, c.configPath, c.reloadEvery, log, func(f *config.File) error {
+		watchConfig(reloadCtx, c.configPath, c.loaded, c.reloadEvery, log, func(f *config.File) error {
 			if err := checkBrokerTargets(f, c); err != nil {
 				return err
 			}
@@ -712,21 +714,31 @@ func checkBrokerTargets(f *config.File, c serveConfig) error {
 //
 // serve is the one long-running command, so it, not main, listens for
 // SIGHUP: the signal means nothing to the other commands.
-func watchConfig(ctx context.Context, path string, every time.Duration, log *slog.Logger, apply func(*config.File) error) {
+// fileStamp is what tells a file's versions apart: its modification time
+// and size (size -1: the file could not be read).
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(path string) fileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{size: -1}
+	}
+	return fileStamp{mod: fi.ModTime(), size: fi.Size()}
+}
+
+func watchConfig(ctx context.Context, path string, loaded fileStamp, every time.Duration, log *slog.Logger, apply func(*config.File) error) {
 	if path == "" {
 		return
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	stat := func() (time.Time, int64) {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return time.Time{}, -1
-		}
-		return fi.ModTime(), fi.Size()
-	}
-	lastMod, lastSize := stat()
+	// The file as it was when it was loaded at start, not as it is now: an
+	// edit made while the server started is a change to apply.
+	last := loaded
 	tick := time.NewTicker(cmp.Or(every, 2*time.Second))
 	defer tick.Stop()
 	for {
@@ -738,11 +750,11 @@ func watchConfig(ctx context.Context, path string, every time.Duration, log *slo
 			forced = true
 		case <-tick.C:
 		}
-		mod, size := stat()
-		if !forced && mod.Equal(lastMod) && size == lastSize {
+		now := stampOf(path)
+		if !forced && now == last {
 			continue
 		}
-		lastMod, lastSize = mod, size
+		last = now
 		f, err := config.Load(path)
 		if err == nil {
 			err = apply(f)
