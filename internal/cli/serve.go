@@ -199,39 +199,17 @@ func (c *serveConfig) fill(f *config.File, set map[string]bool) {
 	str("sql", &c.sql, strings.Join(f.SQL, ","))
 	str("redis", &c.redis, strings.Join(f.Redis, ","))
 	str("redis-prefix", &c.prefix, f.RedisPrefix)
-	if !set["sql-tables"] && f.SQLTables > 0 {
-		c.sqlTables = f.SQLTables
-	}
-	if !set["slots"] && f.Slots > 0 {
-		c.slots = f.Slots
-	}
-	if !set["hot-window"] && f.HotWindow > 0 {
-		c.hotWindow = f.HotWindow.Std()
-	}
-	if !set["retention"] && f.Retention > 0 {
-		c.retention = f.Retention.Std()
-	}
-	if !set["shutdown-timeout"] && f.ShutdownTimeout > 0 {
-		c.shutdownTimeout = f.ShutdownTimeout.Std()
-	}
-	if !set["max-payload"] && f.MaxPayload > 0 {
-		c.maxPayload = f.MaxPayload
-	}
-	if !set["max-in-flight"] && f.MaxInFlight > 0 {
-		c.maxInFlight = f.MaxInFlight
-	}
-	if !set["max-connections"] && f.MaxConnections > 0 {
-		c.maxConns = f.MaxConnections
-	}
-	if !set["max-connections-per-client"] && f.MaxConnectionsPerClient > 0 {
-		c.maxConnsClient = f.MaxConnectionsPerClient
-	}
-	if !set["idle-timeout"] && f.IdleTimeout > 0 {
-		c.idleTimeout = f.IdleTimeout.Std()
-	}
-	if !set["max-body-memory"] && f.MaxBodyMemory > 0 {
-		c.maxBodyMemory = f.MaxBodyMemory
-	}
+	fillIf(set, "sql-tables", &c.sqlTables, f.SQLTables)
+	fillIf(set, "slots", &c.slots, f.Slots)
+	fillIf(set, "hot-window", &c.hotWindow, f.HotWindow.Std())
+	fillIf(set, "retention", &c.retention, f.Retention.Std())
+	fillIf(set, "shutdown-timeout", &c.shutdownTimeout, f.ShutdownTimeout.Std())
+	fillIf(set, "max-payload", &c.maxPayload, f.MaxPayload)
+	fillIf(set, "max-in-flight", &c.maxInFlight, f.MaxInFlight)
+	fillIf(set, "max-connections", &c.maxConns, f.MaxConnections)
+	fillIf(set, "max-connections-per-client", &c.maxConnsClient, f.MaxConnectionsPerClient)
+	fillIf(set, "idle-timeout", &c.idleTimeout, f.IdleTimeout.Std())
+	fillIf(set, "max-body-memory", &c.maxBodyMemory, f.MaxBodyMemory)
 	if !set["insecure"] && f.Insecure {
 		c.insecure = true
 	}
@@ -714,6 +692,14 @@ func checkBrokerTargets(f *config.File, c serveConfig) error {
 //
 // serve is the one long-running command, so it, not main, listens for
 // SIGHUP: the signal means nothing to the other commands.
+// fillIf sets *dst to v, a value of the config file, when the flag name
+// was not given and v is set (positive).
+func fillIf[T int | int64 | time.Duration](set map[string]bool, name string, dst *T, v T) {
+	if !set[name] && v > 0 {
+		*dst = v
+	}
+}
+
 // fileStamp is what tells a file's versions apart: its modification time
 // and size (size -1: the file could not be read).
 type fileStamp struct {
