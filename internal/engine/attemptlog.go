@@ -63,9 +63,13 @@ func (e *Engine) noteAttempts(ctx context.Context, ts ...*task.Task) {
 		ids[i], ns[i] = t.ID, t.Attempts
 	}
 	if err := e.alog.NoteAttempts(wctx, ids, ns); err != nil {
-		e.log.WarnContext(ctx, "note attempts started; a crash during them would not count them", slog.Int("attempts", len(ts)), slog.String("error", err.Error()))
+		// Once per attempt it would flood the log while the disk is full.
+		e.noteErrs.Log(e.log, slog.LevelWarn, "note attempts started; a crash during them would not count them", err)
 	}
 }
+
+// noteErrorsEvery bounds the log lines of failed attempt notes.
+const noteErrorsEvery = 10 * time.Second
 
 // underwayAttempts returns the push attempts under way in this process.
 func (e *Engine) underwayAttempts() ([]task.ID, []int) {

@@ -50,6 +50,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toc-dev/toc/internal/lograte"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -277,9 +278,11 @@ type Engine struct {
 
 	// alog is the store's attempt log (nil: it keeps none; in a cluster the
 	// index numbers the attempts); noted counts the attempts noted since it
-	// last started over (attemptlog.go).
-	alog  store.AttemptLog
-	noted atomic.Int64
+	// last started over (attemptlog.go); noteErrs limits the log lines of
+	// notes that failed.
+	alog     store.AttemptLog
+	noted    atomic.Int64
+	noteErrs lograte.Limiter
 
 	cancel   context.CancelFunc // stops the loops
 	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
@@ -312,6 +315,7 @@ func New(cfg Config) (*Engine, error) {
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
 	if cfg.Index == nil {
 		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
+		e.noteErrs.Every = noteErrorsEvery
 	}
 	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, e.enqueue)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toc-dev/toc/internal/lograte"
 	"log/slog"
 	"os"
 	"runtime"
@@ -95,11 +96,7 @@ type disk struct {
 	wedged   atomic.Bool   // and Pebble cannot even be closed (Store.reopen)
 	bgErrors atomic.Uint64 // Pebble's background errors
 
-	logMu struct {
-		sync.Mutex
-		last       time.Time
-		suppressed int
-	}
+	errLog lograte.Limiter // errorLimited's, every backgroundLogEvery
 
 	reopen func(context.Context) error // Store.reopen
 	wake   chan struct{}               // capacity 1: a write met ENOSPC
@@ -112,6 +109,7 @@ func newDisk(opts Options, fs vfs.FS, log *slog.Logger) *disk {
 	d := &disk{
 		fs: fs, dir: opts.Dir, path: fs.PathJoin(opts.Dir, ReserveName),
 		every: opts.DiskCheck, log: log, wake: make(chan struct{}, 1), closing: make(chan struct{}), giveUp: make(chan struct{}),
+		errLog: lograte.Limiter{Every: backgroundLogEvery},
 	}
 	if d.every <= 0 {
 		d.every = DiskCheckDefault
@@ -348,17 +346,7 @@ func (d *disk) backgroundError(err error) {
 // errorLimited logs msg and err at most once every backgroundLogEvery,
 // with the number of lines left out since the last.
 func (d *disk) errorLimited(msg string, err error) {
-	d.logMu.Lock()
-	now := time.Now()
-	if now.Sub(d.logMu.last) < backgroundLogEvery {
-		d.logMu.suppressed++
-		d.logMu.Unlock()
-		return
-	}
-	n := d.logMu.suppressed
-	d.logMu.last, d.logMu.suppressed = now, 0
-	d.logMu.Unlock()
-	d.log.Error(msg, slog.String("error", err.Error()), slog.Int("suppressed_since_last", n))
+	d.errLog.Log(d.log, slog.LevelError, msg, err)
 }
 
 // health is nil while the store takes every write, or says why not.
