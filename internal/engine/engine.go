@@ -661,16 +661,7 @@ const (
 )
 
 // gatherFire waits fireGather; false when ctx ended first.
-func (e *Engine) gatherFire(ctx context.Context) bool {
-	t := time.NewTimer(fireGather)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (e *Engine) gatherFire(ctx context.Context) bool { return sleepCtx(ctx, fireGather) }
 
 // fireWriters bounds the fire jobs writing to the store at once: two keep
 // one write in flight while the next batch gathers (toc bench's fire

@@ -896,15 +896,9 @@ func waitDiskFull(ctx context.Context, wait *time.Duration, first bool) bool {
 	if !first {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(*wait)
-	defer t.Stop()
-	*wait = min(2**wait, diskFullWaitMax)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	d := *wait
+	*wait = min(2*d, diskFullWaitMax)
+	return sleepCtx(ctx, d)
 }
 
 // firstFull is the index of the first store.ErrDiskFull in errs, or -1.
