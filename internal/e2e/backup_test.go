@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -56,7 +57,7 @@ func TestBackupRestore(t *testing.T) {
 			t.Fatalf("task %s delivered before it was due", id)
 		}
 	}
-	waitFor(t, 10*time.Second, "downtime past the due time", func() bool { return time.Now().After(soon) })
+	testkit.WaitFor(t, 10*time.Second, "downtime past the due time", func() bool { return time.Now().After(soon) })
 
 	r := startChild(t, copyDir)
 	rc := r.client()
@@ -66,7 +67,7 @@ func TestBackupRestore(t *testing.T) {
 			t.Fatalf("task %s in the copy: %v, %+v", id, err, tk)
 		}
 	}
-	waitFor(t, 15*time.Second, "the tasks due during the downtime to fire", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the tasks due during the downtime to fire", func() bool {
 		for _, id := range due {
 			if !h.seen(id.String()) {
 				return false

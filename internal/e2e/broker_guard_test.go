@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -143,7 +144,7 @@ func TestBrokerNoLongerAllowedIsGuarded(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the reload", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the reload", func() bool {
 		req, _ := http.NewRequest("GET", c.url+"/v1/apps/shop", nil)
 		req.Header.Set("Authorization", "Bearer admin-tok")
 		resp, err := http.DefaultClient.Do(req)
@@ -163,7 +164,7 @@ func TestBrokerNoLongerAllowedIsGuarded(t *testing.T) {
 	}
 	for _, id := range ids {
 		var dead *task.Task
-		waitFor(t, 20*time.Second, "the refused attempt", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the refused attempt", func() bool {
 			var err error
 			dead, err = shop.Get(ctx, id)
 			return err == nil && dead.State == task.Dead
@@ -255,7 +256,7 @@ func TestAllowedBrokersDeliver(t *testing.T) {
 	wantFieldError(t, "shop naming ops's broker by URL", err, "target.nats.url")
 
 	for _, tc := range tasks {
-		waitFor(t, 20*time.Second, "the task to be delivered", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the task to be delivered", func() bool {
 			got, err := tc.cl.Get(ctx, tc.id)
 			if err == nil && got.State == task.Dead {
 				t.Fatalf("task %s dead: %s", tc.id, got.LastError)

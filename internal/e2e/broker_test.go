@@ -17,6 +17,7 @@ import (
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -43,7 +44,7 @@ func TestAMQPThroughTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the routed task to be delivered", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the routed task to be delivered", func() bool {
 		got, err := cl.Get(ctx, ok.ID)
 		return err == nil && got.State == task.Delivered
 	})
@@ -55,7 +56,7 @@ func TestAMQPThroughTheEngine(t *testing.T) {
 		t.Errorf("message: id %q body %q headers %v", msg.MessageId, msg.Body, msg.Headers)
 	}
 	var dead *task.Task
-	waitFor(t, 20*time.Second, "the unroutable task to be dead", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the unroutable task to be dead", func() bool {
 		dead, err = cl.Get(ctx, lost.ID)
 		return err == nil && dead.State == task.Dead
 	})
@@ -115,7 +116,7 @@ func TestNATSThroughTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got *task.Task
-	waitFor(t, 20*time.Second, "the task to be delivered", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the task to be delivered", func() bool {
 		got, err = cl.Get(ctx, ok.ID)
 		return err == nil && got.State == task.Delivered
 	})
@@ -139,7 +140,7 @@ func TestNATSThroughTheEngine(t *testing.T) {
 	}
 
 	var dead *task.Task
-	waitFor(t, 20*time.Second, "the task without a stream to be dead", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the task without a stream to be dead", func() bool {
 		dead, err = cl.Get(ctx, lost.ID)
 		return err == nil && dead.State == task.Dead
 	})
@@ -203,7 +204,7 @@ func TestConfigTargetOnOperatorsBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the task to be delivered through the file's broker", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the task to be delivered through the file's broker", func() bool {
 		got, err := cl.Get(ctx, tk.ID)
 		return err == nil && got.State == task.Delivered
 	})

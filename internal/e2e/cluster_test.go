@@ -16,6 +16,7 @@ import (
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/store/redisindex"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -135,7 +136,7 @@ func TestClusterNodeKilled(t *testing.T) {
 
 	wctx, cancel := context.WithTimeout(ctx, 180*time.Second)
 	defer cancel()
-	waitUntil(wctx, func() bool {
+	testkit.Until(wctx, func() bool {
 		rcv.mu.Lock()
 		defer rcv.mu.Unlock()
 		return len(rcv.first) >= n
@@ -227,7 +228,7 @@ func TestClusterIndexDrains(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 60*time.Second, "every task delivered", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "every task delivered", func() bool {
 		rcv.mu.Lock()
 		defer rcv.mu.Unlock()
 		return len(rcv.first) == n
@@ -255,7 +256,7 @@ func TestClusterIndexDrains(t *testing.T) {
 	// leased one.
 	var total int64
 	var keys []string
-	ok := waitUntil(ctxTimeout(t, 40*time.Second), func() bool {
+	ok := testkit.Until(ctxTimeout(t, 40*time.Second), func() bool {
 		total, keys = left()
 		return total == 0
 	})

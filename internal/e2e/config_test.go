@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -58,7 +59,7 @@ func TestConfigReload(t *testing.T) {
 	}
 
 	write("apps:\n  shop:\n    max_payload: 100\n    target: {pull: {}}\n")
-	waitFor(t, 10*time.Second, "the reload", func() bool { return appSettings(t, c, "shop").MaxPayload == 100 })
+	testkit.WaitFor(t, 10*time.Second, "the reload", func() bool { return appSettings(t, c, "shop").MaxPayload == 100 })
 	if _, _, err := cl.Schedule(ctx, big); err != nil {
 		t.Fatalf("after the reload: %v", err)
 	}
@@ -78,7 +79,7 @@ func TestConfigReload(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the SIGHUP reload", func() bool { return appSettings(t, c, "shop").Rate.MaxInFlight == 7 })
+	testkit.WaitFor(t, 10*time.Second, "the SIGHUP reload", func() bool { return appSettings(t, c, "shop").Rate.MaxInFlight == 7 })
 
 	// The task from before the reloads is still there and becomes claimable.
 	got, err := cl.Claim(ctx, "shop", client.ClaimRequest{Max: 10, Lease: task.Duration(time.Minute), Wait: task.Duration(10 * time.Second)})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -67,7 +68,7 @@ func TestCrashLosesNothing(t *testing.T) {
 
 		c2 := startChild(t, dir)
 		wctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		waitUntil(wctx, func() bool {
+		testkit.Until(wctx, func() bool {
 			for _, id := range acked {
 				if !rcv.seen(id) {
 					return false
@@ -96,7 +97,7 @@ func TestCrashLosesNothing(t *testing.T) {
 			pid, _ := task.ParseID(id)
 			var tk *task.Task
 			wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			waitUntil(wctx, func() bool {
+			testkit.Until(wctx, func() bool {
 				var err error
 				tk, err = c2.client().Get(context.Background(), pid)
 				return err == nil && tk.State == task.Delivered
@@ -166,7 +167,7 @@ func TestCrashDuringAttempts(t *testing.T) {
 		}
 		ids = append(ids, tk.ID)
 	}
-	waitFor(t, 20*time.Second, "every attempt to start", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every attempt to start", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(held) == n
@@ -176,7 +177,7 @@ func TestCrashDuringAttempts(t *testing.T) {
 
 	c2 := startChild(t, dir)
 	cl2 := c2.client()
-	waitFor(t, 30*time.Second, "every task to be delivered again", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every task to be delivered again", func() bool {
 		for _, id := range ids {
 			tk, err := cl2.Get(ctx, id)
 			if err != nil || tk.State != task.Delivered {

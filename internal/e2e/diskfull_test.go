@@ -18,6 +18,7 @@ import (
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -66,7 +67,7 @@ func TestDiskFull(t *testing.T) {
 		return err
 	}
 	var ce *client.Error
-	waitFor(t, 10*time.Second, "a create answered 507", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a create answered 507", func() bool {
 		err := create()
 		return errors.As(err, &ce) && ce.Status == http.StatusInsufficientStorage
 	})
@@ -85,7 +86,7 @@ func TestDiskFull(t *testing.T) {
 	if time.Now().After(fireAt) {
 		t.Log("the disk filled after the task fired: its firing on a full disk is not shown")
 	}
-	waitFor(t, 15*time.Second, "the task due on a full disk delivered and recorded", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the task due on a full disk delivered and recorded", func() bool {
 		tk, err := cl.Get(ctx, fired.ID)
 		return h.seen(fired.ID.String()) && err == nil && tk.State == task.Delivered
 	})
@@ -93,7 +94,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "creates taken again once space is freed", func() bool { return create() == nil })
+	testkit.WaitFor(t, 10*time.Second, "creates taken again once space is freed", func() bool { return create() == nil })
 	if st, body := readyz(t, c.url); st != http.StatusOK {
 		t.Errorf("/readyz once space is back: %d %s", st, body)
 	}
@@ -280,7 +281,7 @@ func TestDiskFullPastReserveSIGTERM(t *testing.T) {
 		}()
 	}
 	testsvc.FillDisk(t, filepath.Join(root, "filler"))
-	waitFor(t, 10*time.Second, "toc finding the disk full", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "toc finding the disk full", func() bool {
 		st, _ := readyz(t, c.url)
 		return st == http.StatusServiceUnavailable
 	})

@@ -203,17 +203,6 @@ func (h *hooks) seen(id string) bool {
 	return ok
 }
 
-func waitUntil(ctx context.Context, cond func() bool) bool {
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return true
-}
-
 // runChild runs `toc args...` to completion and returns its combined output.
 func runChild(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -237,16 +226,5 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toc-dev/toc/internal/testkit"
 )
 
 // TestServeConnectionCap: toc serve wires its connection cap (issue 21,
@@ -40,7 +42,7 @@ func TestServeConnectionCap(t *testing.T) {
 	// server has marked the idle ones idle (just after their answers).
 	for i := range 3 {
 		hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		waitFor(t, 10*time.Second, fmt.Sprintf("new client %d beside 4 idle connections", i), func() bool {
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("new client %d beside 4 idle connections", i), func() bool {
 			resp, err := hc.Get(c.url + "/healthz")
 			if err != nil {
 				return false
@@ -88,7 +90,7 @@ func TestAllowedOriginsReload(t *testing.T) {
 	}
 	// Written again on every try: the server's file watch takes its first
 	// look at the file some time after it starts serving.
-	waitFor(t, 10*time.Second, "the allowed origin's write", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the allowed origin's write", func() bool {
 		if err := os.WriteFile(cfg, []byte("defaults:\n  target: {pull: {}}\nallowed_origins: [\"http://localhost:5173\"]\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

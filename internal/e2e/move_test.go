@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -162,7 +163,7 @@ func TestMoveEmbeddedToCluster(t *testing.T) {
 	if _, err := ec.PauseSchedule(ctx, scheds[3].ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the delivered and dead tasks, and occurrences on the embedded server", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the delivered and dead tasks, and occurrences on the embedded server", func() bool {
 		for _, id := range append(slices.Clone(delivered), dead...) {
 			tk, err := ec.Get(ctx, id)
 			if err != nil {
@@ -278,7 +279,7 @@ func TestMoveEmbeddedToCluster(t *testing.T) {
 		}
 	}
 	var claimed []*task.Task
-	waitFor(t, 10*time.Second, "the pull tasks to be claimable", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the pull tasks to be claimable", func() bool {
 		got, err := cc.Claim(ctx, "jobs", client.ClaimRequest{Max: 10})
 		if err != nil {
 			t.Fatal(err)
@@ -317,7 +318,7 @@ func TestMoveEmbeddedToCluster(t *testing.T) {
 	// Deliveries after the move carry the original ids: the tasks due
 	// during the move, the patched one, the retried ones.
 	pushed := slices.Concat(due, []task.ID{later[1]}, dead)
-	waitFor(t, 30*time.Second, "the moved tasks to fire on the cluster under their ids", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the moved tasks to fire on the cluster under their ids", func() bool {
 		for _, id := range pushed {
 			if !h.seen(id.String()) {
 				return false
@@ -327,7 +328,7 @@ func TestMoveEmbeddedToCluster(t *testing.T) {
 	})
 	// The schedules go on firing on the cluster: two occurrences of each
 	// after the move.
-	waitFor(t, 20*time.Second, "the schedules to fire on the cluster", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the schedules to fire on the cluster", func() bool {
 		for _, key := range []string{"tick@", "cron3@"} {
 			after := 0
 			for k := range occ.of(key) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -103,7 +104,7 @@ func TestClusterPostgresRestartUnderOutcomes(t *testing.T) {
 		t.Fatalf("%d of %d tasks never delivered", missing, w.n)
 	}
 	cl := node.client()
-	waitFor(t, 60*time.Second, "every task to be stored delivered", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "every task to be stored delivered", func() bool {
 		for _, id := range w.ids {
 			tid, err := task.ParseID(id)
 			if err != nil {

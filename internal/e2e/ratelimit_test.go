@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -67,7 +68,7 @@ func TestClusterRateLimit(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	waitUntil(wctx, func() bool {
+	testkit.Until(wctx, func() bool {
 		rcv.mu.Lock()
 		defer rcv.mu.Unlock()
 		return len(rcv.first) >= 2100
@@ -160,7 +161,7 @@ func TestClusterMaxInFlight(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 	}
-	waitFor(t, 60*time.Second, "24 deliveries", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "24 deliveries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(done) == 24

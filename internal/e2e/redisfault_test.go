@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
@@ -158,7 +159,7 @@ func (w *wave) await(t *testing.T, since time.Time) (missing, dups int, worst ti
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	waitUntil(ctx, func() bool {
+	testkit.Until(ctx, func() bool {
 		w.rcv.mu.Lock()
 		defer w.rcv.mu.Unlock()
 		return len(w.rcv.first) >= w.n

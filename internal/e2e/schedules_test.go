@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -85,7 +86,7 @@ func TestClusterSchedulesNodeKilled(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	waitUntil(wctx, func() bool {
+	testkit.Until(wctx, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for o := range want {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -113,7 +114,7 @@ func TestSecuredServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the signed push", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the signed push", func() bool {
 		got, err := signed.Get(ctx, tk.ID)
 		return err == nil && got.State == task.Delivered
 	})
@@ -130,7 +131,7 @@ func TestSecuredServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dead *task.Task
-	waitFor(t, 10*time.Second, "the refused push", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the refused push", func() bool {
 		dead, err = strict.Get(ctx, st.ID)
 		return err == nil && dead.State == task.Dead
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -49,7 +50,7 @@ func TestFiresWithinMilliseconds(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	waitUntil(wctx, func() bool {
+	testkit.Until(wctx, func() bool {
 		rcv.mu.Lock()
 		defer rcv.mu.Unlock()
 		return len(rcv.first) >= n

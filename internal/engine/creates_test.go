@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -67,7 +68,7 @@ func TestCreatesGather(t *testing.T) {
 	for i := 2; i < 12; i++ {
 		req(i, p(fmt.Sprintf("k%d-1", i)), p(fmt.Sprintf("k%d-2", i)), p("shared"))
 	}
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "ten requests queued behind the writes", func() bool {
 		b.eng.creates.Lock()
 		defer b.eng.creates.Unlock()
 		return len(b.eng.creates.pending) == 10
@@ -148,16 +149,5 @@ func TestCreatesUnderLoad(t *testing.T) {
 	defer b.eng.creates.Unlock()
 	if b.eng.creates.writers != 0 || len(b.eng.creates.pending) != 0 {
 		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.writers, len(b.eng.creates.pending))
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

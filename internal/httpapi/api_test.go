@@ -15,6 +15,7 @@ import (
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -43,7 +44,7 @@ func do(t *testing.T, method, u, body string) (int, map[string]any) {
 func TestFiresWithHeadersAndExactPayload(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	due := time.Now().Add(300 * time.Millisecond)
 	body := fmt.Sprintf(`{"app":"shop","key":"order/1 ü","due_at":%q,"payload":{"b": 1,  "a":[2]},"target":{"http":{"url":%q,"headers":{"X-Team":"pay"}}}}`,
 		due.Format(time.RFC3339Nano), rcv.URL+"/hook")
@@ -56,23 +57,23 @@ func TestFiresWithHeadersAndExactPayload(t *testing.T) {
 	}
 	id, _ := task.ParseID(m["id"].(string))
 	tk := waitState(t, s, id, task.Delivered, 5*time.Second)
-	got := rcv.arrivals()
+	got := rcv.Deliveries()
 	if len(got) != 1 {
 		t.Fatalf("%d arrivals, want 1", len(got))
 	}
 	a := got[0]
-	if a.at.Before(due) {
-		t.Errorf("arrived %s before its due time", due.Sub(a.at))
+	if a.At.Before(due) {
+		t.Errorf("arrived %s before its due time", due.Sub(a.At))
 	}
-	if string(a.body) != `{"b": 1,  "a":[2]}` {
-		t.Errorf("payload delivered as %q, want the exact request bytes", a.body)
+	if string(a.Body) != `{"b": 1,  "a":[2]}` {
+		t.Errorf("payload delivered as %q, want the exact request bytes", a.Body)
 	}
 	want := map[string]string{
 		"Toc-Task-Id": id.String(), "Toc-App": "shop", "Toc-Key": "order/1 ü", "Toc-Attempt": "1",
 		"Toc-Due-At": tk.DueAt.Format(time.RFC3339Nano), "X-Team": "pay", "Content-Type": "application/json",
 	}
 	for k, v := range want {
-		if g := a.header.Get(k); g != v {
+		if g := a.Header.Get(k); g != v {
 			t.Errorf("header %s = %q, want %q", k, g, v)
 		}
 	}
@@ -89,10 +90,10 @@ func TestFiresWithHeadersAndExactPayload(t *testing.T) {
 func TestPastDueFiresAtOnceAndBase64Payload(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	raw := []byte{0, 1, 2, 0xff}
 	tk, created, err := s.client.Schedule(context.Background(), client.ScheduleRequest{
-		App: "a", DueAt: ptr(time.Now().Add(-time.Hour)), PayloadBase64: raw, Target: rcv.target()})
+		App: "a", DueAt: ptr(time.Now().Add(-time.Hour)), PayloadBase64: raw, Target: rcv.Target()})
 	if err != nil || !created {
 		t.Fatal(err, created)
 	}
@@ -101,7 +102,7 @@ func TestPastDueFiresAtOnceAndBase64Payload(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("past-due task took %s", d)
 	}
-	if got := rcv.arrivals(); len(got) != 1 || !bytes.Equal(got[0].body, raw) || got[0].header.Get("Content-Type") != "application/octet-stream" {
+	if got := rcv.Deliveries(); len(got) != 1 || !bytes.Equal(got[0].Body, raw) || got[0].Header.Get("Content-Type") != "application/octet-stream" {
 		t.Errorf("arrivals: %+v", got)
 	}
 }
@@ -111,17 +112,17 @@ func ptr[T any](v T) *T { return &v }
 func TestCancelAndReschedule(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	ctx := context.Background()
-	a, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: "k1", Delay: task.Duration(400 * time.Millisecond), Target: rcv.target()})
+	a, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: "k1", Delay: task.Duration(400 * time.Millisecond), Target: rcv.Target()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: "k2", Delay: task.Duration(400 * time.Millisecond), Target: rcv.target()})
+	b, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: "k2", Delay: task.Duration(400 * time.Millisecond), Target: rcv.Target()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Delay: task.Duration(time.Hour), Target: rcv.target()})
+	c, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Delay: task.Duration(time.Hour), Target: rcv.Target()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,12 +144,12 @@ func TestCancelAndReschedule(t *testing.T) {
 		t.Errorf("patched due_at %s, want %s", moved.DueAt, task.Ms(newDue))
 	}
 	waitState(t, s, c.ID, task.Delivered, 5*time.Second)
-	got := rcv.arrivals()
-	if len(got) != 1 || got[0].header.Get("Toc-Task-Id") != c.ID.String() {
+	got := rcv.Deliveries()
+	if len(got) != 1 || got[0].Header.Get("Toc-Task-Id") != c.ID.String() {
 		t.Fatalf("arrivals %d, want only the rescheduled task", len(got))
 	}
-	if got[0].at.Before(task.Ms(newDue)) {
-		t.Errorf("rescheduled task fired %s early", task.Ms(newDue).Sub(got[0].at))
+	if got[0].At.Before(task.Ms(newDue)) {
+		t.Errorf("rescheduled task fired %s early", task.Ms(newDue).Sub(got[0].At))
 	}
 	for _, id := range []task.ID{a.ID, b.ID} {
 		if tk, _ := s.client.Get(ctx, id); tk.State != task.Cancelled || tk.FinishedAt == nil {
@@ -212,10 +213,10 @@ func TestIdempotentCreateConcurrent(t *testing.T) {
 func TestFailingEndpointBackoffDeadRetry(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
-	rcv.setStatus(http.StatusServiceUnavailable)
+	rcv := testkit.NewReceiver(t)
+	rcv.SetStatus(http.StatusServiceUnavailable)
 	ctx := context.Background()
-	tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Delay: task.Duration(10 * time.Millisecond), Target: rcv.target(),
+	tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Delay: task.Duration(10 * time.Millisecond), Target: rcv.Target(),
 		Retry: &task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(50 * time.Millisecond), MaxBackoff: task.Duration(100 * time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestFailingEndpointBackoffDeadRetry(t *testing.T) {
 	if dead.Attempts != 3 || !strings.Contains(dead.LastError, "503") {
 		t.Errorf("dead task: attempts %d last_error %q", dead.Attempts, dead.LastError)
 	}
-	got := rcv.arrivals()
+	got := rcv.Deliveries()
 	if len(got) != 3 {
 		t.Fatalf("%d attempts reached the receiver, want 3", len(got))
 	}
@@ -233,10 +234,10 @@ func TestFailingEndpointBackoffDeadRetry(t *testing.T) {
 		// millisecond (truncated), while the receiver stamps arrivals to
 		// the nanosecond: when the failure is stored in the same
 		// millisecond as the arrival, the gap can be up to 1 ms short.
-		if gap := got[i].at.Sub(got[i-1].at); gap < 49*time.Millisecond {
+		if gap := got[i].At.Sub(got[i-1].At); gap < 49*time.Millisecond {
 			t.Errorf("attempt %d came %s after the previous one, less than min_backoff", i+1, gap)
 		}
-		if h := got[i].header.Get("Toc-Attempt"); h != fmt.Sprint(i+1) {
+		if h := got[i].Header.Get("Toc-Attempt"); h != fmt.Sprint(i+1) {
 			t.Errorf("Toc-Attempt %q, want %d", h, i+1)
 		}
 	}
@@ -245,7 +246,7 @@ func TestFailingEndpointBackoffDeadRetry(t *testing.T) {
 		t.Fatalf("dead list: %v %v", page, err)
 	}
 
-	rcv.setStatus(0)
+	rcv.SetStatus(0)
 	if _, err := s.client.Retry(ctx, tk.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -261,11 +262,11 @@ func TestFailingEndpointBackoffDeadRetry(t *testing.T) {
 func TestDeadlineExpires(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
-	rcv.setStatus(http.StatusInternalServerError)
+	rcv := testkit.NewReceiver(t)
+	rcv.SetStatus(http.StatusInternalServerError)
 	due := time.Now().Add(50 * time.Millisecond)
 	tk, _, err := s.client.Schedule(context.Background(), client.ScheduleRequest{App: "a", DueAt: &due, Deadline: ptr(due.Add(300 * time.Millisecond)),
-		Target: rcv.target(), Retry: &task.RetryPolicy{MinBackoff: task.Duration(time.Second)}})
+		Target: rcv.Target(), Retry: &task.RetryPolicy{MinBackoff: task.Duration(time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestDeadlineExpires(t *testing.T) {
 	if got.FinishedAt == nil || got.FinishedAt.Before(*got.Deadline) {
 		t.Errorf("expired at %v, before the deadline %v", got.FinishedAt, got.Deadline)
 	}
-	if n := len(rcv.arrivals()); n != 1 {
+	if n := len(rcv.Deliveries()); n != 1 {
 		t.Errorf("%d attempts, want 1 (the retry falls after the deadline)", n)
 	}
 }
@@ -472,12 +473,12 @@ func TestBatchAndList(t *testing.T) {
 func TestReopenLosesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	s := startServer(t, dir, nil)
 	ctx := context.Background()
 	var ids []task.ID
 	for i := range 50 {
-		tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: fmt.Sprint(i), Delay: task.Duration(300*time.Millisecond + time.Duration(i)*20*time.Millisecond), Target: rcv.target()})
+		tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: fmt.Sprint(i), Delay: task.Duration(300*time.Millisecond + time.Duration(i)*20*time.Millisecond), Target: rcv.Target()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -490,8 +491,8 @@ func TestReopenLosesNothing(t *testing.T) {
 		waitState(t, s2, id, task.Delivered, 10*time.Second)
 	}
 	seen := map[string]int{}
-	for _, a := range rcv.arrivals() {
-		seen[a.header.Get("Toc-Task-Id")]++
+	for _, a := range rcv.Deliveries() {
+		seen[a.Header.Get("Toc-Task-Id")]++
 	}
 	if len(seen) != 50 {
 		t.Errorf("%d distinct tasks arrived, want 50", len(seen))

@@ -21,6 +21,7 @@ import (
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -92,7 +93,7 @@ func TestBackupUnderLoad(t *testing.T) {
 		t.Skip("a backup is of the embedded store; TestBackupClusterMode covers cluster mode")
 	}
 	ctx := context.Background()
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	s := startServer(t, "", nil)
 	admin, shop := withTokens(t, s)
 
@@ -100,7 +101,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	soon := time.Now().Add(6 * time.Second)
 	var due []task.ID
 	for i := range 5 {
-		tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "shop", Key: "soon-" + string(rune('a'+i)), DueAt: &soon, Target: rcv.target()})
+		tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "shop", Key: "soon-" + string(rune('a'+i)), DueAt: &soon, Target: rcv.Target()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +135,7 @@ func TestBackupUnderLoad(t *testing.T) {
 		}()
 	}
 	defer func() { stopLoad(); wg.Wait() }()
-	waitFor(t, 10*time.Second, "creates under load", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "creates under load", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) >= 200
@@ -167,7 +168,7 @@ func TestBackupUnderLoad(t *testing.T) {
 		t.Fatalf("the backup took until the tasks were due; the test cannot tell who fired them")
 	}
 	s.stop()
-	if n := len(rcv.arrivals()); n != 0 {
+	if n := len(rcv.Deliveries()); n != 0 {
 		t.Fatalf("%d deliveries before the tasks were due", n)
 	}
 	entries, err := os.ReadDir(filepath.Dir(s.dir))
@@ -179,7 +180,7 @@ func TestBackupUnderLoad(t *testing.T) {
 			t.Errorf("%s left next to the data directory", e.Name())
 		}
 	}
-	waitFor(t, 10*time.Second, "downtime past the due time", func() bool { return time.Now().After(soon) })
+	testkit.WaitFor(t, 10*time.Second, "downtime past the due time", func() bool { return time.Now().After(soon) })
 
 	r := startServer(t, copyDir, nil) // the restore: serve the copy
 	for _, id := range before {

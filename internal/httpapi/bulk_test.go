@@ -13,6 +13,7 @@ import (
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -36,7 +37,7 @@ func countIn(t *testing.T, s *server, app string, state task.State) int {
 
 // makeDead creates tasks of app with keys, one failing attempt each, and
 // waits until all are dead.
-func makeDead(t *testing.T, s *server, rcv *receiver, app string, keys []string, due time.Time) []*task.Task {
+func makeDead(t *testing.T, s *server, rcv *testkit.Receiver, app string, keys []string, due time.Time) []*task.Task {
 	t.Helper()
 	ctx := context.Background()
 	var out []*task.Task
@@ -44,7 +45,7 @@ func makeDead(t *testing.T, s *server, rcv *receiver, app string, keys []string,
 		k := min(len(keys), engine.MaxBatch)
 		reqs := make([]client.ScheduleRequest, k)
 		for i, key := range keys[:k] {
-			reqs[i] = client.ScheduleRequest{App: app, Key: key, DueAt: &due, Target: rcv.target(), Retry: &task.RetryPolicy{MaxAttempts: 1}}
+			reqs[i] = client.ScheduleRequest{App: app, Key: key, DueAt: &due, Target: rcv.Target(), Retry: &task.RetryPolicy{MaxAttempts: 1}}
 		}
 		rs, err := s.client.ScheduleBatch(ctx, reqs)
 		if err != nil {
@@ -59,7 +60,7 @@ func makeDead(t *testing.T, s *server, rcv *receiver, app string, keys []string,
 		keys = keys[k:]
 	}
 	want := len(out)
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d dead tasks of %s", want, app), func() bool { return countIn(t, s, app, task.Dead) >= want })
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("%d dead tasks of %s", want, app), func() bool { return countIn(t, s, app, task.Dead) >= want })
 	return out
 }
 
@@ -77,14 +78,14 @@ func keysOf(prefix string, n int) []string {
 func TestBulkRetry(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
-	rcv.setStatus(http.StatusServiceUnavailable)
+	rcv := testkit.NewReceiver(t)
+	rcv.SetStatus(http.StatusServiceUnavailable)
 	ctx := context.Background()
 	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
 	hooks := makeDead(t, s, rcv, "shop", keysOf("hook/", 1200), past)
 	mails := makeDead(t, s, rcv, "shop", keysOf("mail/", 3), past.Add(time.Minute))
 	others := makeDead(t, s, rcv, "other", keysOf("hook/", 2), past)
-	rcv.setStatus(0)
+	rcv.SetStatus(0)
 
 	// The mails alone: a window on the due time.
 	code, m := do(t, "POST", s.url+"/v1/apps/shop/tasks:retry", fmt.Sprintf(`{"state":"dead","due_after":%q}`, mails[0].DueAt.Format(time.RFC3339Nano)))
@@ -103,7 +104,7 @@ func TestBulkRetry(t *testing.T) {
 			t.Fatalf("request %d: %+v, %v; want %+v", i+1, got, err, want)
 		}
 	}
-	waitFor(t, 30*time.Second, "the hooks delivered", func() bool { return countIn(t, s, "shop", task.Delivered) == len(hooks)+len(mails) })
+	testkit.WaitFor(t, 30*time.Second, "the hooks delivered", func() bool { return countIn(t, s, "shop", task.Delivered) == len(hooks)+len(mails) })
 	got, err := s.client.Get(ctx, hooks[0].ID)
 	if err != nil || got.Attempts != 1 || got.History[len(got.History)-3].What != "retried" {
 		t.Errorf("a retried hook: %+v, %v", got, err)

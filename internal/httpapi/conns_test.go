@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/testkit"
 )
 
 // connServer is an HTTP server behind a ConnLimiter: GET /healthz answers
@@ -116,7 +117,7 @@ func refused(t *testing.T, addr, from string) bool {
 
 func waitStats(t *testing.T, lim *httpapi.ConnLimiter, what string, cond func(httpapi.ConnStats) bool) {
 	t.Helper()
-	waitFor(t, 5*time.Second, what, func() bool { return cond(lim.Stats()) })
+	testkit.WaitFor(t, 5*time.Second, what, func() bool { return cond(lim.Stats()) })
 }
 
 // TestConnLimitsReclaimIdle is issue 21's finding 2 at a small scale:

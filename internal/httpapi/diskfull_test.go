@@ -6,17 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
-	"github.com/toc-dev/toc/internal/sink"
-	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	tkstack "github.com/toc-dev/toc/internal/testkit/stack"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -37,22 +33,10 @@ func TestDiskFullAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	eng, err := engine.New(engine.Config{Store: fullStore{st}, Logger: log,
-		Sinks: map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
-	}()
 	health := func() error { return fmt.Errorf("%w: 0 bytes free in /data", store.ErrDiskFull) }
-	hs := httptest.NewServer(httpapi.New(httpapi.Config{Engine: eng, Logger: log, Health: health}))
-	defer hs.Close()
+	hs := tkstack.Start(t, tkstack.Options{Store: fullStore{st}, Logger: log,
+		API: func(c *httpapi.Config) { c.Health = health }})
+	defer hs.Stop()
 
 	status, body := do(t, "POST", hs.URL+"/v1/tasks", `{"app":"shop","delay":"1h","target":{"pull":{}}}`)
 	e, _ := body["error"].(map[string]any)

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toc-dev/toc/internal/engine"
-	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/store/memstore"
+	tkstack "github.com/toc-dev/toc/internal/testkit/stack"
 	"github.com/toc-dev/toc/internal/testsvc"
 )
 
@@ -19,15 +18,7 @@ import (
 func TestClientGoneIsNotAnError(t *testing.T) {
 	var logs testsvc.LockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	eng, err := engine.New(engine.Config{Store: memstore.New(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Stop(context.Background())
-	h := httpapi.New(httpapi.Config{Engine: eng, Logger: log})
+	h := tkstack.Start(t, tkstack.Options{Store: memstore.New(), Logger: log}).Handler
 
 	ctx, cancel := context.WithCancel(t.Context())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/apps/workers/claim", strings.NewReader(`{"wait":"30s"}`))

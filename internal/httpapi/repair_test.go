@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -19,9 +20,9 @@ func TestRepairRestoresLostRedisWrite(t *testing.T) {
 	}
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	ctx := context.Background()
-	tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "repair", Key: "k", Delay: task.Duration(time.Second), Target: rcv.target()})
+	tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "repair", Key: "k", Delay: task.Duration(time.Second), Target: rcv.Target()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestRepairRestoresLostRedisWrite(t *testing.T) {
 	if got.Attempts != 1 {
 		t.Errorf("attempts %d, want 1", got.Attempts)
 	}
-	if n := len(rcv.arrivals()); n != 1 {
+	if n := len(rcv.Deliveries()); n != 1 {
 		t.Errorf("%d deliveries, want 1", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestScheduleLastAtNextAt(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	ctx := context.Background()
 
 	body := `{"app":"shop","key":"truth-tick","every":"1s","target":{"http":{"url":"` + rcv.URL + `/hook"}}}`
@@ -30,7 +31,7 @@ func TestScheduleLastAtNextAt(t *testing.T) {
 		t.Errorf("new schedule: last_at %v (want none), next_at %v (want after created_at %v)", m["last_at"], sc.NextAt, sc.CreatedAt)
 	}
 	var got *task.Schedule
-	waitFor(t, 10*time.Second, "last_at after an occurrence came due", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "last_at after an occurrence came due", func() bool {
 		_, got, _ = doSchedule(t, "GET", s.url+"/v1/schedules/"+sc.ID.String(), "")
 		return got != nil && got.LastAt != nil
 	})

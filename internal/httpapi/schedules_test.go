@@ -15,6 +15,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -79,7 +80,7 @@ func occurrencesOf(t *testing.T, s *server, app, key string) []*task.Task {
 func TestScheduleLifecycle(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	body := fmt.Sprintf(`{"app":"shop","key":"tick/1","every":"1s","timezone":"Europe/Berlin","catch_up":"all",
 		"payload":{"n":1},"target":{"http":{"url":%q}},"retry":{"max_attempts":2},"deadline_after":"10m"}`, rcv.URL+"/hook")
 	code, sc, m := doSchedule(t, "POST", s.url+"/v1/schedules", body)
@@ -115,21 +116,21 @@ func TestScheduleLifecycle(t *testing.T) {
 	}
 
 	// Occurrences fire once a second, each with its schedule's header.
-	waitFor(t, 10*time.Second, "two occurrences delivered", func() bool { return len(rcv.arrivals()) >= 2 })
-	a := rcv.arrivals()[0]
-	if got := a.header.Get("Toc-Schedule-Id"); got != sid {
+	testkit.WaitFor(t, 10*time.Second, "two occurrences delivered", func() bool { return len(rcv.Deliveries()) >= 2 })
+	a := rcv.Deliveries()[0]
+	if got := a.Header.Get("Toc-Schedule-Id"); got != sid {
 		t.Errorf("Toc-Schedule-Id = %q, want %q", got, sid)
 	}
-	key := a.header.Get("Toc-Key")
-	due, err := time.Parse(time.RFC3339Nano, a.header.Get("Toc-Due-At"))
+	key := a.Header.Get("Toc-Key")
+	due, err := time.Parse(time.RFC3339Nano, a.Header.Get("Toc-Due-At"))
 	if err != nil || key != task.OccurrenceKey("tick/1", due) {
-		t.Errorf("occurrence key %q, due %q: want the key <schedule key>@<due>", key, a.header.Get("Toc-Due-At"))
+		t.Errorf("occurrence key %q, due %q: want the key <schedule key>@<due>", key, a.Header.Get("Toc-Due-At"))
 	}
-	if a.at.Before(due) {
-		t.Errorf("occurrence arrived %s before its due time", due.Sub(a.at))
+	if a.At.Before(due) {
+		t.Errorf("occurrence arrived %s before its due time", due.Sub(a.At))
 	}
-	if string(a.body) != `{"n":1}` {
-		t.Errorf("occurrence payload %q", a.body)
+	if string(a.Body) != `{"n":1}` {
+		t.Errorf("occurrence payload %q", a.Body)
 	}
 	tk, err := s.client.GetByKey(context.Background(), "shop", key)
 	if err != nil {
@@ -174,9 +175,9 @@ func TestScheduleLifecycle(t *testing.T) {
 	for _, o := range pendingOf(occurrencesOf(t, s, "shop", "tick/1")) {
 		t.Errorf("occurrence %s still pending after the pause", o.Key)
 	}
-	n := len(rcv.arrivals())
+	n := len(rcv.Deliveries())
 	time.Sleep(1500 * time.Millisecond)
-	if got := len(rcv.arrivals()); got > n+1 { // one already under way may land
+	if got := len(rcv.Deliveries()); got > n+1 { // one already under way may land
 		t.Errorf("%d deliveries while paused", got-n)
 	}
 
@@ -452,7 +453,7 @@ func TestScheduleCatchUpAfterRestart(t *testing.T) {
 	time.Sleep(3500 * time.Millisecond)
 	restarted := time.Now()
 	s2 := startServer(t, dir, nil)
-	waitFor(t, 10*time.Second, "an occurrence after the restart", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "an occurrence after the restart", func() bool {
 		occ := occurrencesOf(t, s2, "shop", "skip")
 		return len(occ) > 0 && occ[len(occ)-1].DueAt.After(restarted.Add(time.Second))
 	})
@@ -481,7 +482,7 @@ func TestScheduleCatchUpAfterRestart(t *testing.T) {
 func TestScheduleSkipAndEnd(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	start := time.Now().Add(2 * time.Second).Truncate(time.Second)
 	end := start.Add(4 * time.Second)
 	body := fmt.Sprintf(`{"app":"shop","key":"five","every":"1s","start_at":%q,"end_at":%q,"target":{"http":{"url":%q}}}`,
@@ -498,15 +499,15 @@ func TestScheduleSkipAndEnd(t *testing.T) {
 	if code, m := do(t, "DELETE", s.url+"/v1/apps/shop/keys/"+url.PathEscape(skipped), ""); code != http.StatusNoContent {
 		t.Fatalf("cancel the pending occurrence by key: %d %v", code, m)
 	}
-	waitFor(t, 15*time.Second, "the schedule to end", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the schedule to end", func() bool {
 		_, got, _ := doSchedule(t, "GET", s.url+"/v1/schedules/"+sc.ID.String(), "")
 		return got != nil && got.State == task.ScheduleEnded
 	})
-	waitFor(t, 5*time.Second, "four occurrences delivered", func() bool { return len(rcv.arrivals()) >= 4 })
+	testkit.WaitFor(t, 5*time.Second, "four occurrences delivered", func() bool { return len(rcv.Deliveries()) >= 4 })
 	time.Sleep(1500 * time.Millisecond) // one past end_at would land now
 	var dues []time.Time
-	for _, a := range rcv.arrivals() {
-		d, err := time.Parse(time.RFC3339Nano, a.header.Get("Toc-Due-At"))
+	for _, a := range rcv.Deliveries() {
+		d, err := time.Parse(time.RFC3339Nano, a.Header.Get("Toc-Due-At"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -684,7 +685,7 @@ func TestScheduleOccurrencesWithinCreates(t *testing.T) {
 	for i := range n {
 		key := fmt.Sprintf("s%d", i)
 		var occ []*task.Task
-		waitFor(t, 10*time.Second, "schedule "+key+" caught up", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "schedule "+key+" caught up", func() bool {
 			occ = occurrencesOf(t, s, "tick", key)
 			return len(occ) > 0 && occ[len(occ)-1].DueAt.After(lifted)
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -69,19 +70,19 @@ func sameTask(t *testing.T, want, got *task.Task) {
 // it was, and a re-import imports nothing.
 func TestExportImport(t *testing.T) {
 	ctx := context.Background()
-	ok := newReceiver(t)
-	failing := newReceiver(t)
-	failing.setStatus(500)
+	ok := testkit.NewReceiver(t)
+	failing := testkit.NewReceiver(t)
+	failing.SetStatus(500)
 	src := startServer(t, "", nil)
 	dst := startServer(t, "", nil)
 
 	deadline := time.Now().Add(48 * time.Hour)
 	reqs := []client.ScheduleRequest{
-		{App: "shop", Key: "order-1", Delay: task.Duration(time.Hour), Payload: []byte(`{"order": 1, "x":"<&>"}`), Target: ok.target(), Deadline: &deadline},
+		{App: "shop", Key: "order-1", Delay: task.Duration(time.Hour), Payload: []byte(`{"order": 1, "x":"<&>"}`), Target: ok.Target(), Deadline: &deadline},
 		{App: "shop", Delay: task.Duration(2 * time.Hour), PayloadBase64: []byte{0, 1, 2, 0xff}, Target: task.Target{Pull: &task.PullTarget{}}},
-		{App: "shop", Key: "order-2", Delay: 0, Target: ok.target()},
-		{App: "billing", Key: "refund-1", Delay: 0, Target: failing.target(), Retry: &task.RetryPolicy{MaxAttempts: 1}},
-		{App: "billing", Key: "refund-2", Delay: task.Duration(time.Hour), Target: ok.target()},
+		{App: "shop", Key: "order-2", Delay: 0, Target: ok.Target()},
+		{App: "billing", Key: "refund-1", Delay: 0, Target: failing.Target(), Retry: &task.RetryPolicy{MaxAttempts: 1}},
+		{App: "billing", Key: "refund-2", Delay: task.Duration(time.Hour), Target: ok.Target()},
 	}
 	var ids []task.ID
 	for _, r := range reqs {
@@ -134,7 +135,7 @@ func TestExportImport(t *testing.T) {
 		sameTask(t, exported[id], got)
 	}
 	// Keys are kept: a create with one answers the imported task.
-	tk, created, err := dst.client.Schedule(ctx, client.ScheduleRequest{App: "shop", Key: "order-1", Delay: task.Duration(time.Minute), Target: ok.target()})
+	tk, created, err := dst.client.Schedule(ctx, client.ScheduleRequest{App: "shop", Key: "order-1", Delay: task.Duration(time.Minute), Target: ok.Target()})
 	if err != nil || created || tk.App != "shop" || tk.Payload == nil {
 		t.Errorf("create with an imported key: %v, created %v, %+v", err, created, tk)
 	}
@@ -154,7 +155,7 @@ func TestExportImport(t *testing.T) {
 	if _, err := dst.client.Patch(ctx, ids[1], client.PatchRequest{Delay: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the imported pull task to be claimable", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the imported pull task to be claimable", func() bool {
 		got, err := dst.client.Claim(ctx, "shop", client.ClaimRequest{Max: 10})
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +287,7 @@ func TestImportChecks(t *testing.T) {
 // every route finds it by it.
 func TestImportDeliveringAndMoved(t *testing.T) {
 	ctx := context.Background()
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	s := startServer(t, "", nil)
 	inFlight := newID()
 	exp := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
@@ -361,12 +362,12 @@ func TestImportDeliveringAndMoved(t *testing.T) {
 // nothing, and the schedules go on firing.
 func TestExportImportSchedules(t *testing.T) {
 	ctx := context.Background()
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	src := startServer(t, "", nil)
 	dst := startServer(t, "", nil)
 	mk := func(r client.CreateScheduleRequest) *task.Schedule {
 		t.Helper()
-		r.App, r.Target, r.Payload = "shop", rcv.target(), json.RawMessage(`{"s":"`+r.Key+`"}`)
+		r.App, r.Target, r.Payload = "shop", rcv.Target(), json.RawMessage(`{"s":"`+r.Key+`"}`)
 		sc, _, err := src.client.CreateSchedule(ctx, r)
 		if err != nil {
 			t.Fatal(err)
@@ -453,10 +454,10 @@ func TestExportImportSchedules(t *testing.T) {
 		t.Errorf("import again: %+v, %v", res, err)
 	}
 	// The interval schedule goes on firing on the target.
-	before := len(rcv.arrivals())
-	waitFor(t, 10*time.Second, "tick to fire on the target", func() bool {
+	before := len(rcv.Deliveries())
+	testkit.WaitFor(t, 10*time.Second, "tick to fire on the target", func() bool {
 		got, err := dst.client.GetSchedule(ctx, tick.ID)
-		return err == nil && got.LastAt != nil && len(rcv.arrivals()) > before
+		return err == nil && got.LastAt != nil && len(rcv.Deliveries()) > before
 	})
 
 	// A bad schedule line is refused, naming its line and field.

@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,11 +23,10 @@ import (
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/metrics"
-	"github.com/toc-dev/toc/internal/sink"
-	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/memstore"
-	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testkit"
+	tkstack "github.com/toc-dev/toc/internal/testkit/stack"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -54,69 +51,19 @@ type stack struct {
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eng *engine.Engine
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, func() engine.Stats { return eng.Stats() }, st)
-	eng, err = engine.New(engine.Config{
-		Store:  st,
-		Sinks:  map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
-		Logger: log,
-		Hooks:  m.Hooks(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	acc, err := httpapi.NewAccess([]string{digest(adminToken)}, map[string][]string{"shop": {digest("shop-secret")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(httpapi.New(httpapi.Config{
-		Engine: eng, Logger: log, Access: acc,
-		Mount: map[string]http.Handler{"GET /metrics": m.Handler()},
-	}))
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Errorf("stop engine: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return &stack{url: hs.URL, m: m, eng: eng}
+	s := tkstack.Start(t, tkstack.Options{Metrics: true, Access: acc})
+	return &stack{url: s.URL, m: s.Metrics, eng: s.Engine}
 }
 
 // receiver answers every push with status and counts them.
-func receiver(t *testing.T, status int) (*httptest.Server, *atomic.Int64) {
-	var n atomic.Int64
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		n.Add(1)
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(s.Close)
-	return s, &n
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+func receiver(t *testing.T, status int) *testkit.Receiver {
+	r := testkit.NewReceiver(t)
+	r.SetStatus(status)
+	return r
 }
 
 // scrape reads /metrics with token and parses it.
@@ -174,8 +121,8 @@ func TestWorkload(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
 	c := client.New(client.Config{BaseURL: s.url, Token: adminToken})
-	ok, okHits := receiver(t, http.StatusNoContent)
-	bad, badHits := receiver(t, http.StatusInternalServerError)
+	ok := receiver(t, http.StatusNoContent)
+	bad := receiver(t, http.StatusInternalServerError)
 
 	const (
 		n           = 7 // delivered
@@ -209,8 +156,8 @@ func TestWorkload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the deliveries", func() bool {
-		if okHits.Load() < n || badHits.Load() < m*maxAttempts {
+	testkit.WaitFor(t, 10*time.Second, "the deliveries", func() bool {
+		if ok.Count() < n || bad.Count() < m*maxAttempts {
 			return false
 		}
 		for _, id := range dead {
@@ -222,7 +169,7 @@ func TestWorkload(t *testing.T) {
 	})
 	// The delivered tasks' Finished hooks run after the receiver answered.
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, 5*time.Second, "the delivered count", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the delivered count", func() bool {
 		fams = scrape(t, s.url, adminToken)
 		return values(fams, "toc_tasks_finished_total")["app=shop,state=delivered"] == n
 	})
@@ -269,7 +216,7 @@ func TestWorkload(t *testing.T) {
 	}
 
 	// Each attempt is in the recent seconds once its second is over.
-	waitFor(t, 3*time.Second, "the recent seconds", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "the recent seconds", func() bool {
 		var sum int64
 		for _, sec := range s.m.Recent() {
 			sum += sec.Count

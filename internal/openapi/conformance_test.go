@@ -29,6 +29,7 @@ import (
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/openapi"
 	"github.com/toc-dev/toc/internal/reqlog"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -212,25 +213,24 @@ func (c *checker) taskOf(body []byte) *task.Task {
 // is in state.
 func waitState(t *testing.T, base string, id task.ID, state task.State) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var tk task.Task
+	defer func() {
+		if t.Failed() {
+			t.Logf("task %s: state %s, want %s", id, tk.State, state)
+		}
+	}()
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("task %s to be %s", id, state), func() bool {
 		req, _ := http.NewRequest("GET", base+"/v1/tasks/"+id.String(), nil)
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tk task.Task
+		tk = task.Task{}
 		err = json.NewDecoder(resp.Body).Decode(&tk)
 		resp.Body.Close()
-		if err == nil && tk.State == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s: state %s, want %s", id, tk.State, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && tk.State == state
+	})
 }
 
 // TestConformance sends real requests, successes and errors, for every

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/openapi"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -137,17 +137,8 @@ func TestMethodNotAllowed(t *testing.T) {
 // their schemas, and the body's Content-Type is one the callback lists.
 func TestPushCallbacks(t *testing.T) {
 	doc := loadSpec(t)
-	type push struct {
-		header http.Header
-		body   []byte
-	}
-	pushes := make(chan push, 10)
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		pushes <- push{r.Header.Clone(), body}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer rcv.Close()
+	rcv := testkit.NewReceiver(t)
+	rcv.SetStatus(http.StatusNoContent)
 	sk := httpsink.New(httpsink.Config{Secrets: func(string) []string { return []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "old-secret"} }})
 	defer sk.CloseIdleConnections()
 
@@ -163,7 +154,8 @@ func TestPushCallbacks(t *testing.T) {
 		if err := sk.Deliver(context.Background(), tk); err != nil {
 			t.Fatalf("%s: deliver: %v", name, err)
 		}
-		p := <-pushes
+		got := rcv.Deliveries()
+		p := got[len(got)-1]
 		method, path, _ := strings.Cut(ops[name], " ")
 		cbs := doc.Paths.Value(path).GetOperation(method).Callbacks
 		if len(cbs) != 1 {
@@ -184,7 +176,7 @@ func TestPushCallbacks(t *testing.T) {
 		}
 		// Headers net/http adds on its own.
 		transport := []string{"Content-Length", "Accept-Encoding", "Content-Type"}
-		for h, vs := range p.header {
+		for h, vs := range p.Header {
 			if slices.Contains(transport, h) || tk.Target.HTTP.Headers[h] != "" {
 				continue
 			}
@@ -206,21 +198,21 @@ func TestPushCallbacks(t *testing.T) {
 			}
 		}
 		for h, pr := range declared {
-			if pr.Required && p.header.Get(h) == "" {
+			if pr.Required && p.Header.Get(h) == "" {
 				t.Errorf("%s: the callback requires %s; the push did not send it", name, h)
 			}
 		}
 		for _, h := range []string{"Toc-Signature", "Webhook-Signature", "Toc-Key"} {
-			if p.header.Get(h) == "" {
+			if p.Header.Get(h) == "" {
 				t.Errorf("%s: no %s: the push was meant to carry it", name, h)
 			}
 		}
-		ct := p.header.Get("Content-Type")
+		ct := p.Header.Get("Content-Type")
 		if cb.RequestBody.Value.Content.Get(ct) == nil || !slices.Contains([]string{"application/json", "application/octet-stream"}, ct) {
 			t.Errorf("%s: Content-Type %q is not one the callback names", name, ct)
 		}
-		if !bytes.Equal(p.body, tk.Payload) {
-			t.Errorf("%s: body %q, want the payload %q", name, p.body, tk.Payload)
+		if !bytes.Equal(p.Body, tk.Payload) {
+			t.Errorf("%s: body %q, want the payload %q", name, p.Body, tk.Payload)
 		}
 	}
 }

@@ -6,23 +6,13 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
-	"github.com/toc-dev/toc/internal/metrics"
-	"github.com/toc-dev/toc/internal/openapi"
 	"github.com/toc-dev/toc/internal/reqlog"
-	"github.com/toc-dev/toc/internal/sink"
-	"github.com/toc-dev/toc/internal/sink/httpsink"
-	"github.com/toc-dev/toc/internal/store/pebblestore"
-	"github.com/toc-dev/toc/internal/ui"
+	"github.com/toc-dev/toc/internal/testkit"
+	tkstack "github.com/toc-dev/toc/internal/testkit/stack"
 )
 
 // Tokens of the test server: an admin, and one that reaches app shop.
@@ -51,66 +41,25 @@ type stack struct {
 func startStack(t *testing.T) *stack {
 	t.Helper()
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(io.Discard, nil)))
-	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eng *engine.Engine
-	m := metrics.New(prometheus.NewRegistry(), func() engine.Stats { return eng.Stats() }, st)
-	eng, err = engine.New(engine.Config{
-		Store:  st,
-		Sinks:  map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
-		Logger: log,
-		Hooks:  m.Hooks(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	acc, err := httpapi.NewAccess([]string{digest(adminToken)}, map[string][]string{"shop": {digest(shopToken)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{
-		Engine: eng, Logger: log, Access: acc,
-		Mount: map[string]http.Handler{
-			"GET /v1/stats": ui.StatsHandler(m, m, eng.Stats),
-			"GET /metrics":  m.Handler(),
-		},
-		Public: map[string]http.Handler{
-			"GET /ui/":          ui.Handler(),
-			"GET /openapi.json": openapi.Handler(),
-		},
-	})
-	hs := httptest.NewServer(reqlog.RequestID(api, log))
-	var once sync.Once
+	s := tkstack.Start(t, tkstack.Options{Logger: log, Metrics: true, Dashboard: true, Access: acc})
+	// stop stops the engine only: the API goes on answering.
 	stop := func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := eng.Stop(ctx); err != nil {
-				t.Errorf("stop engine: %v", err)
-			}
-		})
-	}
-	t.Cleanup(func() {
-		hs.Close()
-		stop()
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
+		ctx, cancel := context.WithTimeout(context.Background(), tkstack.StopTimeout)
+		defer cancel()
+		if err := s.Engine.Stop(ctx); err != nil {
+			t.Errorf("stop engine: %v", err)
 		}
-	})
-	return &stack{url: hs.URL, eng: eng, stop: stop}
+	}
+	return &stack{url: s.URL, eng: s.Engine, stop: stop}
 }
 
 // receiver answers every push with status.
 func receiver(t *testing.T, status int) string {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(s.Close)
-	return s.URL + "/hook"
+	r := testkit.NewReceiver(t)
+	r.SetStatus(status)
+	return r.HookURL()
 }

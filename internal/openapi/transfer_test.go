@@ -1,18 +1,16 @@
 package openapi_test
 
 import (
-	"context"
 	"log/slog"
-	"net/http/httptest"
+	"net/http"
 	"testing"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 
-	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/reqlog"
 	"github.com/toc-dev/toc/internal/store/memstore"
+	tkstack "github.com/toc-dev/toc/internal/testkit/stack"
 )
 
 func init() {
@@ -26,25 +24,14 @@ func init() {
 // c.
 func storeOnlyCheck(t *testing.T, c *checker, calls []call) {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	eng, err := engine.New(engine.Config{Store: memstore.New(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
-	}()
 	acc, err := httpapi.NewAccess([]string{digest(adminToken)}, map[string][]string{"shop": {digest(shopToken)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(reqlog.RequestID(httpapi.New(httpapi.Config{Engine: eng, Logger: log, Access: acc}), log))
-	defer hs.Close()
+	log := slog.New(slog.DiscardHandler)
+	hs := tkstack.Start(t, tkstack.Options{Store: memstore.New(), Logger: log, Access: acc,
+		Handler: func(h http.Handler) http.Handler { return reqlog.RequestID(h, log) }})
+	defer hs.Stop()
 	sc := &checker{t: t, doc: c.doc, base: hs.URL, seen: c.seen}
 	for _, cl := range calls {
 		sc.do(cl)

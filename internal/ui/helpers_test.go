@@ -4,27 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/metrics"
-	"github.com/toc-dev/toc/internal/openapi"
 	"github.com/toc-dev/toc/internal/reqlog"
-	"github.com/toc-dev/toc/internal/sink"
-	"github.com/toc-dev/toc/internal/sink/httpsink"
-	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testkit"
+	tkstack "github.com/toc-dev/toc/internal/testkit/stack"
 	"github.com/toc-dev/toc/internal/testsvc"
-	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -53,110 +45,45 @@ func startStack(t *testing.T, tokens bool) *stack {
 	t.Helper()
 	logs := &testsvc.LockedBuffer{}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(logs, nil)))
-	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eng *engine.Engine
-	m := metrics.New(prometheus.NewRegistry(), func() engine.Stats { return eng.Stats() }, st)
-	eng, err = engine.New(engine.Config{
-		Store:  st,
-		Sinks:  map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
-		Logger: log,
-		Hooks:  m.Hooks(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	var acc *httpapi.Access
 	if tokens {
+		var err error
 		acc, err = httpapi.NewAccess([]string{digest(adminToken)}, map[string][]string{"shop": {digest(shopToken)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	api := httpapi.New(httpapi.Config{
-		Engine: eng, Logger: log, Access: acc,
-		Mount: map[string]http.Handler{
-			"GET /v1/stats": ui.StatsHandler(m, m, eng.Stats),
-			"GET /metrics":  m.Handler(),
-		},
-		Public: map[string]http.Handler{
-			"GET /ui/":          ui.Handler(),
-			"GET /openapi.json": openapi.Handler(),
-		},
-	})
-	hs := httptest.NewServer(reqlog.RequestID(api, log))
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			t.Errorf("stop engine: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return &stack{url: hs.URL, eng: eng, m: m, logs: logs}
+	s := tkstack.Start(t, tkstack.Options{Logger: log, Metrics: true, Dashboard: true, Access: acc})
+	return &stack{url: s.URL, eng: s.Engine, m: s.Metrics, logs: logs}
 }
 
 func (s *stack) client(token string) *client.Client {
 	return client.New(client.Config{BaseURL: s.url, Token: token})
 }
 
-// receiver is a webhook endpoint that fails (500) until told otherwise.
-type receiver struct {
-	*httptest.Server
-	mu   sync.Mutex
-	fail bool
-}
-
+// newReceiver is a webhook endpoint that fails (500) until told otherwise.
 func newReceiver(t *testing.T, fail bool) *receiver {
-	r := &receiver{fail: fail}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.Copy(io.Discard, req.Body)
-		r.mu.Lock()
-		fail := r.fail
-		r.mu.Unlock()
-		if fail {
-			http.Error(w, "receiver is down for maintenance", http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(r.Close)
+	r := &receiver{testkit.NewReceiver(t)}
+	r.setFail(fail)
 	return r
 }
 
-func (r *receiver) setFail(fail bool) {
-	r.mu.Lock()
-	r.fail = fail
-	r.mu.Unlock()
-}
+type receiver struct{ *testkit.Receiver }
 
-func (r *receiver) target() task.Target {
-	return task.Target{HTTP: &task.HTTPTarget{URL: r.URL + "/hook"}}
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+func (r receiver) setFail(fail bool) {
+	if fail {
+		r.Answer(http.StatusInternalServerError, "receiver is down for maintenance\n")
+	} else {
+		r.SetStatus(http.StatusNoContent)
 	}
 }
+
+func (r receiver) target() task.Target { return r.Target() }
 
 // waitState waits until the task is in state want.
 func waitState(t *testing.T, c *client.Client, id task.ID, want task.State) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "task "+id.String()+" to be "+string(want), func() bool {
+	testkit.WaitFor(t, 10*time.Second, "task "+id.String()+" to be "+string(want), func() bool {
 		tk, err := c.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)

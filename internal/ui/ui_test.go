@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/task"
 )
@@ -125,7 +126,7 @@ func TestStats(t *testing.T) {
 		{"wrong", http.StatusUnauthorized, nil, false},
 	} {
 		var got ui.Stats
-		waitFor(t, 5*time.Second, "stats with the delivered task", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "stats with the delivered task", func() bool {
 			resp, body := get(t, s.url+"/v1/stats", tc.token)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("GET /v1/stats with %q: %s: %s", tc.token, resp.Status, body)
@@ -168,7 +169,7 @@ func TestStats(t *testing.T) {
 		}
 		return attempts
 	}
-	waitFor(t, 3*time.Second, "the attempt in recent", func() bool { return recent(adminToken) == 1 })
+	testkit.WaitFor(t, 3*time.Second, "the attempt in recent", func() bool { return recent(adminToken) == 1 })
 	// A billing delivery shows to the admin, not to shop's token: an app
 	// token sees its apps' lateness only.
 	bt, _, err := admin.Schedule(ctx, client.ScheduleRequest{App: "billing", Target: ok.target()})
@@ -176,7 +177,7 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, admin, bt.ID, task.Delivered)
-	waitFor(t, 3*time.Second, "both attempts in recent", func() bool { return recent(adminToken) == 2 })
+	testkit.WaitFor(t, 3*time.Second, "both attempts in recent", func() bool { return recent(adminToken) == 2 })
 	if n := recent(shopToken); n != 1 {
 		t.Errorf("shop's token sees %d attempts in recent, want shop's 1", n)
 	}
@@ -190,7 +191,7 @@ func TestRequestLog(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("X-Request-Id") != "trace-42" {
 		t.Errorf("GET a missing task: %s, X-Request-Id %q; want 404, trace-42", resp.Status, resp.Header.Get("X-Request-Id"))
 	}
-	waitFor(t, time.Second, "the request's log line", func() bool {
+	testkit.WaitFor(t, time.Second, "the request's log line", func() bool {
 		return strings.Contains(s.logs.String(), "status=404") && strings.Contains(s.logs.String(), "request_id=trace-42")
 	})
 }

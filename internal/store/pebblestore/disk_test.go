@@ -20,21 +20,10 @@ import (
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
-
-// waitFor polls cond until it holds or within has passed.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // TestDiskFull fills the tmpfs a store lives on: new tasks are refused with
 // store.ErrDiskFull and Health says why, while reads and the writes that
@@ -75,7 +64,7 @@ func TestDiskFull(t *testing.T) {
 	filler := filepath.Join(root, "filler")
 	t.Logf("filled the disk with %d bytes", testsvc.FillDisk(t, filler))
 	var createErr error
-	waitFor(t, 5*time.Second, "a create refused", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "a create refused", func() bool {
 		_, createErr = s.Create(ctx, mk(1))
 		return createErr != nil
 	})
@@ -117,7 +106,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "new tasks taken again", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "new tasks taken again", func() bool {
 		_, err := s.Create(ctx, mk(1))
 		return err == nil
 	})
@@ -176,7 +165,7 @@ func TestWALWriteStalls(t *testing.T) {
 		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 42; return nil })
 		done <- err
 	}()
-	waitFor(t, 5*time.Second, "the store refusing writes", func() bool { return s.Health() != nil })
+	testkit.WaitFor(t, 5*time.Second, "the store refusing writes", func() bool { return s.Health() != nil })
 	if err := s.Health(); !errors.Is(err, store.ErrDiskFull) {
 		t.Errorf("Health = %v, want store.ErrDiskFull", err)
 	}
@@ -197,7 +186,7 @@ func TestWALWriteStalls(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the Update that waited for space: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the store taking new tasks again", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the store taking new tasks again", func() bool {
 		_, err := s.Create(ctx, []*task.Task{countsTask(gen, now, "shop", "", task.Scheduled)})
 		return err == nil
 	})
@@ -232,7 +221,7 @@ func TestWALWriteFails(t *testing.T) {
 	if _, err := s.Get(ctx, held.ID); err != nil {
 		t.Errorf("Get after the log failed: %v", err)
 	}
-	waitFor(t, 5*time.Second, "the store taking writes again", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the store taking writes again", func() bool {
 		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts++; return nil })
 		return err == nil
 	})
@@ -343,11 +332,11 @@ func TestDiskFullPastReserve(t *testing.T) {
 	}
 	filler := filepath.Join(root, "filler")
 	testsvc.FillDisk(t, filler)
-	waitFor(t, 5*time.Second, "the disk found full", s.DiskFull)
+	testkit.WaitFor(t, 5*time.Second, "the disk found full", s.DiskFull)
 	testsvc.FillDisk(t, filler+"2") // the reserve's room, taken by someone else
 	// Writes are refused, or, when the log met ENOSPC past the reserve,
 	// those under way wait for space and the others are refused.
-	waitFor(t, 10*time.Second, "writes refused for lack of space", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "writes refused for lack of space", func() bool {
 		err := s.Health()
 		return failed.Load() > 100 || (err != nil && strings.Contains(err.Error(), "reserve used up"))
 	})
@@ -359,7 +348,7 @@ func TestDiskFullPastReserve(t *testing.T) {
 	}
 	close(stop) // else they fill the disk again
 	wg.Wait()
-	waitFor(t, 10*time.Second, "the store healthy again", func() bool { return s.Health() == nil })
+	testkit.WaitFor(t, 10*time.Second, "the store healthy again", func() bool { return s.Health() == nil })
 	if n := other.Load(); n > 0 {
 		t.Errorf("%d writes failed otherwise than store.ErrDiskFull, the last: %v", n, otherErr.Load())
 	}
@@ -388,7 +377,7 @@ func TestStopWaiting(t *testing.T) {
 		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts = 42; return nil })
 		done <- err
 	}()
-	waitFor(t, 5*time.Second, "the write waiting for space", func() bool { return s.Health() != nil })
+	testkit.WaitFor(t, 5*time.Second, "the write waiting for space", func() bool { return s.Health() != nil })
 	s.StopWaiting()
 	select {
 	case err := <-done:
