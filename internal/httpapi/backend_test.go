@@ -83,6 +83,8 @@ type backend struct {
 	store    store.Store
 	node     *cluster.Node
 	index    *redisindex.Index
+	rdb      redis.UniversalClient
+	prefix   string
 	shardFor func(app, key string, id task.ID) uint16
 	closers  []func() error
 }
@@ -157,12 +159,25 @@ func openBackend(t *testing.T, dir string, log *slog.Logger) *backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.node, b.index = node, x
+	b.node, b.index, b.rdb, b.prefix = node, x, rdb, env.prefix
 	return b
 }
 
-// forgetRedis deletes every Redis queue of app: the Redis side of its tasks
-// is lost, SQL keeps them.
+// forgetRedis deletes every Redis queue of app and its entry in the apps
+// set, as a Redis that lost its keys would: the Redis side of its tasks is
+// lost, SQL keeps them.
 func (s *server) forgetRedis(ctx context.Context, app string) error {
-	return s.be.index.Forget(ctx, app)
+	x := s.be.index
+	for slot := range x.Slots() {
+		q := x.Queues(app, slot)
+		// The keys of a slot share a hash tag: one DEL on Redis Cluster too.
+		if err := s.be.rdb.Del(ctx, q.Store, q.Prepare, q.Dead, q.Attempts).Err(); err != nil {
+			return fmt.Errorf("forget %s/%d: %w", app, slot, err)
+		}
+	}
+	if err := s.be.rdb.SRem(ctx, s.be.prefix+":apps", app).Err(); err != nil {
+		return fmt.Errorf("forget %s: %w", app, err)
+	}
+	x.ForgetRegistrations()
+	return nil
 }

@@ -22,58 +22,6 @@ func BenchmarkAdd(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimOne: the fire path's claim of one due task, then its ack
-// (claim_one and settle scripts: two round trips per task).
-func BenchmarkClaimOne(b *testing.B) {
-	x := newIndex(b)
-	ctx := b.Context()
-	var g task.IDGenerator
-	now := time.Now()
-	ids := make([]task.ID, b.N)
-	for i := range ids {
-		ids[i] = g.New(now, 0)
-		if _, err := x.Add(ctx, "bench", 0, ids[i], now); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	for i := range b.N {
-		ok, err := x.ClaimOne(ctx, "bench", 0, ids[i], now, now.Add(time.Minute))
-		if err != nil || !ok {
-			b.Fatalf("claim %s: %v %v", ids[i], ok, err)
-		}
-		if err := x.Settle(ctx, "bench", 0, ids[i], redisindex.Ack, now); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkClaimBatch: the claim script taking 100 due tasks at a time;
-// reported per task.
-func BenchmarkClaimBatch(b *testing.B) {
-	x := newIndex(b)
-	ctx := b.Context()
-	var g task.IDGenerator
-	now := time.Now()
-	for range b.N {
-		if _, err := x.Add(ctx, "bench", 0, g.New(now, 0), now); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	claimed := 0
-	for claimed < b.N {
-		ids, err := x.Claim(ctx, "bench", 0, now.Add(time.Millisecond), now.Add(time.Minute), 100)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(ids) == 0 {
-			b.Fatalf("claimed %d of %d, then none", claimed, b.N)
-		}
-		claimed += len(ids)
-	}
-}
-
 // BenchmarkClaimManySettled: the fire path's Redis work for a batch of 100
 // due tasks of one slot: ClaimMany (claim_many, which numbers the
 // attempts), then Settled with their acks; reported per task.

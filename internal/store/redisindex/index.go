@@ -127,21 +127,12 @@ var (
 	//go:embed scripts/add.lua
 	addLua    string
 	addScript = redis.NewScript(addLua)
-	//go:embed scripts/claim.lua
-	claimLua    string
-	claimScript = redis.NewScript(claimLua)
 	//go:embed scripts/claim_many.lua
 	claimManyLua    string
 	claimManyScript = redis.NewScript(claimManyLua)
-	//go:embed scripts/claim_one.lua
-	claimOneLua    string
-	claimOneScript = redis.NewScript(claimOneLua)
 	//go:embed scripts/settle.lua
 	settleLua    string
 	settleScript = redis.NewScript(settleLua)
-	//go:embed scripts/rollback.lua
-	rollbackLua    string
-	rollbackScript = redis.NewScript(rollbackLua)
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -190,27 +181,6 @@ func (x *Index) Add(ctx context.Context, app string, slot int, id task.ID, at ti
 	n, err := addScript.Run(ctx, x.rdb, x.Queues(app, slot).keys(), id.String(), ms(at)).Int()
 	if err != nil {
 		return false, fmt.Errorf("redisindex: add %s: %w", id, err)
-	}
-	return n == 1, nil
-}
-
-// Claim moves up to max due members of a slot to its PrepareQueue with a
-// lease until leaseUntil, atomically, and returns them.
-func (x *Index) Claim(ctx context.Context, app string, slot int, now, leaseUntil time.Time, max int) ([]task.ID, error) {
-	q := x.Queues(app, slot)
-	res, err := claimScript.Run(ctx, x.rdb, []string{q.Store, q.Prepare}, ms(now), ms(leaseUntil), max).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("redisindex: claim from %s: %w", q.Store, err)
-	}
-	return parseIDs(res)
-}
-
-// ClaimOne claims one member the caller found due: see scripts/claim_one.lua.
-func (x *Index) ClaimOne(ctx context.Context, app string, slot int, id task.ID, now, leaseUntil time.Time) (bool, error) {
-	q := x.Queues(app, slot)
-	n, err := claimOneScript.Run(ctx, x.rdb, []string{q.Store, q.Prepare}, id.String(), ms(now), ms(leaseUntil)).Int()
-	if err != nil {
-		return false, fmt.Errorf("redisindex: claim %s: %w", id, err)
 	}
 	return n == 1, nil
 }
@@ -454,17 +424,6 @@ func loadScript(ctx context.Context, rdb redis.UniversalClient, s *redis.Script)
 	return s.Load(ctx, rdb).Err()
 }
 
-// Rollback moves up to max members whose lease ran out back to the
-// StoreQueue, and returns them.
-func (x *Index) Rollback(ctx context.Context, app string, slot int, now time.Time, max int) ([]task.ID, error) {
-	q := x.Queues(app, slot)
-	res, err := rollbackScript.Run(ctx, x.rdb, []string{q.Store, q.Prepare}, ms(now), max).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("redisindex: roll back %s: %w", q.Prepare, err)
-	}
-	return parseIDs(res)
-}
-
 // Entry is a member of a StoreQueue or PrepareQueue with its score.
 type Entry struct {
 	ID       task.ID
@@ -473,38 +432,16 @@ type Entry struct {
 	Prepared bool // in the PrepareQueue: At is the lease expiry
 }
 
-// Range returns the members of a slot's StoreQueue and PrepareQueue with a
-// score in [from, until] (ms), at most limit of each, by score.
-func (x *Index) Range(ctx context.Context, app string, slot int, from, until time.Time, limit int) ([]Entry, error) {
-	q := x.Queues(app, slot)
-	rng := &redis.ZRangeBy{Min: ms(from), Max: ms(until), Count: int64(limit)}
-	pipe := x.rdb.Pipeline()
-	st := pipe.ZRangeByScoreWithScores(ctx, q.Store, rng)
-	pr := pipe.ZRangeByScoreWithScores(ctx, q.Prepare, rng)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("redisindex: range %s: %w", q.Store, err)
-	}
-	var out []Entry
-	for i, zs := range [][]redis.Z{st.Val(), pr.Val()} {
-		for _, z := range zs {
-			id, err := task.ParseID(fmt.Sprint(z.Member))
-			if err != nil {
-				continue // not ours; ignore
-			}
-			out = append(out, Entry{ID: id, App: app, At: time.UnixMilli(int64(z.Score)), Prepared: i == 1})
-		}
-	}
-	return out, nil
-}
-
 // SlotRef names one slot of one app.
 type SlotRef struct {
 	App  string
 	Slot int
 }
 
-// RangeSlots is Range over many slots in one pipeline (on Redis Cluster,
-// one per master). Entries are in no particular order.
+// RangeSlots returns the members of the slots' StoreQueues and
+// PrepareQueues with a score in [from, until] (ms), at most limit of each
+// queue, in one pipeline (on Redis Cluster, one per master). Entries are in
+// no particular order.
 func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time.Time, limit int) ([]Entry, error) {
 	if len(refs) == 0 {
 		return nil, nil
@@ -532,53 +469,10 @@ func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time
 	return out, nil
 }
 
-// Count returns the sizes of a slot's three queues.
-func (x *Index) Count(ctx context.Context, app string, slot int) (store, prepare, dead int64, err error) {
-	q := x.Queues(app, slot)
-	pipe := x.rdb.Pipeline()
-	a, b, c := pipe.ZCard(ctx, q.Store), pipe.ZCard(ctx, q.Prepare), pipe.ZCard(ctx, q.Dead)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, 0, 0, fmt.Errorf("redisindex: count %s: %w", q.Store, err)
-	}
-	return a.Val(), b.Val(), c.Val(), nil
-}
-
-// Forget removes every key of the given apps' slots (tests clean up with
-// it).
-func (x *Index) Forget(ctx context.Context, apps ...string) error {
-	for _, app := range apps {
-		for s := range x.slots {
-			if err := x.rdb.Del(ctx, x.Queues(app, s).keys()...).Err(); err != nil {
-				// On Redis Cluster the three keys share a hash slot, so one DEL is fine.
-				return fmt.Errorf("redisindex: forget %s: %w", app, err)
-			}
-		}
-		if err := x.rdb.SRem(ctx, x.appsKey(), app).Err(); err != nil {
-			return err
-		}
-		x.mu.Lock()
-		delete(x.apps, app)
-		x.mu.Unlock()
-	}
-	return nil
-}
-
 func stringsOf(ms []any) []string {
 	ss := make([]string, len(ms))
 	for i, m := range ms {
 		ss[i] = m.(string)
 	}
 	return ss
-}
-
-func parseIDs(ss []string) ([]task.ID, error) {
-	out := make([]task.ID, 0, len(ss))
-	for _, s := range ss {
-		id, err := task.ParseID(s)
-		if err != nil {
-			return out, fmt.Errorf("redisindex: member %q is not a task id", s)
-		}
-		out = append(out, id)
-	}
-	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toc-dev/toc/internal/store/redisindex"
 	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
@@ -16,12 +18,34 @@ import (
 // newIndex is an index over the test Redis under a prefix of its own,
 // whose keys are deleted when the test or benchmark ends.
 func newIndex(t testing.TB) *redisindex.Index {
+	x, _ := newIndexClient(t)
+	return x
+}
+
+// newIndexClient is newIndex with its Redis client, to look at its keys.
+func newIndexClient(t testing.TB) (*redisindex.Index, redis.UniversalClient) {
 	c, prefix := testsvc.Redis(t)
 	x, err := redisindex.New(redisindex.Options{Client: c, Prefix: prefix, Slots: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return x
+	return x, c
+}
+
+// count returns the sizes of a slot's three queues, read with c.
+func count(t testing.TB, c redis.UniversalClient, x *redisindex.Index, app string, slot int) (store, prepare, dead int64) {
+	t.Helper()
+	ctx := context.Background()
+	q := x.Queues(app, slot)
+	var n [3]int64
+	for i, k := range []string{q.Store, q.Prepare, q.Dead} {
+		v, err := c.ZCard(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("count %s: %v", k, err)
+		}
+		n[i] = v
+	}
+	return n[0], n[1], n[2]
 }
 
 func TestKeysShareHashTag(t *testing.T) {
@@ -46,7 +70,7 @@ func TestKeysShareHashTag(t *testing.T) {
 
 func TestQueueMoves(t *testing.T) {
 	t.Parallel()
-	x := newIndex(t)
+	x, c := newIndexClient(t)
 	ctx := context.Background()
 	var g task.IDGenerator
 	now := time.Now().Truncate(time.Millisecond)
@@ -57,87 +81,44 @@ func TestQueueMoves(t *testing.T) {
 	if _, err := x.Add(ctx, "a", 3, later, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := x.Claim(ctx, "a", 3, now, now.Add(30*time.Second), 10)
-	if err != nil || len(got) != 1 || got[0] != due {
-		t.Fatalf("claim: %v %v, want only the due task", got, err)
+	claim := func(id task.ID, at time.Time) int {
+		t.Helper()
+		held, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 3, ID: id, LeaseUntil: at.Add(30 * time.Second)}}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held[0]
+	}
+	if claim(later, now) != 0 {
+		t.Error("claimed a member that is not due")
+	}
+	if claim(due, now) == 0 {
+		t.Fatal("the due member was not claimed")
 	}
 	// A claimed member is not added back by a racing promotion.
 	if ok, _ := x.Add(ctx, "a", 3, due, now); ok {
 		t.Error("add put a claimed member back in the store queue")
 	}
-	if ok, _ := x.ClaimOne(ctx, "a", 3, due, now, now.Add(time.Minute)); ok {
-		t.Error("claim_one took a member whose lease has not run out")
+	if claim(due, now.Add(time.Second)) != 0 {
+		t.Error("claimed a member whose lease has not run out")
 	}
-	// The lease runs out: rollback makes it claimable again.
-	back, err := x.Rollback(ctx, "a", 3, now.Add(31*time.Second), 10)
-	if err != nil || len(back) != 1 {
-		t.Fatalf("rollback: %v %v", back, err)
-	}
-	if ok, _ := x.ClaimOne(ctx, "a", 3, due, now.Add(31*time.Second), now.Add(time.Minute)); !ok {
-		t.Error("claim_one after rollback failed")
+	// The lease runs out: the member is claimable again.
+	if claim(due, now.Add(31*time.Second)) == 0 {
+		t.Error("a member whose lease ran out was not claimed again")
 	}
 	if err := x.Settle(ctx, "a", 3, due, redisindex.Dead, now); err != nil {
 		t.Fatal(err)
 	}
-	s, p, d, _ := x.Count(ctx, "a", 3)
+	s, p, d := count(t, c, x, "a", 3)
 	if s != 1 || p != 0 || d != 1 {
 		t.Errorf("queues store=%d prepare=%d dead=%d, want 1 0 1", s, p, d)
 	}
-	es, err := x.Range(ctx, "a", 3, now, now.Add(2*time.Hour), 100)
-	if err != nil || len(es) != 1 || es[0].ID != later || es[0].Prepared {
+	es, err := x.RangeSlots(ctx, []redisindex.SlotRef{{App: "a", Slot: 3}}, now, now.Add(2*time.Hour), 100)
+	if err != nil || len(es) != 1 || es[0].ID != later || es[0].Prepared || es[0].App != "a" {
 		t.Errorf("range: %+v %v", es, err)
 	}
 	if apps, _ := x.Apps(ctx); len(apps) != 1 || apps[0] != "a" {
 		t.Errorf("apps %v", apps)
-	}
-}
-
-// TestConcurrentClaims: many claimers race over one slot; every member is
-// claimed exactly once.
-func TestConcurrentClaims(t *testing.T) {
-	t.Parallel()
-	x := newIndex(t)
-	ctx := context.Background()
-	var g task.IDGenerator
-	now := time.Now()
-	const n = 500
-	for range n {
-		if _, err := x.Add(ctx, "a", 0, g.New(now, 0), now.Add(-time.Millisecond)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var mu sync.Mutex
-	seen := map[task.ID]int{}
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				ids, err := x.Claim(ctx, "a", 0, time.Now(), time.Now().Add(time.Minute), 7)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(ids) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, id := range ids {
-					seen[id]++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(seen) != n {
-		t.Fatalf("%d distinct members claimed, want %d", len(seen), n)
-	}
-	for id, c := range seen {
-		if c != 1 {
-			t.Errorf("%s claimed %d times", id, c)
-		}
 	}
 }
 
@@ -165,11 +146,8 @@ func TestSettleMany(t *testing.T) {
 	}
 	var s, p, d int64
 	for slot := range 4 {
-		a, b, c, err := x.Count(ctx, "a", slot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, p, d = s+a, p+b, d+c
+		a, b, e := count(t, c, x, "a", slot)
+		s, p, d = s+a, p+b, d+e
 	}
 	if s != 10 || p != 10 || d != 10 {
 		t.Errorf("store=%d prepare=%d dead=%d, want 10 each", s, p, d)
@@ -181,8 +159,8 @@ func TestSettleMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	for slot := range 4 {
-		if a, b, c, _ := x.Count(ctx, "a", slot); a+b+c != 0 {
-			t.Errorf("slot %d not empty after drop: %d %d %d", slot, a, b, c)
+		if a, b, e := count(t, c, x, "a", slot); a+b+e != 0 {
+			t.Errorf("slot %d not empty after drop: %d %d %d", slot, a, b, e)
 		}
 	}
 }
@@ -191,7 +169,7 @@ func TestSettleMany(t *testing.T) {
 // apps, and reports as not held what is not due, held elsewhere or absent.
 func TestClaimMany(t *testing.T) {
 	t.Parallel()
-	x := newIndex(t)
+	x, c := newIndexClient(t)
 	ctx := context.Background()
 	var g task.IDGenerator
 	now := time.Now().Truncate(time.Millisecond)
@@ -206,8 +184,8 @@ func TestClaimMany(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := x.ClaimOne(ctx, "b", 1, taken, now, now.Add(time.Minute)); err != nil || !ok {
-		t.Fatal(ok, err)
+	if held, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "b", Slot: 1, ID: taken, LeaseUntil: now.Add(time.Minute)}}, now); err != nil || held[0] == 0 {
+		t.Fatal(held, err)
 	}
 	until := now.Add(30 * time.Second)
 	held, err := x.ClaimMany(ctx, []redisindex.Claim{
@@ -225,9 +203,9 @@ func TestClaimMany(t *testing.T) {
 		slot        int
 		store, prep int64
 	}{{"a", 0, 1, 1}, {"a", 5, 0, 1}, {"b", 1, 0, 2}} {
-		s, p, _, err := x.Count(ctx, q.app, q.slot)
-		if err != nil || s != q.store || p != q.prep {
-			t.Errorf("%s/%d: store=%d prepare=%d (%v), want %d %d", q.app, q.slot, s, p, err, q.store, q.prep)
+		s, p, _ := count(t, c, x, q.app, q.slot)
+		if s != q.store || p != q.prep {
+			t.Errorf("%s/%d: store=%d prepare=%d, want %d %d", q.app, q.slot, s, p, q.store, q.prep)
 		}
 	}
 	if held, err := x.ClaimMany(ctx, nil, now); err != nil || held != nil {
@@ -302,7 +280,7 @@ func TestClaimManyLeases(t *testing.T) {
 // where they belong.
 func TestSettled(t *testing.T) {
 	t.Parallel()
-	x := newIndex(t)
+	x, c := newIndexClient(t)
 	ctx := context.Background()
 	var g task.IDGenerator
 	now := time.Now().Truncate(time.Millisecond)
@@ -326,11 +304,11 @@ func TestSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, p, d, err := x.Count(ctx, "a", 1)
-	if err != nil || s != 1 || p != 1 || d != 1 {
-		t.Fatalf("store=%d prepare=%d dead=%d (%v), want 1 1 1", s, p, d, err)
+	s, p, d := count(t, c, x, "a", 1)
+	if s != 1 || p != 1 || d != 1 {
+		t.Fatalf("store=%d prepare=%d dead=%d, want 1 1 1", s, p, d)
 	}
-	es, err := x.Range(ctx, "a", 1, now, now.Add(2*time.Hour), 10)
+	es, err := x.RangeSlots(ctx, []redisindex.SlotRef{{App: "a", Slot: 1}}, now, now.Add(2*time.Hour), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
