@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/testkit"
 )
 
 // tarEntry is one entry of a fake backup stream.
@@ -214,16 +215,10 @@ func TestBackupInterrupted(t *testing.T) {
 		}}
 		done <- run(ctx, []string{"backup", "--to", dir}, e)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir+".partial", "a.sst")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the backup wrote no a.sst into copy.partial within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the backup to write a.sst into copy.partial", func() bool {
+		_, err := os.Stat(filepath.Join(dir+".partial", "a.sst"))
+		return err == nil
+	})
 	cancel()
 	select {
 	case err := <-done:

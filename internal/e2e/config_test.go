@@ -66,12 +66,11 @@ func TestConfigReload(t *testing.T) {
 
 	// A broken file is refused; the settings stay.
 	write("apps:\n  shop:\n    max_payload: -1\n")
-	time.Sleep(300 * time.Millisecond) // several check intervals
+	testkit.WaitFor(t, 10*time.Second, "a log line for the refused file", func() bool {
+		return strings.Contains(c.stderr.String(), "config reload failed")
+	})
 	if v := appSettings(t, c, "shop"); v.MaxPayload != 100 {
 		t.Fatalf("a broken file changed max_payload to %d", v.MaxPayload)
-	}
-	if !strings.Contains(c.stderr.String(), "config reload failed") {
-		t.Errorf("no log line for the refused file:\n%s", c.stderr)
 	}
 
 	// SIGHUP reloads at once (the file check interval is irrelevant).

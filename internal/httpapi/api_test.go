@@ -477,15 +477,17 @@ func TestReopenLosesNothing(t *testing.T) {
 	s := startServer(t, dir, nil)
 	ctx := context.Background()
 	var ids []task.ID
+	var dues []time.Time
 	for i := range 50 {
 		tk, _, err := s.client.Schedule(ctx, client.ScheduleRequest{App: "a", Key: fmt.Sprint(i), Delay: task.Duration(300*time.Millisecond + time.Duration(i)*20*time.Millisecond), Target: rcv.Target()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, tk.ID)
+		ids, dues = append(ids, tk.ID), append(dues, tk.DueAt)
 	}
 	s.stop()
-	time.Sleep(500 * time.Millisecond) // some fall due while toc is down
+	// Some fall due while toc is down: the first ten.
+	testkit.WaitFor(t, 10*time.Second, "ten tasks to fall due while toc is down", func() bool { return time.Now().After(dues[9]) })
 	s2 := startServer(t, dir, nil)
 	for _, id := range ids {
 		waitState(t, s2, id, task.Delivered, 10*time.Second)

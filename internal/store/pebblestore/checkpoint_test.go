@@ -16,6 +16,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -126,15 +127,13 @@ func TestCheckpoint(t *testing.T) {
 		}()
 	}
 	// Let some creates through first.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	some, cancelSome := context.WithTimeout(ctx, 5*time.Second)
+	testkit.Until(some, func() bool {
 		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 200 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(acked) >= 200
+	})
+	cancelSome()
 	mu.Lock()
 	before := append([]task.ID(nil), acked...)
 	mu.Unlock()
