@@ -11,15 +11,12 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -80,17 +77,7 @@ func TestSecuredServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	var sigErr error
-	var pushes int
-	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		defer mu.Unlock()
-		pushes++
-		sigErr = client.Verify([]string{secret}, r.Header, body, time.Minute)
-	}))
-	t.Cleanup(rcv.Close)
+	rcv := testkit.NewReceiver(t)
 
 	c := startChild(t, filepath.Join(dir, "data"), "--config", cfg, "--tls-cert", certFile, "--tls-key", keyFile)
 	if !strings.HasPrefix(c.url, "https://") {
@@ -110,7 +97,7 @@ func TestSecuredServer(t *testing.T) {
 	}
 
 	// The signed app may call 127.0.0.1 (allowed_hosts); its push is signed.
-	tk, _, err := signed.Schedule(ctx, client.ScheduleRequest{App: "signed", Target: task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}}})
+	tk, _, err := signed.Schedule(ctx, client.ScheduleRequest{App: "signed", Target: rcv.Target()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +105,14 @@ func TestSecuredServer(t *testing.T) {
 		got, err := signed.Get(ctx, tk.ID)
 		return err == nil && got.State == task.Delivered
 	})
-	mu.Lock()
-	if pushes != 1 || sigErr != nil {
-		t.Errorf("%d pushes, signature check: %v", pushes, sigErr)
+	if got := rcv.Deliveries(); len(got) != 1 {
+		t.Errorf("%d pushes, want 1", len(got))
+	} else if err := client.Verify([]string{secret}, got[0].Header, got[0].Body, time.Minute); err != nil {
+		t.Errorf("signature check: %v", err)
 	}
-	mu.Unlock()
 
 	// The strict app may not: the attempt fails at connect time and says why.
-	st, _, err := strict.Schedule(ctx, client.ScheduleRequest{App: "strict", Target: task.Target{HTTP: &task.HTTPTarget{URL: rcv.URL + "/hook"}},
+	st, _, err := strict.Schedule(ctx, client.ScheduleRequest{App: "strict", Target: rcv.Target(),
 		Retry: &task.RetryPolicy{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -138,9 +125,7 @@ func TestSecuredServer(t *testing.T) {
 	if !strings.Contains(dead.LastError, "allow_private_targets") {
 		t.Errorf("last_error %q does not say how to allow the address", dead.LastError)
 	}
-	mu.Lock()
-	if pushes != 1 {
+	if pushes := rcv.Count(); pushes != 1 {
 		t.Errorf("the refused push reached the receiver (%d pushes)", pushes)
 	}
-	mu.Unlock()
 }
