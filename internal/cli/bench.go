@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +22,8 @@ import (
 	"github.com/toc-dev/toc/internal/bench"
 	"github.com/toc-dev/toc/internal/bench/storesize"
 	"github.com/toc-dev/toc/internal/bench/suite"
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/internal/store/redisindex"
 )
 
@@ -137,10 +139,6 @@ var benchNDefault = map[string]int{
 	bench.WorkloadPending:  1_000_000,
 	bench.WorkloadTwoApp:   50_000,
 }
-
-// embeddedStartTimeout bounds how long an --embedded server may take to
-// start listening.
-const embeddedStartTimeout = 30 * time.Second
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	if len(args) > 0 && args[0] == "suite" {
@@ -312,7 +310,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	hc := bench.NewHTTPClient(conns)
 	defer hc.CloseIdleConnections()
 	if *embedded {
-		srv, err := startEmbedded(ctx, stderr)
+		srv, err := startEmbedded(ctx, stderr, nil)
 		if err != nil {
 			return err
 		}
@@ -640,70 +638,46 @@ func sqlCounters(dsns []string) func(context.Context) (bench.SQLCounters, error)
 	}
 }
 
-// embeddedServer is a toc server run by runServe in this process.
+// embeddedServer is a toc server run in this process.
 type embeddedServer struct {
 	url, dir string
-	cancel   context.CancelFunc
-	done     chan error    // runServe's result
-	drained  chan struct{} // its stdout has been read to the end
+	srv      *server.Server
 }
 
-// startEmbedded runs `toc serve` in this process on a temporary directory
-// and a free loopback port, with the extra flags, and returns once it
+// startEmbedded starts a toc server in this process on a temporary
+// directory and a free loopback port, logging warnings and errors to
+// stderr, with the options set changes (nil: none), and returns once it
 // listens.
-func startEmbedded(ctx context.Context, stderr io.Writer, extra ...string) (*embeddedServer, error) {
+func startEmbedded(ctx context.Context, stderr io.Writer, set func(*server.Options)) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "toc-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	s := &embeddedServer{dir: dir, cancel: cancel, done: make(chan error, 1), drained: make(chan struct{})}
-	pr, pw := io.Pipe()
-	go func() {
-		err := runServe(ctx, append([]string{"--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...), pw, stderr)
-		pw.Close()
-		s.done <- err
-	}()
-	first := make(chan string, 1)
-	go func() {
-		defer close(s.drained)
-		br := bufio.NewReader(pr)
-		line, _ := br.ReadString('\n')
-		first <- line
-		_, _ = io.Copy(io.Discard, br) // until runServe returns
-	}()
-	timeout := time.NewTimer(embeddedStartTimeout)
-	defer timeout.Stop()
-	select {
-	case line := <-first:
-		u, ok := strings.CutPrefix(strings.TrimSpace(line), "toc listening on ")
-		switch {
-		case ok:
-			s.url = u
-			return s, nil
-		case line == "":
-			err = errors.New("bench: embedded server stopped before listening")
-		default:
-			err = fmt.Errorf("bench: embedded server printed %q, not its address", line)
-		}
-	case <-timeout.C:
-		err = fmt.Errorf("bench: embedded server did not listen within %s", embeddedStartTimeout)
+	o := server.DefaultOptions()
+	o.Data, o.Listen = dir, "127.0.0.1:0"
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if set != nil {
+		set(&o)
 	}
-	if serr := s.stop(); serr != nil {
-		err = errors.Join(err, serr)
+	srv, err := server.New(o)
+	if err == nil {
+		err = srv.Start(ctx)
 	}
-	return nil, err
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: embedded server: %w", err), os.RemoveAll(dir))
+	}
+	return &embeddedServer{url: srv.URL(), dir: dir, srv: srv}, nil
 }
 
-// stop shuts the server down, waits for it and removes its directory.
+// stop shuts the server down within engine.ShutdownDefault and removes its
+// directory. Only the first call does the work.
 func (s *embeddedServer) stop() error {
-	s.cancel()
-	err := <-s.done
-	<-s.drained
+	ctx, cancel := context.WithTimeout(context.Background(), engine.ShutdownDefault)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
 	if rerr := os.RemoveAll(s.dir); rerr != nil && err == nil {
 		err = rerr
 	}
-	s.done <- err // stop may be called again
 	return err
 }
 

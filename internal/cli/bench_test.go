@@ -22,6 +22,7 @@ import (
 	"github.com/toc-dev/toc/internal/bench"
 	"github.com/toc-dev/toc/internal/bench/storesize"
 	"github.com/toc-dev/toc/internal/bench/suite"
+	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/internal/testsvc"
 )
 
@@ -350,13 +351,13 @@ func TestBenchHelp(t *testing.T) {
 	}
 }
 
-// startNodes starts n servers in this process with the flags, stopped when
+// startNodes starts n servers in this process with the options set changes, stopped when
 // the test ends, and returns their URLs separated by commas.
-func startNodes(t *testing.T, n int, flags ...string) string {
+func startNodes(t *testing.T, n int, set func(*server.Options)) string {
 	t.Helper()
 	var urls []string
 	for range n {
-		srv, err := startEmbedded(context.Background(), io.Discard, flags...)
+		srv, err := startEmbedded(context.Background(), io.Discard, set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +374,7 @@ func startNodes(t *testing.T, n int, flags ...string) string {
 // TestBenchServers: two servers behind one --server; the results say so.
 func TestBenchServers(t *testing.T) {
 	t.Parallel()
-	urls := startNodes(t, 2)
+	urls := startNodes(t, 2, nil)
 	self := strconv.Itoa(os.Getpid())
 	stdout, stderr, err := runCLI(t, nil, "bench", "--server", urls, "--server-pid", self+","+self,
 		"--workload", "fire", "--n", "100", "--spread", "200ms", "--json")
@@ -408,7 +409,9 @@ func TestBenchCluster(t *testing.T) {
 	t.Parallel()
 	_, prefix := testsvc.Redis(t)
 	dsn := testsvc.PostgresDB(t)
-	urls := startNodes(t, 2, "--sql", dsn, "--sql-tables", "2", "--redis", testsvc.RedisAddr(), "--redis-prefix", prefix, "--slots", "8")
+	urls := startNodes(t, 2, func(o *server.Options) {
+		o.SQL, o.SQLTables, o.Redis, o.RedisPrefix, o.Slots = []string{dsn}, 2, []string{testsvc.RedisAddr()}, prefix, 8
+	})
 
 	// With the nodes' pid (this process's), the Redis and the database: the
 	// cost per fire.
