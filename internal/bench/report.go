@@ -270,10 +270,10 @@ func perTask(b float64) string {
 	return fmt.Sprintf(" (%.0f B per pending task)", b)
 }
 
-// Report is the outcome of a run of the whole suite (`toc bench suite`), as
+// Report is the outcome of a run of the whole suite (bench/suite), as
 // [WriteMarkdown] writes it to bench/RESULTS.md.
 type Report struct {
-	// Command is the command that wrote the file, like "toc bench suite
+	// Command is the command that wrote the file, like "bash bench/run.sh
 	// --peers=false".
 	Command string
 	// Written is when the suite ended; Took how long it ran.
@@ -317,8 +317,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	m := rep.Machine
 	fmt.Fprintf(b, `# Benchmark results
 
-Written by `+"`%s`"+` (`+"`bash bench/run.sh`"+` runs it) on %s in %ds; run it
-again to regenerate this file. What the workloads do: `+"`toc help bench`"+` and
+Written by `+"`%s`"+` on %s in %ds; run it again to
+regenerate this file. What the workloads do: `+"`toc help bench`"+` and
 `+"`internal/bench`"+`. Go micro-benchmarks of the create path:
 `+"`go test -run - -bench Create ./internal/bench/`"+`.
 

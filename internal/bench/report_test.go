@@ -32,7 +32,7 @@ const suiteResults = `
 func suiteReport(t *testing.T) *bench.Report {
 	t.Helper()
 	rep := &bench.Report{
-		Command: "toc bench suite",
+		Command: "bash bench/run.sh",
 		Written: time.Date(2026, 11, 23, 18, 31, 5, 0, time.UTC),
 		Took:    336*time.Second + 700*time.Millisecond,
 		Machine: bench.Machine{
@@ -77,7 +77,7 @@ func TestWriteMarkdown(t *testing.T) {
 
 	// Key rows, each exactly as run.sh wrote it.
 	for _, want := range []string{
-		"Written by `toc bench suite` (`bash bench/run.sh` runs it) on 2026-11-23 18:31 UTC in 336s; run it",
+		"Written by `bash bench/run.sh` on 2026-11-23 18:31 UTC in 336s; run it again to",
 		"| CPUs (`nproc`) | 2 (AMD EPYC) |",
 		"| memory | 23.5 GiB |",
 		"| OS | Linux 6.18.44-fc-v769 |",
@@ -208,7 +208,7 @@ func countRows(doc, heading string) int {
 func TestWriteMarkdownEmpty(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite"}); err != nil {
+	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "bash bench/run.sh"}); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()
@@ -234,7 +234,7 @@ func TestWriteMarkdownTwoApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite", Results: []*bench.Result{r}}); err != nil {
+	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "bash bench/run.sh", Results: []*bench.Result{r}}); err != nil {
 		t.Fatal(err)
 	}
 	want := "| push, embedded | 50000 | 8163 | 6125 | 501 | 0 | 30.5 | 135.8 | 171.3 | 501 | 135.8 | 99% |"
@@ -242,7 +242,7 @@ func TestWriteMarkdownTwoApp(t *testing.T) {
 		t.Errorf("lacks the two apps' section or its row %q:\n%s", want, got)
 	}
 	b.Reset()
-	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite"}); err != nil {
+	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "bash bench/run.sh"}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "## Two apps") {

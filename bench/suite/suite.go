@@ -1,5 +1,5 @@
-// Package suite runs toc's whole benchmark suite, as `toc bench suite` does,
-// and writes bench/RESULTS.md with [bench.WriteMarkdown]:
+// Package suite runs toc's whole benchmark suite, as `bash bench/run.sh`
+// does, and writes bench/RESULTS.md with [bench.WriteMarkdown]:
 //
 //   - toc embedded: fire (push and pull), a burst due at one instant (push
 //     and pull) and schedule (one task per request and in batches), each a
@@ -17,8 +17,8 @@
 // # Processes and services
 //
 // Every process it starts is the toc binary it is given ([Config.Exe]: the
-// running one), the go command (to build the peers) or the peers' binary;
-// each is bounded in time ([Config.RunTimeout], and [StartTimeout] and
+// bench module's command builds it), the go command (to build the peers)
+// or the peers' binary; each is bounded in time ([Config.RunTimeout], and [StartTimeout] and
 // [StopTimeout] for servers) and is stopped by its pid only, also when the
 // suite fails or its context is cancelled. Servers listen on 127.0.0.1 and
 // the services must be on loopback: traffic stays on this machine.
@@ -118,7 +118,7 @@ type Config struct {
 	Root string
 	// Out is the Markdown file written at the end. Required.
 	Out string
-	// Command is how the file says it was written. Default "toc bench suite".
+	// Command is how the file says it was written. Default "bash bench/run.sh".
 	Command string
 	// Stderr gets progress and the benchmarks' own errors. Default
 	// io.Discard.
@@ -183,7 +183,7 @@ type Config struct {
 
 // EnsureDefaults fills the zero fields of c with the defaults.
 func (c *Config) EnsureDefaults() {
-	c.Command = cmp.Or(c.Command, "toc bench suite")
+	c.Command = cmp.Or(c.Command, "bash bench/run.sh")
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
