@@ -18,6 +18,8 @@ suite() { # suite NAME COMMAND...: run one suite, remember a failure
 }
 
 suite "every package (embedded store)" go test -race -count=1 -timeout 15m ./... "$@"
+# The benchmark suite's own module (bench/), which ./... does not reach.
+suite "the benchmark suite's module (bench/)" bash -c 'cd bench && exec go test -race -count=1 -timeout 10m ./... "$@"' bash "$@"
 
 # The API behaviour suite again over each cluster backend (the run above
 # used the embedded store): PostgreSQL and MariaDB with standalone Redis,

@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,12 +16,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/bench"
 	"github.com/toc-dev/toc/internal/bench/storesize"
-	"github.com/toc-dev/toc/internal/bench/suite"
+	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/internal/store/redisindex"
 )
 
@@ -108,12 +108,12 @@ buckets that hold a delivery; pending on a cluster: redis_bytes,
 redis_bytes_per_task, redis_prefix_bytes, sql_bytes, sql_bytes_per_task;
 fire with a cost: cost {window_sec, fires, cpu_us_per_fire {total, toc,
 sql, redis}, sql_xacts_per_fire, sql_statements_per_fire,
-redis_commands_per_fire, and the totals}). Nothing asserts the targets; the
-output says which were met.
+redis_commands_per_fire, and the totals}). The benchmark suite
+("bash bench/run.sh") marks each run against the project's targets.
 
-"toc bench suite" runs the whole suite (toc embedded, pending, cluster and
-the peers asynq and River) and rewrites bench/RESULTS.md: see
-"toc bench suite -h".
+The benchmark suite (toc embedded, pending, cluster and the peers asynq
+and River), which rewrites bench/RESULTS.md, is the bench module of toc's
+repository: "bash bench/run.sh" (flags: "bash bench/run.sh -h").
 
 Examples:
   toc bench --embedded --workload fire --n 100000 --spread 10s
@@ -138,13 +138,9 @@ var benchNDefault = map[string]int{
 	bench.WorkloadTwoApp:   50_000,
 }
 
-// embeddedStartTimeout bounds how long an --embedded server may take to
-// start listening.
-const embeddedStartTimeout = 30 * time.Second
-
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	if len(args) > 0 && args[0] == "suite" {
-		return runBenchSuite(ctx, args[1:], stdout, stderr)
+		return usagef("bench suite: the benchmark suite is its own module now: run \"bash bench/run.sh\" in toc's repository")
 	}
 	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	fs := newFlagSet(e, "bench", benchHelp)
@@ -312,7 +308,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	hc := bench.NewHTTPClient(conns)
 	defer hc.CloseIdleConnections()
 	if *embedded {
-		srv, err := startEmbedded(ctx, stderr)
+		srv, err := startEmbedded(ctx, stderr, nil)
 		if err != nil {
 			return err
 		}
@@ -455,7 +451,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	res.Notes = append(res.Notes, notes...)
-	res.Targets = bench.TocTargets(res)
 	return printResult(stdout, res, *asJSON)
 }
 
@@ -640,70 +635,46 @@ func sqlCounters(dsns []string) func(context.Context) (bench.SQLCounters, error)
 	}
 }
 
-// embeddedServer is a toc server run by runServe in this process.
+// embeddedServer is a toc server run in this process.
 type embeddedServer struct {
 	url, dir string
-	cancel   context.CancelFunc
-	done     chan error    // runServe's result
-	drained  chan struct{} // its stdout has been read to the end
+	srv      *server.Server
 }
 
-// startEmbedded runs `toc serve` in this process on a temporary directory
-// and a free loopback port, with the extra flags, and returns once it
+// startEmbedded starts a toc server in this process on a temporary
+// directory and a free loopback port, logging warnings and errors to
+// stderr, with the options set changes (nil: none), and returns once it
 // listens.
-func startEmbedded(ctx context.Context, stderr io.Writer, extra ...string) (*embeddedServer, error) {
+func startEmbedded(ctx context.Context, stderr io.Writer, set func(*server.Options)) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "toc-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	s := &embeddedServer{dir: dir, cancel: cancel, done: make(chan error, 1), drained: make(chan struct{})}
-	pr, pw := io.Pipe()
-	go func() {
-		err := runServe(ctx, append([]string{"--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...), pw, stderr)
-		pw.Close()
-		s.done <- err
-	}()
-	first := make(chan string, 1)
-	go func() {
-		defer close(s.drained)
-		br := bufio.NewReader(pr)
-		line, _ := br.ReadString('\n')
-		first <- line
-		_, _ = io.Copy(io.Discard, br) // until runServe returns
-	}()
-	timeout := time.NewTimer(embeddedStartTimeout)
-	defer timeout.Stop()
-	select {
-	case line := <-first:
-		u, ok := strings.CutPrefix(strings.TrimSpace(line), "toc listening on ")
-		switch {
-		case ok:
-			s.url = u
-			return s, nil
-		case line == "":
-			err = errors.New("bench: embedded server stopped before listening")
-		default:
-			err = fmt.Errorf("bench: embedded server printed %q, not its address", line)
-		}
-	case <-timeout.C:
-		err = fmt.Errorf("bench: embedded server did not listen within %s", embeddedStartTimeout)
+	o := server.DefaultOptions()
+	o.Data, o.Listen = dir, "127.0.0.1:0"
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if set != nil {
+		set(&o)
 	}
-	if serr := s.stop(); serr != nil {
-		err = errors.Join(err, serr)
+	srv, err := server.New(o)
+	if err == nil {
+		err = srv.Start(ctx)
 	}
-	return nil, err
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("bench: embedded server: %w", err), os.RemoveAll(dir))
+	}
+	return &embeddedServer{url: srv.URL(), dir: dir, srv: srv}, nil
 }
 
-// stop shuts the server down, waits for it and removes its directory.
+// stop shuts the server down within engine.ShutdownDefault and removes its
+// directory. Only the first call does the work.
 func (s *embeddedServer) stop() error {
-	s.cancel()
-	err := <-s.done
-	<-s.drained
+	ctx, cancel := context.WithTimeout(context.Background(), engine.ShutdownDefault)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
 	if rerr := os.RemoveAll(s.dir); rerr != nil && err == nil {
 		err = rerr
 	}
-	s.done <- err // stop may be called again
 	return err
 }
 
@@ -766,189 +737,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-const benchSuiteHelp = `
-Runs toc's benchmarks and the peer comparison, and rewrites
-bench/RESULTS.md (--out) with the figures, the machine and the exact
-commands; "bash bench/run.sh" runs it from a checkout. The default run takes
-about ten minutes:
-
-  1. toc embedded: first the push ceiling ("toc bench --baseline
-     --workload ceiling": 64 senders POSTing back to back for
-     --ceiling-duration); then fire (push at R = min(--fire-n over
-     --fire-spread, half the ceiling), and pull at min(5 R, 0.3x the pull
-     baseline's drain rate), at most --pull-n), a burst (--burst-n tasks due
-     at one instant, by push and by pull), schedule (one task per request
-     from 16 clients, and in batches of 1000 from 4), each a "toc bench
-     --embedded" process, and beside each push fire, burst and schedule run
-     its baseline of the same size ("toc bench --baseline": no toc, the
-     physical limit; the pull burst's is "--baseline --pull"), which
-     RESULTS.md sets it beside as a ratio, with the CPU per operation of
-     the processes and of the whole machine, and issue 25's targets;
-  2. toc pending: --pending-n far-future tasks on a separate "toc serve";
-  3. toc's cluster mode: each workload on a fresh cluster of each of
-     --cluster-nodes "toc serve" nodes over PostgreSQL database --cluster-db
-     and the Redis keys under --cluster-prefix; both are cleared before,
-     and dropped or deleted after each run, also when the suite fails or is
-     interrupted. The fire runs measure the cost per fire (CPU of the
-     nodes, PostgreSQL and Redis; SQL transactions; Redis commands);
-  4. the peers (the bench/peers module, built with go): asynq on Redis
-     127.0.0.1:6379 database --redis-db (which must be empty, and is flushed
-     afterwards) and River on --pg (database toc_bench_river is created and
-     dropped). A peer whose service does not answer is skipped and said so.
-
-Every process it starts (this binary, go and the peers) is bounded in time
-(--run-timeout) and stopped by its pid only. All traffic stays on loopback:
---pg and --cluster-redis must be there. Run it from the repository (for the
-peers, the commit and the default --out), with Go installed for the peers.
-
-Examples:
-  toc bench suite
-  toc bench suite --fire-n 100000 --fire-spread 10s --pending-n 10000000
-  toc bench suite --peers=false            # toc only
-  toc bench suite --cluster=false          # without toc's cluster mode
-  toc bench suite --embedded=false --peers=false --cluster-nodes 3
-  toc bench suite --cluster-nodes 1,3 --cluster-logs /tmp/toc-logs
-`
-
-// benchSuiteFlags are the flags of `toc bench suite`, set on a Config.
-func benchSuiteFlags(fs *flag.FlagSet, c *suite.Config) (embedded, peers, cluster *bool, nodes, out *string) {
-	embedded = fs.Bool("embedded", true, "run toc embedded and pending (--embedded=false: only the cluster and the peers)")
-	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", suite.CeilingDurationDefault, "push ceiling: its 64 senders POST back to back for this `long`")
-	fs.IntVar(&c.FireN, "fire-n", suite.FireNDefault, "embedded fire: the most tasks over --fire-spread (the run is at R = min(this rate, half the push ceiling))")
-	fs.DurationVar(&c.FireSpread, "fire-spread", suite.FireSpreadDefault, "fire: spread the due times over this `duration` (embedded and the peers)")
-	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: the most tasks over --fire-spread (the run is at min(5 R, 0.3x the pull baseline's drain rate))")
-	fs.IntVar(&c.BurstN, "burst-n", suite.BurstNDefault, "embedded burst, by push and by pull consumers: tasks due at one instant")
-	fs.IntVar(&c.SingleN, "single-n", suite.SingleNDefault, "embedded schedule, one task per request from 16 clients: tasks")
-	fs.DurationVar(&c.SingleHold, "single-hold", suite.SingleHoldDefault, "embedded schedule, one per request: the tasks are due this `long` after the start")
-	fs.IntVar(&c.BatchN, "batch-n", suite.BatchNDefault, "embedded schedule in batches of 1000: tasks")
-	fs.DurationVar(&c.BatchHold, "batch-hold", suite.BatchHoldDefault, "embedded schedule in batches: the tasks are due this `long` after the start")
-	fs.IntVar(&c.PendingN, "pending-n", suite.PendingNDefault, "pending: far-future tasks on a separate toc serve")
-	peers = fs.Bool("peers", true, "run the peers, asynq and River (--peers=false: toc only)")
-	fs.IntVar(&c.PeerFireN, "peer-fire-n", 0, "peers' fire: tasks over --fire-spread (default --fire-n)")
-	fs.IntVar(&c.PeerSingleN, "peer-single-n", suite.PeerSingleNDefault, "peers' schedule, one task per call: tasks")
-	fs.IntVar(&c.PeerBatchN, "peer-batch-n", suite.PeerBatchNDefault, "peers' schedule in batches of 1000: tasks")
-	fs.IntVar(&c.RedisDB, "redis-db", suite.RedisDBDefault, "asynq's Redis `database` (1 to 15): must be empty; flushed afterwards")
-	fs.StringVar(&c.PGURL, "pg", suite.PGURLDefault, "PostgreSQL `URL` ending in /DATABASE, for River and the cluster (their databases are created beside it)")
-	cluster = fs.Bool("cluster", true, "run toc's cluster mode (--cluster=false: without it)")
-	nodes = fs.String("cluster-nodes", "1,2,3", "the cluster's node `counts`, separated by commas")
-	fs.IntVar(&c.ClusterFireN, "cluster-fire-n", suite.ClusterFireNDefault, "cluster fire: tasks over --cluster-fire-spread")
-	fs.DurationVar(&c.ClusterFireSpread, "cluster-fire-spread", 0, "cluster fire: spread the due times over this `duration` (default --fire-spread)")
-	fs.DurationVar(&c.ClusterFireLead, "cluster-fire-lead", suite.ClusterFireLeadDefault, "cluster fire: the first task is due this `long` after the start")
-	fs.IntVar(&c.ClusterSingleN, "cluster-single-n", suite.ClusterSingleNDefault, "cluster schedule, one task per request from 16 clients: tasks")
-	fs.DurationVar(&c.ClusterSingleHold, "cluster-single-hold", suite.ClusterSingleHoldDefault, "cluster schedule, one per request: the tasks are due this `long` after the start")
-	fs.IntVar(&c.ClusterBatchN, "cluster-batch-n", suite.ClusterBatchNDefault, "cluster schedule in batches of 1000: tasks")
-	fs.DurationVar(&c.ClusterBatchHold, "cluster-batch-hold", suite.ClusterBatchHoldDefault, "cluster schedule in batches: the tasks are due this `long` after the start")
-	fs.IntVar(&c.ClusterPendingN, "cluster-pending-n", suite.ClusterPendingNDefault, "cluster pending (1 node): far-future tasks")
-	fs.DurationVar(&c.ClusterMaxWait, "cluster-max-wait", suite.ClusterMaxWaitDefault, "bounds each cluster run's wait for deliveries (its --max-wait)")
-	fs.StringVar(&c.ClusterDB, "cluster-db", suite.ClusterDBDefault, "the cluster's PostgreSQL `database`: created and dropped around each run")
-	fs.StringVar(&c.ClusterPrefix, "cluster-prefix", suite.ClusterPrefixDefault, "the cluster's Redis key `prefix`: its keys are deleted around each run")
-	fs.StringVar(&c.ClusterRedis, "cluster-redis", suite.ClusterRedisDefault, "the cluster's Redis `address`")
-	fs.StringVar(&c.ClusterLogs, "cluster-logs", "", "keep the cluster nodes' logs in this `directory`")
-	fs.DurationVar(&c.RunTimeout, "run-timeout", suite.RunTimeoutDefault, "bounds each benchmark process and the peers' build")
-	out = fs.String("out", "", "write the results to this `file` (default bench/RESULTS.md of the repository)")
-	return embedded, peers, cluster, nodes, out
-}
-
-// benchSuiteConfig parses the arguments of `toc bench suite` into a Config
-// with its defaults filled in and validated. exe is the toc binary to run,
-// root the repository's root ("" when unknown).
-func benchSuiteConfig(e *env, args []string, exe, root string) (suite.Config, error) {
-	const name = "bench suite"
-	fs := newFlagSet(e, name, benchSuiteHelp)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: toc bench suite [flags]\n\n%s\n\nflags:\n", strings.TrimSpace(benchSuiteHelp))
-		fs.PrintDefaults()
-	}
-	var c suite.Config
-	embedded, peers, cluster, nodes, out := benchSuiteFlags(fs, &c)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return c, err
-	}
-	if err := noArgs(name, pos); err != nil {
-		return c, err
-	}
-	var bad error
-	fs.Visit(func(f *flag.Flag) {
-		if g, ok := f.Value.(flag.Getter); ok && bad == nil {
-			if n, ok := g.Get().(int); ok && n < 1 {
-				bad = usagef("%s: --%s must be at least 1, got %d", name, f.Name, n)
-			}
-		}
-	})
-	if bad != nil {
-		return c, bad
-	}
-	c.SkipEmbedded, c.SkipPeers, c.SkipCluster = !*embedded, !*peers, !*cluster
-	for s := range strings.FieldsFuncSeq(*nodes, func(r rune) bool { return r == ',' || r == ' ' }) {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return c, usagef("%s: --cluster-nodes: want node counts separated by commas, got %q", name, *nodes)
-		}
-		c.ClusterNodes = append(c.ClusterNodes, n)
-	}
-	if len(c.ClusterNodes) == 0 {
-		return c, usagef("%s: --cluster-nodes: want node counts separated by commas, got %q", name, *nodes)
-	}
-	c.Exe, c.Root, c.Out, c.Stderr = exe, root, *out, e.stderr
-	if c.Out == "" && root != "" {
-		c.Out = filepath.Join(root, "bench", "RESULTS.md")
-	}
-	if c.Out == "" {
-		return c, usagef("%s: not in toc's repository: give --out", name)
-	}
-	if c.Root == "" && !c.SkipPeers {
-		return c, usagef("%s: not in toc's repository, which has the peers: run it there, or give --peers=false", name)
-	}
-	c.Command = strings.Join(append([]string{"toc", "bench", "suite"}, args...), " ")
-	c.EnsureDefaults()
-	if err := c.Validate(); err != nil {
-		var ce *suite.ConfigError
-		if errors.As(err, &ce) && ce.Field != "Exe" {
-			return c, usagef("%s: --%s %s", name, flagName(ce.Field), ce.Reason)
-		}
-		return c, err
-	}
-	return c, nil
-}
-
-// flagName is the flag of a Config field: ClusterFireN is cluster-fire-n.
-func flagName(field string) string {
-	switch field {
-	case "PGURL":
-		return "pg"
-	case "ClusterNodes":
-		return "cluster-nodes"
-	}
-	var b strings.Builder
-	rs := []rune(field)
-	for i, r := range rs {
-		upper := unicode.IsUpper(r)
-		if i > 0 && upper && (unicode.IsLower(rs[i-1]) || (i+1 < len(rs) && unicode.IsLower(rs[i+1]))) {
-			b.WriteByte('-')
-		}
-		b.WriteRune(unicode.ToLower(r))
-	}
-	return b.String()
-}
-
-func runBenchSuite(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
-	var root string
-	if wd, err := os.Getwd(); err == nil {
-		root = suite.FindRoot(wd)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("bench suite: the toc binary to run: %w", err)
-	}
-	c, err := benchSuiteConfig(e, args, exe, root)
-	if err != nil {
-		return helpOK(err)
-	}
-	return suite.Run(ctx, c) // its errors say "suite: "
 }
 
 // writeHeapProfile writes the process's allocations profile to path.

@@ -16,13 +16,14 @@ import (
 	"strings"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/task"
 )
 
 // ErrUsage is wrapped by every error that comes from the command line
 // itself (an unknown command, a missing or malformed flag) rather than from
 // doing the work; main exits with status 2 for these.
-var ErrUsage = errors.New("toc: usage error")
+var ErrUsage = server.ErrUsage
 
 // usageError is a command-line mistake. Its text is the message alone.
 type usageError struct{ msg string }

@@ -1,6 +1,6 @@
 // Package storesize measures what a toc cluster keeps in its shared stores,
 // for `toc bench --workload pending`: the memory of its Redis and the size
-// of its PostgreSQL databases. For `toc bench suite` it also creates and
+// of its PostgreSQL databases. For the suite (bench/suite) it also creates and
 // drops a cluster's database, deletes its keys and reads the services'
 // versions. It is the one package of the benchmark that imports their
 // drivers.

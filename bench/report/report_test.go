@@ -1,10 +1,12 @@
-package bench_test
+package report_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toc-dev/toc/bench/report"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -29,13 +31,13 @@ const suiteResults = `
 {"system":"asynq","variant":"tight poll (DelayedTaskCheckInterval=1ms, TaskCheckInterval=1ms)","workload":"fire","n":50000,"batch":1000,"concurrency":16,"spread_sec":5,"fired":50000,"missing":0,"duplicates":0,"early":7696,"schedule_per_sec":25551.9,"lateness_ms":{"min":-977.506,"p50":1008.147,"p90":2197.27,"p99":2723.641,"p999":2910.006,"max":3015.186},"rss_bytes":0,"disk_bytes":0,"notes":["asynq has no batch enqueue: a batch is that many Enqueue calls in a row"]}
 `
 
-func suiteReport(t *testing.T) *bench.Report {
+func suiteReport(t *testing.T) *report.Report {
 	t.Helper()
-	rep := &bench.Report{
-		Command: "toc bench suite",
+	rep := &report.Report{
+		Command: "bash bench/run.sh",
 		Written: time.Date(2026, 11, 23, 18, 31, 5, 0, time.UTC),
 		Took:    336*time.Second + 700*time.Millisecond,
-		Machine: bench.Machine{
+		Machine: report.Machine{
 			CPUs: 2, CPUModel: "AMD EPYC", MemoryBytes: 24_641_544 << 10, OS: "Linux 6.18.44-fc-v769", Go: "go1.26.8", Toc: "37e4c54",
 			Asynq: "v0.26.0", Redis: "7.0.15", RedisAppendOnly: "no",
 			River: "v0.51.1", RiverPGXv5: "v0.51.1", PGX: "v5.12.0", Postgres: "15.20 (Debian 15.20-0+deb12u1)",
@@ -56,7 +58,7 @@ func suiteReport(t *testing.T) *bench.Report {
 			t.Fatalf("%v: %s", err, line)
 		}
 		if r.System == "toc" {
-			r.Targets = bench.TocTargets(r)
+			r.Targets = report.TocTargets(r)
 		}
 		rep.Results = append(rep.Results, r)
 	}
@@ -69,7 +71,7 @@ func suiteReport(t *testing.T) *bench.Report {
 func TestWriteMarkdown(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	if err := bench.WriteMarkdown(&b, suiteReport(t)); err != nil {
+	if err := report.WriteMarkdown(&b, suiteReport(t)); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()
@@ -77,7 +79,7 @@ func TestWriteMarkdown(t *testing.T) {
 
 	// Key rows, each exactly as run.sh wrote it.
 	for _, want := range []string{
-		"Written by `toc bench suite` (`bash bench/run.sh` runs it) on 2026-11-23 18:31 UTC in 336s; run it",
+		"Written by `bash bench/run.sh` on 2026-11-23 18:31 UTC in 336s; run it again to",
 		"| CPUs (`nproc`) | 2 (AMD EPYC) |",
 		"| memory | 23.5 GiB |",
 		"| OS | Linux 6.18.44-fc-v769 |",
@@ -208,7 +210,7 @@ func countRows(doc, heading string) int {
 func TestWriteMarkdownEmpty(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite"}); err != nil {
+	if err := report.WriteMarkdown(&b, &report.Report{Command: "bash bench/run.sh"}); err != nil {
 		t.Fatal(err)
 	}
 	got := b.String()
@@ -234,7 +236,7 @@ func TestWriteMarkdownTwoApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite", Results: []*bench.Result{r}}); err != nil {
+	if err := report.WriteMarkdown(&b, &report.Report{Command: "bash bench/run.sh", Results: []*bench.Result{r}}); err != nil {
 		t.Fatal(err)
 	}
 	want := "| push, embedded | 50000 | 8163 | 6125 | 501 | 0 | 30.5 | 135.8 | 171.3 | 501 | 135.8 | 99% |"
@@ -242,7 +244,7 @@ func TestWriteMarkdownTwoApp(t *testing.T) {
 		t.Errorf("lacks the two apps' section or its row %q:\n%s", want, got)
 	}
 	b.Reset()
-	if err := bench.WriteMarkdown(&b, &bench.Report{Command: "toc bench suite"}); err != nil {
+	if err := report.WriteMarkdown(&b, &report.Report{Command: "bash bench/run.sh"}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "## Two apps") {

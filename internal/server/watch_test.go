@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestWatchConfigSeesEditDuringStart(t *testing.T) {
 	if err := os.WriteFile(path, []byte("apps:\n  shop:\n    max_payload: 10\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	loaded := stampOf(path) // what serve loaded
+	loaded := StampOf(path) // what serve loaded
 	if err := os.WriteFile(path, []byte("apps:\n  shop:\n    max_payload: 100\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package bench
+package report
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/toc-dev/toc/internal/bench"
 )
 
 // The targets of issue #25: toc's cost per timer set against what the work
@@ -49,7 +51,7 @@ func PullRate(r, pullBaseline float64) float64 {
 
 // embeddedRun is the first embedded toc run of workload whose variant
 // starts with delivery ("" for schedule runs) that match says is the one.
-func embeddedRun(results []*Result, workload string, match func(*Result) bool) *Result {
+func embeddedRun(results []*bench.Result, workload string, match func(*bench.Result) bool) *bench.Result {
 	for _, r := range results {
 		if r.System == "toc" && r.Workload == workload && strings.Contains(r.Variant, "embedded") && match(r) {
 			return r
@@ -59,20 +61,20 @@ func embeddedRun(results []*Result, workload string, match func(*Result) bool) *
 }
 
 // ceilingOf is the suite's push ceiling run, or nil.
-func ceilingOf(results []*Result) *Result {
+func ceilingOf(results []*bench.Result) *bench.Result {
 	for _, r := range results {
-		if r.System == SystemBaseline && r.Workload == WorkloadCeiling {
+		if r.System == bench.SystemBaseline && r.Workload == bench.WorkloadCeiling {
 			return r
 		}
 	}
 	return nil
 }
 
-func isPull(r *Result) bool { return strings.HasPrefix(r.Variant, DeliveryPull) }
+func isPull(r *bench.Result) bool { return strings.HasPrefix(r.Variant, bench.DeliveryPull) }
 
 // processCPU is the CPU per operation of the measured processes (toc's
 // part: with embedded runs and the baselines the bench process), or 0.
-func processCPU(r *Result) float64 {
+func processCPU(r *bench.Result) float64 {
 	if p := processCPUOf(r); p != nil {
 		return *p
 	}
@@ -80,9 +82,9 @@ func processCPU(r *Result) float64 {
 }
 
 // processCPUOf is processCPU, nil when not measured.
-func processCPUOf(r *Result) *float64 {
+func processCPUOf(r *bench.Result) *float64 {
 	c := r.Cost
-	if r.Workload == WorkloadSchedule {
+	if r.Workload == bench.WorkloadSchedule {
 		c = r.CreateCost
 	}
 	if c == nil {
@@ -92,9 +94,9 @@ func processCPUOf(r *Result) *float64 {
 }
 
 // machineCPUOf is the machine's CPU per operation of r, or nil.
-func machineCPUOf(r *Result) *float64 {
+func machineCPUOf(r *bench.Result) *float64 {
 	c := r.Cost
-	if r.Workload == WorkloadSchedule {
+	if r.Workload == bench.WorkloadSchedule {
 		c = r.CreateCost
 	}
 	if c == nil {
@@ -104,13 +106,13 @@ func machineCPUOf(r *Result) *float64 {
 }
 
 // issue25Targets are issue #25's targets, each whose runs are in results.
-func issue25Targets(results []*Result) []suiteTarget {
+func issue25Targets(results []*bench.Result) []suiteTarget {
 	var ts []suiteTarget
 	add := func(of, name string, met bool, format string, args ...any) {
-		ts = append(ts, suiteTarget{Check: Check{Name: "#25: " + name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
+		ts = append(ts, suiteTarget{Check: bench.Check{Name: "#25: " + name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
 	}
 	ceil := ceilingOf(results)
-	fire := embeddedRun(results, WorkloadFire, func(r *Result) bool { return !isPull(r) && r.SpreadSec > 0 })
+	fire := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return !isPull(r) && r.SpreadSec > 0 })
 	if fire != nil {
 		if base := baselineOf(results, fire); base != nil {
 			of := joinSet(", ", fire.Workload, fire.Variant)
@@ -126,20 +128,20 @@ func issue25Targets(results []*Result) []suiteTarget {
 			}
 		}
 	}
-	if burst := embeddedRun(results, WorkloadFire, func(r *Result) bool { return !isPull(r) && r.SpreadSec == 0 }); burst != nil && ceil != nil {
+	if burst := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return !isPull(r) && r.SpreadSec == 0 }); burst != nil && ceil != nil {
 		add(joinSet(", ", burst.Workload, burst.Variant), fmt.Sprintf("a push burst of %d drained at >= %gx the push ceiling", burst.N, Target25BurstPush),
 			burst.DrainPerSec >= Target25BurstPush*ceil.DrainPerSec && burst.Missing == 0,
 			"%.0f/s, %sx the ceiling's %.0f/s", burst.DrainPerSec, ratioString(burst.DrainPerSec, ceil.DrainPerSec), ceil.DrainPerSec)
 	}
-	var pullBase *Result
-	if pb := embeddedRun(results, WorkloadFire, func(r *Result) bool { return isPull(r) && r.SpreadSec == 0 }); pb != nil {
+	var pullBase *bench.Result
+	if pb := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return isPull(r) && r.SpreadSec == 0 }); pb != nil {
 		if pullBase = baselineOf(results, pb); pullBase != nil {
 			add(joinSet(", ", pb.Workload, pb.Variant), fmt.Sprintf("a pull burst of %d drained at >= %gx the pull baseline's, each acked once", pb.N, Target25BurstPull),
 				pb.DrainPerSec >= Target25BurstPull*pullBase.DrainPerSec && pb.Missing == 0 && pb.Duplicates == 0,
 				"%.0f/s, %sx the baseline's %.0f/s; %d missing, %d duplicates", pb.DrainPerSec, ratioString(pb.DrainPerSec, pullBase.DrainPerSec), pullBase.DrainPerSec, pb.Missing, pb.Duplicates)
 		}
 	}
-	if pf := embeddedRun(results, WorkloadFire, func(r *Result) bool { return isPull(r) && r.SpreadSec > 0 }); pf != nil {
+	if pf := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return isPull(r) && r.SpreadSec > 0 }); pf != nil {
 		rate := float64(pf.N) / pf.SpreadSec
 		got := fmt.Sprintf("%.2f ms at %.0f/s, %d missing", pf.LatenessMs.P99, rate, pf.Missing)
 		met := pf.LatenessMs.P99 <= Target25PullP99Ms && pf.Missing == 0
@@ -161,7 +163,7 @@ func issue25Targets(results []*Result) []suiteTarget {
 		{1, Target25Single, "creates one per request >= %gx the create baseline"},
 		{1000, Target25Batch, "creates in batches of 1000 >= %gx the batched create baseline"},
 	} {
-		r := embeddedRun(results, WorkloadSchedule, func(r *Result) bool { return r.Batch == c.batch })
+		r := embeddedRun(results, bench.WorkloadSchedule, func(r *bench.Result) bool { return r.Batch == c.batch })
 		if r == nil {
 			continue
 		}
@@ -190,10 +192,10 @@ func issue25Targets(results []*Result) []suiteTarget {
 		}
 	}
 	for _, c := range []struct {
-		r     *Result
+		r     *bench.Result
 		batch int
 	}{{one.single, 1}, {one.batch, 1000}} {
-		e := embeddedRun(results, WorkloadSchedule, func(r *Result) bool { return r.Batch == c.batch })
+		e := embeddedRun(results, bench.WorkloadSchedule, func(r *bench.Result) bool { return r.Batch == c.batch })
 		if c.r == nil || e == nil {
 			continue
 		}
@@ -204,7 +206,7 @@ func issue25Targets(results []*Result) []suiteTarget {
 	return ts
 }
 
-func rateOf(r *Result) float64 {
+func rateOf(r *bench.Result) float64 {
 	if r.SpreadSec <= 0 {
 		return 0
 	}
@@ -214,7 +216,7 @@ func rateOf(r *Result) float64 {
 // costRows are the rows of the cost table: each toc run with a baseline,
 // its headline figure beside the baseline's, and what each cost per
 // operation, the measured processes' CPU and the whole machine's.
-func costRows(results []*Result) [][]string {
+func costRows(results []*bench.Result) [][]string {
 	var rows [][]string
 	cell := func(f *float64) string {
 		if f == nil {
@@ -235,9 +237,9 @@ func costRows(results []*Result) [][]string {
 		var figure string
 		var t, b float64
 		switch {
-		case r.Workload == WorkloadFire && r.SpreadSec == 0:
+		case r.Workload == bench.WorkloadFire && r.SpreadSec == 0:
 			figure, t, b = "drained/s", r.DrainPerSec, base.DrainPerSec
-		case r.Workload == WorkloadFire:
+		case r.Workload == bench.WorkloadFire:
 			figure, t, b = "p99 ms", r.LatenessMs.P99, base.LatenessMs.P99
 		default:
 			figure, t, b = "tasks/s", math.Floor(r.SchedulePerSec), math.Floor(base.SchedulePerSec)

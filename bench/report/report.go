@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"cmp"
@@ -9,8 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/toc-dev/toc/internal/bench"
 )
 
 // Toc's targets, from the benchmark issue. Nothing enforces them: the
@@ -55,14 +56,14 @@ const (
 
 // TocTargets returns the targets that apply to r, a run against toc, each
 // marked met or not. Fire targets apply from TargetFireRate on.
-func TocTargets(r *Result) []Check {
-	var cs []Check
+func TocTargets(r *bench.Result) []bench.Check {
+	var cs []bench.Check
 	add := func(name string, met bool, format string, args ...any) {
-		cs = append(cs, Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)})
+		cs = append(cs, bench.Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)})
 	}
 	switch r.Workload {
-	case WorkloadFire:
-		pull := strings.HasPrefix(r.Variant, DeliveryPull)
+	case bench.WorkloadFire:
+		pull := strings.HasPrefix(r.Variant, bench.DeliveryPull)
 		rate := 0.0 // fires/s; 0 for a burst
 		if r.SpreadSec > 0 {
 			rate = float64(r.N) / r.SpreadSec
@@ -88,7 +89,7 @@ func TocTargets(r *Result) []Check {
 			add(fmt.Sprintf("#13: push fire max <= %g ms at %d fires/s", Target13FireMaxMs, TargetFireRate), l.Max <= Target13FireMaxMs && r.Missing == 0, "%.2f ms", l.Max)
 		}
 		cs = append(cs, costTargets(r)...)
-	case WorkloadSchedule:
+	case bench.WorkloadSchedule:
 		switch {
 		case r.Batch >= 1000:
 			add(fmt.Sprintf("schedule >= %d tasks/s in batches of 1000", TargetBatchPerSec), r.SchedulePerSec >= TargetBatchPerSec, "%.0f/s", r.SchedulePerSec)
@@ -97,7 +98,7 @@ func TocTargets(r *Result) []Check {
 			add(fmt.Sprintf("schedule >= %d tasks/s single from 16 clients", TargetSinglePerSec), r.SchedulePerSec >= TargetSinglePerSec, "%.0f/s", r.SchedulePerSec)
 			add(fmt.Sprintf("#13: schedule >= %d tasks/s single from 16 clients", Target13SinglePerSec), r.SchedulePerSec >= Target13SinglePerSec, "%.0f/s", r.SchedulePerSec)
 		}
-	case WorkloadPending:
+	case bench.WorkloadPending:
 		if r.RSSBytes > 0 {
 			add(fmt.Sprintf("rss <= %g B per pending task", TargetRSSPerTask), r.RSSPerTask <= TargetRSSPerTask, "%.0f B", r.RSSPerTask)
 		}
@@ -107,7 +108,7 @@ func TocTargets(r *Result) []Check {
 
 // costTargets are #12's cost targets for a fire run on one node of a
 // cluster (one whose SQL or Redis was measured), each that was measured.
-func costTargets(r *Result) []Check {
+func costTargets(r *bench.Result) []bench.Check {
 	c := r.Cost
 	if c == nil || r.Nodes != 1 || (c.SQLXactsPerFire == nil && c.RedisCommandsPerFire == nil) {
 		return nil
@@ -116,164 +117,26 @@ func costTargets(r *Result) []Check {
 	if r.SpreadSec > 0 {
 		at = fmt.Sprintf(" at %.0f fires/s", float64(r.N)/r.SpreadSec)
 	}
-	var cs []Check
+	var cs []bench.Check
 	if v := c.SQLXactsPerFire; v != nil {
-		cs = append(cs, Check{Name: fmt.Sprintf("#12: SQL transactions per fire <= %g, one node", Target12SQLXactsPerFire),
+		cs = append(cs, bench.Check{Name: fmt.Sprintf("#12: SQL transactions per fire <= %g, one node", Target12SQLXactsPerFire),
 			Met: *v <= Target12SQLXactsPerFire, Got: fmt.Sprintf("%s%s", num(*v), at)})
 	}
 	if v := c.RedisCommandsPerFire; v != nil {
-		cs = append(cs, Check{Name: fmt.Sprintf("#12: Redis commands per fire <= %g, one node", Target12RedisCmdsPerFire),
+		cs = append(cs, bench.Check{Name: fmt.Sprintf("#12: Redis commands per fire <= %g, one node", Target12RedisCmdsPerFire),
 			Met: *v <= Target12RedisCmdsPerFire, Got: fmt.Sprintf("%s%s", num(*v), at)})
 	}
 	if u := c.CPUUsPerFire; u.Toc != nil && u.SQL != nil && u.Redis != nil {
-		cs = append(cs, Check{Name: fmt.Sprintf("#12: CPU per fire <= %g µs (node, PostgreSQL and Redis), one node", Target12CPUUsPerFire),
+		cs = append(cs, bench.Check{Name: fmt.Sprintf("#12: CPU per fire <= %g µs (node, PostgreSQL and Redis), one node", Target12CPUUsPerFire),
 			Met: u.Total <= Target12CPUUsPerFire, Got: fmt.Sprintf("%s µs%s", num(u.Total), at)})
 	}
 	return cs
 }
 
-// WriteTable writes r for people: one line per figure.
-func WriteTable(w io.Writer, r *Result) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	title := r.System + " " + r.Workload
-	if r.Variant != "" {
-		title += " (" + r.Variant + ")"
-	}
-	fmt.Fprintf(tw, "%s: n=%d, batch %d, %d clients", title, r.N, r.Batch, r.Concurrency)
-	if r.Nodes > 1 {
-		fmt.Fprintf(tw, ", %d nodes", r.Nodes)
-	}
-	if r.SpreadSec > 0 {
-		fmt.Fprintf(tw, ", spread %gs (%.0f/s)", r.SpreadSec, float64(r.N)/r.SpreadSec)
-	}
-	fmt.Fprintf(tw, ", %.1fs\n", r.ElapsedSec)
-	row := func(k, format string, args ...any) {
-		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{k}, args...)...)
-	}
-	if r.Workload != WorkloadPending {
-		row("fired", "%d", r.Fired)
-		row("missing", "%d", r.Missing)
-		row("duplicates", "%d", r.Duplicates)
-		row("early", "%d", r.Early)
-		l := r.LatenessMs
-		row("lateness ms", "p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  (min %.2f)", l.P50, l.P90, l.P99, l.P999, l.Max, l.Min)
-		if len(r.Timeline) > 0 {
-			row("timeline", "lateness ms per %g ms of due time, from the first due time", r.TimelineMs)
-		}
-		for _, b := range r.Timeline {
-			row(fmt.Sprintf("  +%.3fs", b.FromMs/1000), "n %-6d p50 %-8.2f p99 %-8.2f max %.2f", b.N, b.P50, b.P99, b.Max)
-		}
-	}
-	row("schedule", "%.0f tasks/s (%.3fs)", r.SchedulePerSec, r.ScheduleSec)
-	if r.FillPerSec > 0 {
-		row("fill", "%.0f tasks/s", r.FillPerSec)
-	}
-	if r.RSSBytes > 0 {
-		row("rss", "%s%s", mib(r.RSSBytes), perTask(r.RSSPerTask))
-	}
-	if r.DiskBytes > 0 {
-		row("disk", "%s%s", mib(r.DiskBytes), perTask(r.DiskPerTask))
-	}
-	if r.RedisBytes != nil {
-		row("redis", "%+d B used_memory growth (%.1f B per pending task)", *r.RedisBytes, *r.RedisPerTask)
-	}
-	if r.RedisPrefixBytes != nil {
-		row("redis prefix", "%+d B growth of the cluster's keys", *r.RedisPrefixBytes)
-	}
-	if r.SQLBytes != nil {
-		row("sql", "%s growth (%.0f B per pending task)", mib(*r.SQLBytes), *r.SQLPerTask)
-	}
-	if c := r.Cost; c != nil {
-		row("cost", "%d fires over %.2fs (from just before the first due time to after the last delivery)", c.Fires, c.WindowSec)
-		row("cpu µs/fire", "%s%s", cpuParts(c.CPUUsPerFire), machineCPU(c))
-		if c.SQLXactsPerFire != nil {
-			stmts := "n/a"
-			if c.SQLStatementsPerFire != nil {
-				stmts = num(*c.SQLStatementsPerFire)
-			}
-			row("sql/fire", "%s transactions, %s statements", num(*c.SQLXactsPerFire), stmts)
-		}
-		if c.RedisCommandsPerFire != nil {
-			row("redis/fire", "%s commands", num(*c.RedisCommandsPerFire))
-		}
-	}
-	if c := r.CreateCost; c != nil {
-		row("create cost", "%d creates over %.2fs (the scheduling window)", c.Fires, c.WindowSec)
-		row("cpu µs/create", "%s%s", cpuParts(c.CPUUsPerFire), machineCPU(c))
-		if c.SQLXactsPerFire != nil {
-			row("sql/create", "%s transactions", num(*c.SQLXactsPerFire))
-		}
-		if c.RedisCommandsPerFire != nil {
-			row("redis/create", "%s commands", num(*c.RedisCommandsPerFire))
-		}
-	}
-	if r.DrainPerSec > 0 {
-		row("drained", "%.0f tasks/s (all due at one instant: fired over max lateness)", r.DrainPerSec)
-	}
-	if q := r.Quiet; q != nil {
-		row("quiet app", "%d jobs, one every few ms from the burst's due time: %d fired, %d missing", q.N, q.Fired, q.Missing)
-		l := q.LatenessMs
-		row("quiet ms", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", l.P50, l.P90, l.P99, l.Max)
-		l = q.DuringDrainMs
-		row("quiet ms, drain", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  (the %d due while the burst drained)", l.P50, l.P90, l.P99, l.Max, q.DuringDrainN)
-	}
-	if p := r.CPUPressure; p != nil {
-		row("cpu pressure", "%.0f%% of the run some task waited for a CPU (/proc/pressure/cpu)", *p*100)
-	}
-	for _, c := range r.Targets {
-		met := "MISSED"
-		if c.Met {
-			met = "met"
-		}
-		row("target", "%s: %s (%s)", c.Name, met, c.Got)
-	}
-	for _, n := range r.Notes {
-		row("note", "%s", n)
-	}
-	return tw.Flush()
-}
-
-// machineCPU is "; machine 123.4 (CPU pressure 40%)", what the whole
-// machine spent per operation and how busy it was, as far as measured.
-func machineCPU(c *Cost) string {
-	s := ""
-	if c.MachineCPUUsPerFire != nil {
-		s = "; machine " + num(*c.MachineCPUUsPerFire)
-	}
-	if c.CPUPressure != nil {
-		s += fmt.Sprintf(" (CPU pressure %.0f%% of the window)", *c.CPUPressure*100)
-	}
-	return s
-}
-
-// cpuParts is "total 123.4 (toc 80, sql 20.3, redis 23.1)", the parts
-// measured only.
-func cpuParts(c CPUCost) string {
-	var parts []string
-	for _, p := range []struct {
-		name string
-		v    *float64
-	}{{"toc", c.Toc}, {"sql", c.SQL}, {"redis", c.Redis}} {
-		if p.v != nil {
-			parts = append(parts, p.name+" "+num(*p.v))
-		}
-	}
-	return fmt.Sprintf("total %s (%s)", num(c.Total), strings.Join(parts, ", "))
-}
-
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func perTask(b float64) string {
-	if b == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (%.0f B per pending task)", b)
-}
-
-// Report is the outcome of a run of the whole suite (`toc bench suite`), as
+// Report is the outcome of a run of the whole suite (bench/suite), as
 // [WriteMarkdown] writes it to bench/RESULTS.md.
 type Report struct {
-	// Command is the command that wrote the file, like "toc bench suite
+	// Command is the command that wrote the file, like "bash bench/run.sh
 	// --peers=false".
 	Command string
 	// Written is when the suite ended; Took how long it ran.
@@ -282,7 +145,7 @@ type Report struct {
 	Machine Machine
 	// Results are the runs, in the order they ran. The cluster's have a
 	// variant that contains "cluster".
-	Results []*Result
+	Results []*bench.Result
 	// ClusterNodes are the node counts of the cluster section (1 2 3), and
 	// ClusterMaxWait the --max-wait of its runs.
 	ClusterNodes   []int
@@ -317,8 +180,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	m := rep.Machine
 	fmt.Fprintf(b, `# Benchmark results
 
-Written by `+"`%s`"+` (`+"`bash bench/run.sh`"+` runs it) on %s in %ds; run it
-again to regenerate this file. What the workloads do: `+"`toc help bench`"+` and
+Written by `+"`%s`"+` on %s in %ds; run it again to
+regenerate this file. What the workloads do: `+"`toc help bench`"+` and
 `+"`internal/bench`"+`. Go micro-benchmarks of the create path:
 `+"`go test -run - -bench Create ./internal/bench/`"+`.
 
@@ -393,7 +256,7 @@ per create over the scheduling window for schedule runs.
 |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `)
 	for _, r := range rep.Results {
-		if r.Workload == WorkloadPending || r.Workload == WorkloadTwoApp { // sections of their own
+		if r.Workload == bench.WorkloadPending || r.Workload == bench.WorkloadTwoApp { // sections of their own
 			continue
 		}
 		spread := ""
@@ -505,7 +368,7 @@ sched/s is a probe scheduled on top of the pending tasks.
 |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `)
 	for _, r := range rep.Results {
-		if r.Workload != WorkloadPending {
+		if r.Workload != bench.WorkloadPending {
 			continue
 		}
 		var sqlMiB, sqlPer, redis, redisPer, prefix string
@@ -560,9 +423,9 @@ sched/s is a probe scheduled on top of the pending tasks.
 
 // tocCPUPerTask is the toc processes' CPU µs per fire (fire runs) or per
 // create (schedule runs), or "" when not measured.
-func tocCPUPerTask(r *Result) string {
+func tocCPUPerTask(r *bench.Result) string {
 	c := r.Cost
-	if r.Workload == WorkloadSchedule {
+	if r.Workload == bench.WorkloadSchedule {
 		c = r.CreateCost
 	}
 	if c == nil || c.CPUUsPerFire.Toc == nil {
@@ -572,12 +435,12 @@ func tocCPUPerTask(r *Result) string {
 }
 
 // clusterRuns are a node count's runs in the cluster table.
-type clusterRuns struct{ fire, single, batch *Result }
+type clusterRuns struct{ fire, single, batch *bench.Result }
 
 // clusterGroups groups the cluster's runs by node count: the first fire
 // run, the first schedule run of one task per request and the first in
 // batches of each.
-func clusterGroups(results []*Result) map[int]*clusterRuns {
+func clusterGroups(results []*bench.Result) map[int]*clusterRuns {
 	byNodes := map[int]*clusterRuns{}
 	for _, r := range results {
 		if r.System != "toc" || !strings.Contains(r.Variant, "cluster") {
@@ -589,11 +452,11 @@ func clusterGroups(results []*Result) map[int]*clusterRuns {
 			byNodes[r.Nodes] = g
 		}
 		switch {
-		case r.Workload == WorkloadFire && g.fire == nil:
+		case r.Workload == bench.WorkloadFire && g.fire == nil:
 			g.fire = r
-		case r.Workload == WorkloadSchedule && r.Batch == 1 && g.single == nil:
+		case r.Workload == bench.WorkloadSchedule && r.Batch == 1 && g.single == nil:
 			g.single = r
-		case r.Workload == WorkloadSchedule && r.Batch > 1 && g.batch == nil:
+		case r.Workload == bench.WorkloadSchedule && r.Batch > 1 && g.batch == nil:
 			g.batch = r
 		}
 	}
@@ -602,14 +465,14 @@ func clusterGroups(results []*Result) map[int]*clusterRuns {
 
 // clusterRows are the rows of the cluster table: one per node count, in
 // increasing order.
-func clusterRows(results []*Result) [][]string {
+func clusterRows(results []*bench.Result) [][]string {
 	byNodes := clusterGroups(results)
 	var rows [][]string
 	for _, nodes := range slices.Sorted(maps.Keys(byNodes)) {
 		g := byNodes[nodes]
 		row := []string{itoa(nodes), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""}
 		var missing, dup int
-		for _, r := range []*Result{g.fire, g.single, g.batch} {
+		for _, r := range []*bench.Result{g.fire, g.single, g.batch} {
 			if r != nil {
 				missing += r.Missing
 				dup += r.Duplicates
@@ -641,12 +504,12 @@ func clusterRows(results []*Result) [][]string {
 // baselineOf returns the first baseline run of results that r, a toc run,
 // is set beside: the same workload, delivery (push or pull), n, batch,
 // clients and spread. Nil when there is none.
-func baselineOf(results []*Result, r *Result) *Result {
-	if r.System != "toc" || (r.Workload != WorkloadFire && r.Workload != WorkloadSchedule) {
+func baselineOf(results []*bench.Result, r *bench.Result) *bench.Result {
+	if r.System != "toc" || (r.Workload != bench.WorkloadFire && r.Workload != bench.WorkloadSchedule) {
 		return nil
 	}
 	for _, b := range results {
-		if b.System == SystemBaseline && b.Workload == r.Workload && isPull(b) == isPull(r) && b.N == r.N && b.Batch == r.Batch &&
+		if b.System == bench.SystemBaseline && b.Workload == r.Workload && isPull(b) == isPull(r) && b.N == r.N && b.Batch == r.Batch &&
 			b.Concurrency == r.Concurrency && b.SpreadSec == r.SpreadSec {
 			return b
 		}
@@ -657,7 +520,7 @@ func baselineOf(results []*Result, r *Result) *Result {
 // baselineRows are the rows of the baseline table: for each toc run with a
 // baseline, its fire p99 and max, or its schedule rate, beside the
 // baseline's.
-func baselineRows(results []*Result) [][]string {
+func baselineRows(results []*bench.Result) [][]string {
 	var rows [][]string
 	for _, r := range results {
 		base := baselineOf(results, r)
@@ -672,10 +535,10 @@ func baselineRows(results []*Result) [][]string {
 			rows = append(rows, []string{r.Workload, r.Variant, itoa(r.N), itoa(r.Batch), itoa(r.Concurrency), figure, num(round(b, 3)), num(round(t, 3)), ratio})
 		}
 		switch {
-		case r.Workload == WorkloadFire && r.SpreadSec == 0:
+		case r.Workload == bench.WorkloadFire && r.SpreadSec == 0:
 			add("drained/s", base.DrainPerSec, r.DrainPerSec)
 			add("max ms", base.LatenessMs.Max, r.LatenessMs.Max)
-		case r.Workload == WorkloadFire:
+		case r.Workload == bench.WorkloadFire:
 			add("p99 ms", base.LatenessMs.P99, r.LatenessMs.P99)
 			add("max ms", base.LatenessMs.Max, r.LatenessMs.Max)
 		default:
@@ -688,18 +551,18 @@ func baselineRows(results []*Result) [][]string {
 // suiteTarget is a target that sets runs of one suite side by side; of
 // says which.
 type suiteTarget struct {
-	Check
+	bench.Check
 	of string
 }
 
 // suiteTargets are the targets of runs side by side: #13's goal, a toc
 // push fire's p99 within Target13BaselineRatio times the baseline's; and
 // #12's, three nodes' fire p99 and CPU per fire against one node's.
-func suiteTargets(results []*Result) []suiteTarget {
+func suiteTargets(results []*bench.Result) []suiteTarget {
 	var ts []suiteTarget
 	for _, r := range results {
 		base := baselineOf(results, r)
-		if base == nil || r.Workload != WorkloadFire || r.SpreadSec == 0 {
+		if base == nil || r.Workload != bench.WorkloadFire || r.SpreadSec == 0 {
 			continue
 		}
 		ratio := math.Inf(1)
@@ -711,7 +574,7 @@ func suiteTargets(results []*Result) []suiteTarget {
 			at = fmt.Sprintf(" at %.0f fires/s", float64(r.N)/r.SpreadSec)
 		}
 		ts = append(ts, suiteTarget{
-			Check: Check{
+			Check: bench.Check{
 				Name: fmt.Sprintf("#13 goal: fire p99 <= %gx the baseline's%s", Target13BaselineRatio, at),
 				Met:  ratio <= Target13BaselineRatio && r.Missing == 0,
 				Got:  fmt.Sprintf("%.2f ms, %.1fx the baseline's %.2f ms", r.LatenessMs.P99, ratio, base.LatenessMs.P99),
@@ -727,7 +590,7 @@ func suiteTargets(results []*Result) []suiteTarget {
 	}
 	of := "fire, cluster, 3 nodes against 1"
 	p1, p3 := one.fire.LatenessMs.P99, three.fire.LatenessMs.P99
-	ts = append(ts, suiteTarget{Check: Check{
+	ts = append(ts, suiteTarget{Check: bench.Check{
 		Name: fmt.Sprintf("#12: three nodes' fire p99 <= %gx one node's", Target12NodesP99Ratio),
 		Met:  p3 <= Target12NodesP99Ratio*p1 && three.fire.Missing == 0,
 		Got:  fmt.Sprintf("%.2f ms, %sx one node's %.2f ms", p3, ratioString(p3, p1), p1),
@@ -735,7 +598,7 @@ func suiteTargets(results []*Result) []suiteTarget {
 	c1, c3 := one.fire.Cost, three.fire.Cost
 	if c1 != nil && c3 != nil && c1.Fires > 0 && c3.Fires > 0 {
 		u1, u3 := c1.CPUUsPerFire.Total, c3.CPUUsPerFire.Total
-		ts = append(ts, suiteTarget{Check: Check{
+		ts = append(ts, suiteTarget{Check: bench.Check{
 			Name: fmt.Sprintf("#12: three nodes' CPU per fire <= %gx one node's", Target12NodesCPURatio),
 			Met:  u3 <= Target12NodesCPURatio*u1,
 			Got:  fmt.Sprintf("%s µs, %sx one node's %s µs", num(u3), ratioString(u3, u1), num(u1)),
@@ -747,13 +610,13 @@ func suiteTargets(results []*Result) []suiteTarget {
 // oneNodeTargets are #12's targets for one cluster node: fire lateness at
 // TargetFireRate (and never early), creates one per request and in
 // batches, and no Redis growth with far-future pending tasks.
-func oneNodeTargets(one *clusterRuns, results []*Result) []suiteTarget {
+func oneNodeTargets(one *clusterRuns, results []*bench.Result) []suiteTarget {
 	if one == nil {
 		return nil
 	}
 	var ts []suiteTarget
 	add := func(of, name string, met bool, format string, args ...any) {
-		ts = append(ts, suiteTarget{Check: Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
+		ts = append(ts, suiteTarget{Check: bench.Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
 	}
 	if f := one.fire; f != nil && f.SpreadSec > 0 && float64(f.N)/f.SpreadSec >= TargetFireRate*0.99 {
 		of := "fire, cluster, 1 node"
@@ -768,7 +631,7 @@ func oneNodeTargets(one *clusterRuns, results []*Result) []suiteTarget {
 		add("schedule, cluster, 1 node", fmt.Sprintf("#12: one node's creates >= %d/s in batches of 1000", Target12BatchPerSec), r.SchedulePerSec >= Target12BatchPerSec, "%.0f/s", r.SchedulePerSec)
 	}
 	for _, r := range results {
-		if r.System == "toc" && r.Workload == WorkloadPending && strings.Contains(r.Variant, "cluster") && r.RedisPrefixBytes != nil && r.N > 0 {
+		if r.System == "toc" && r.Workload == bench.WorkloadPending && strings.Contains(r.Variant, "cluster") && r.RedisPrefixBytes != nil && r.N > 0 {
 			per := float64(*r.RedisPrefixBytes) / float64(r.N)
 			add("pending, cluster, 1 node", fmt.Sprintf("#12: Redis does not grow with far-future pending tasks (<= %g B each under the prefix)", Target12RedisBytesPerTask), per <= Target12RedisBytesPerTask, "%.2f B per task", per)
 			break
@@ -840,11 +703,11 @@ func durationString(d time.Duration) string {
 }
 
 // writeTwoApp writes the section of the twoapp runs, if any.
-func writeTwoApp(b *strings.Builder, results []*Result) {
+func writeTwoApp(b *strings.Builder, results []*bench.Result) {
 	var rows [][]string
 	for _, r := range results {
 		q := r.Quiet
-		if r.Workload != WorkloadTwoApp || q == nil {
+		if r.Workload != bench.WorkloadTwoApp || q == nil {
 			continue
 		}
 		pressure := ""
@@ -874,4 +737,9 @@ other work on the machine counts.
 	for _, row := range rows {
 		writeRow(b, row)
 	}
+}
+
+func round(x float64, places int) float64 {
+	p := math.Pow10(places)
+	return math.Round(x*p) / p
 }

@@ -1,37 +1,39 @@
-package bench
+package report
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/toc-dev/toc/internal/bench"
 )
 
 func f64(f float64) *float64 { return &f }
 
 // suite25 is a suite's runs as issue #25's targets read them: R 8000/s
 // (ceiling 16 000/s), the pull baseline draining 30 000/s.
-func suite25() []*Result {
-	cost := func(toc, machine float64) *Cost {
-		return &Cost{Fires: 1, CPUUsPerFire: CPUCost{Total: toc, Toc: f64(toc)}, MachineCPUUsPerFire: f64(machine)}
+func suite25() []*bench.Result {
+	cost := func(toc, machine float64) *bench.Cost {
+		return &bench.Cost{Fires: 1, CPUUsPerFire: bench.CPUCost{Total: toc, Toc: f64(toc)}, MachineCPUUsPerFire: f64(machine)}
 	}
-	return []*Result{
-		{System: SystemBaseline, Variant: VariantCeiling, Workload: WorkloadCeiling, N: 48000, Concurrency: 64, DrainPerSec: 16000, Cost: cost(50, 80)},
-		{System: "toc", Variant: "push, embedded", Workload: WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: Lateness{P99: 8.5}, Cost: cost(100, 150)},
-		{System: SystemBaseline, Variant: VariantTimers, Workload: WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: Lateness{P99: 3}, Cost: cost(60, 90)},
-		{System: SystemBaseline, Variant: VariantClaimServer, Workload: WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 30000},
-		{System: "toc", Variant: "pull, embedded", Workload: WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 10000},
-		{System: "toc", Variant: "pull, embedded", Workload: WorkloadFire, N: 45000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: Lateness{P99: 30}},
-		{System: "toc", Variant: "push, embedded", Workload: WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 13000},
-		{System: SystemBaseline, Variant: VariantTimers, Workload: WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 15000},
-		{System: "toc", Variant: "push, embedded", Workload: WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 5000},
-		{System: SystemBaseline, Variant: VariantGroupLog, Workload: WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 6000},
-		{System: "toc", Variant: "push, embedded", Workload: WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 20000},
-		{System: SystemBaseline, Variant: VariantGroupLog, Workload: WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 50000},
+	return []*bench.Result{
+		{System: bench.SystemBaseline, Variant: bench.VariantCeiling, Workload: bench.WorkloadCeiling, N: 48000, Concurrency: 64, DrainPerSec: 16000, Cost: cost(50, 80)},
+		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: bench.Lateness{P99: 8.5}, Cost: cost(100, 150)},
+		{System: bench.SystemBaseline, Variant: bench.VariantTimers, Workload: bench.WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: bench.Lateness{P99: 3}, Cost: cost(60, 90)},
+		{System: bench.SystemBaseline, Variant: bench.VariantClaimServer, Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 30000},
+		{System: "toc", Variant: "pull, embedded", Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 10000},
+		{System: "toc", Variant: "pull, embedded", Workload: bench.WorkloadFire, N: 45000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: bench.Lateness{P99: 30}},
+		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 13000},
+		{System: bench.SystemBaseline, Variant: bench.VariantTimers, Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 15000},
+		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 5000},
+		{System: bench.SystemBaseline, Variant: bench.VariantGroupLog, Workload: bench.WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 6000},
+		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 20000},
+		{System: bench.SystemBaseline, Variant: bench.VariantGroupLog, Workload: bench.WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 50000},
 	}
 }
 
 // marks25 are issue #25's targets of results, met or not, by a word of
 // their names.
-func marks25(t *testing.T, results []*Result) map[string]bool {
+func marks25(t *testing.T, results []*bench.Result) map[string]bool {
 	t.Helper()
 	m := map[string]bool{}
 	for _, st := range issue25Targets(results) {
@@ -81,9 +83,9 @@ func TestIssue25Targets(t *testing.T) {
 
 	// One cluster node against embedded.
 	results = append(suite25(),
-		&Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: WorkloadFire, N: 20000, SpreadSec: 5, LatenessMs: Lateness{P99: 35}, Cost: &Cost{Fires: 20000, CPUUsPerFire: CPUCost{Total: 250}}},
-		&Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: WorkloadSchedule, Batch: 1, Concurrency: 16, SchedulePerSec: 2400},
-		&Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: WorkloadSchedule, Batch: 1000, Concurrency: 4, SchedulePerSec: 19000},
+		&bench.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: bench.WorkloadFire, N: 20000, SpreadSec: 5, LatenessMs: bench.Lateness{P99: 35}, Cost: &bench.Cost{Fires: 20000, CPUUsPerFire: bench.CPUCost{Total: 250}}},
+		&bench.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: bench.WorkloadSchedule, Batch: 1, Concurrency: 16, SchedulePerSec: 2400},
+		&bench.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: bench.WorkloadSchedule, Batch: 1000, Concurrency: 4, SchedulePerSec: 19000},
 	)
 	got = marks25(t, results)
 	for k, v := range map[string]bool{
@@ -133,12 +135,12 @@ func TestPushAndPullRate(t *testing.T) {
 }
 
 func TestParseMachineCPU(t *testing.T) {
-	got, err := ParseMachineCPU([]byte("cpu  100 2 30 9999 77 4 5 6 1 0\ncpu0 50 1 15 5000 40 2 2 3 0 0\nintr 1\n"))
+	got, err := bench.ParseMachineCPU([]byte("cpu  100 2 30 9999 77 4 5 6 1 0\ncpu0 50 1 15 5000 40 2 2 3 0 0\nintr 1\n"))
 	if err != nil || got != 100+2+30+4+5+6 {
 		t.Errorf("ParseMachineCPU = %d, %v; want 147 (user nice system irq softirq steal)", got, err)
 	}
 	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 3\n", "cpu a 2 3 4 5 6 7 8 9 10\n"} {
-		if _, err := ParseMachineCPU([]byte(bad)); err == nil {
+		if _, err := bench.ParseMachineCPU([]byte(bad)); err == nil {
 			t.Errorf("ParseMachineCPU(%q): no error", bad)
 		}
 	}

@@ -1,5 +1,5 @@
-// Package suite runs toc's whole benchmark suite, as `toc bench suite` does,
-// and writes bench/RESULTS.md with [bench.WriteMarkdown]:
+// Package suite runs toc's whole benchmark suite, as `bash bench/run.sh`
+// does, and writes bench/RESULTS.md with [report.WriteMarkdown]:
 //
 //   - toc embedded: fire (push and pull), a burst due at one instant (push
 //     and pull) and schedule (one task per request and in batches), each a
@@ -17,8 +17,8 @@
 // # Processes and services
 //
 // Every process it starts is the toc binary it is given ([Config.Exe]: the
-// running one), the go command (to build the peers) or the peers' binary;
-// each is bounded in time ([Config.RunTimeout], and [StartTimeout] and
+// bench module's command builds it), the go command (to build the peers)
+// or the peers' binary; each is bounded in time ([Config.RunTimeout], and [StartTimeout] and
 // [StopTimeout] for servers) and is stopped by its pid only, also when the
 // suite fails or its context is cancelled. Servers listen on 127.0.0.1 and
 // the services must be on loopback: traffic stays on this machine.
@@ -50,6 +50,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toc-dev/toc/bench/report"
 	"github.com/toc-dev/toc/internal/bench"
 )
 
@@ -118,7 +119,7 @@ type Config struct {
 	Root string
 	// Out is the Markdown file written at the end. Required.
 	Out string
-	// Command is how the file says it was written. Default "toc bench suite".
+	// Command is how the file says it was written. Default "bash bench/run.sh".
 	Command string
 	// Stderr gets progress and the benchmarks' own errors. Default
 	// io.Discard.
@@ -183,7 +184,7 @@ type Config struct {
 
 // EnsureDefaults fills the zero fields of c with the defaults.
 func (c *Config) EnsureDefaults() {
-	c.Command = cmp.Or(c.Command, "toc bench suite")
+	c.Command = cmp.Or(c.Command, "bash bench/run.sh")
 	if c.Stderr == nil {
 		c.Stderr = io.Discard
 	}
@@ -334,7 +335,7 @@ func Run(ctx context.Context, c Config) (err error) {
 			err = fmt.Errorf("suite: %w", rerr)
 		}
 	}()
-	s := &suite{cfg: c, work: work, rep: &bench.Report{
+	s := &suite{cfg: c, work: work, rep: &report.Report{
 		Command: c.Command, ClusterNodes: c.ClusterNodes, ClusterMaxWait: c.ClusterMaxWait,
 	}}
 	started := time.Now()
@@ -356,7 +357,7 @@ func Run(ctx context.Context, c Config) (err error) {
 type suite struct {
 	cfg   Config
 	work  string // a temporary directory, removed at the end
-	rep   *bench.Report
+	rep   *report.Report
 	peers string // the peers' binary, once built
 }
 
@@ -405,7 +406,7 @@ func (s *suite) embedded(ctx context.Context) error {
 	fireN, pullN := c.FireN, c.PullN
 	var rate float64 // R, fires/s
 	if c.FireSpread > 0 {
-		rate = bench.PushRate(ceiling.DrainPerSec, float64(c.FireN)/c.FireSpread.Seconds())
+		rate = report.PushRate(ceiling.DrainPerSec, float64(c.FireN)/c.FireSpread.Seconds())
 		fireN = max(1, int(rate*c.FireSpread.Seconds()))
 		fmt.Fprintf(c.Stderr, "  -> push ceiling %.0f/s: R = %.0f fires/s\n", ceiling.DrainPerSec, rate)
 	}
@@ -424,7 +425,7 @@ func (s *suite) embedded(ctx context.Context) error {
 		return err
 	}
 	if c.FireSpread > 0 {
-		pullN = max(1, min(c.PullN, int(bench.PullRate(rate, pullBase.DrainPerSec)*c.FireSpread.Seconds())))
+		pullN = max(1, min(c.PullN, int(report.PullRate(rate, pullBase.DrainPerSec)*c.FireSpread.Seconds())))
 	}
 	single := []string{"--workload", "schedule", "--n", itoa(c.SingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.SingleHold)}
 	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", itoa(BatchConcurrency), "--hold", dur(c.BatchHold)}
@@ -472,7 +473,7 @@ func (s *suite) pending(ctx context.Context) (err error) {
 var serverVariant = regexp.MustCompile(`(server|[0-9]+ servers)$`)
 
 // benchToc runs `toc bench ARGS --json` and records the command and the
-// result. With where set (a cluster run), the result's variant says it
+// result, marked with the targets it meets. With where set (a cluster run), the result's variant says it
 // instead of "server", and a failure is noted rather than returned.
 func (s *suite) benchToc(ctx context.Context, where string, args ...string) error {
 	shown := "toc bench " + strings.Join(args, " ")
@@ -484,6 +485,7 @@ func (s *suite) benchToc(ctx context.Context, where string, args ...string) erro
 		s.skip("failed: `%s` (%s): %s", shown, where, oneLine(stderrOr(stderr, err), 300))
 		return nil
 	}
+	r.Targets = report.TocTargets(r) // as toc bench ran it, before the variant says where
 	if where != "" {
 		r.Variant = serverVariant.ReplaceAllLiteralString(r.Variant, where)
 	}
@@ -552,12 +554,12 @@ func runBounded(ctx context.Context, timeout time.Duration, dir string, stdout, 
 
 // writeFile writes rep to path: to a temporary file beside it, renamed
 // over it once complete.
-func writeFile(path string, rep *bench.Report) error {
+func writeFile(path string, rep *report.Report) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".results-*.md")
 	if err != nil {
 		return fmt.Errorf("suite: %w", err)
 	}
-	err = bench.WriteMarkdown(f, rep)
+	err = report.WriteMarkdown(f, rep)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -11,15 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/bench/report"
 	"github.com/toc-dev/toc/internal/bench/storesize"
 )
 
 // machine describes this machine, toc's commit and the peers' and
 // services' versions. What it cannot read stays empty.
-func (s *suite) machine(ctx context.Context, loadBefore string) bench.Machine {
+func (s *suite) machine(ctx context.Context, loadBefore string) report.Machine {
 	c := &s.cfg
-	m := bench.Machine{
+	m := report.Machine{
 		CPUs:       runtime.NumCPU(),
 		CPUModel:   procField("/proc/cpuinfo", "model name", ":"),
 		OS:         strings.TrimSpace(readString("/proc/sys/kernel/ostype") + " " + readString("/proc/sys/kernel/osrelease")),

@@ -1,13 +1,13 @@
 //go:build unix
 
-package cli
+package server
 
 import "syscall"
 
-// fileLimit is the process's limit of open files (RLIMIT_NOFILE, which the
+// FileLimit is the process's limit of open files (RLIMIT_NOFILE, which the
 // Go runtime raises to the hard limit at start; unlimited reads as a huge
 // number); 0 when unknown.
-func fileLimit() uint64 {
+func FileLimit() uint64 {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0
