@@ -146,7 +146,7 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET /v1/admin/backup", h.limited(h.backup))
 	m.HandleFunc("GET /v1/admin/export", h.limited(h.export))
 	m.HandleFunc("POST /v1/admin/import", h.limited(h.importTasks))
-	m.HandleFunc("GET /v1/admin/clock", h.limited(h.getClock))  // clock.go
+	m.HandleFunc("GET /v1/admin/clock", h.limited(h.getClock))    // clock.go
 	m.HandleFunc("POST /v1/admin/clock", h.budgeted(h.moveClock)) // waits for the deliveries it makes
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := h.allowed(r); allow != "" {
