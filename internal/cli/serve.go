@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/cluster"
 	"github.com/toc-dev/toc/internal/config"
 	"github.com/toc-dev/toc/internal/engine"
@@ -69,6 +70,7 @@ type serveConfig struct {
 	maxConnsClient  int
 	idleTimeout     time.Duration
 	maxBodyMemory   int64
+	testClock       testClockFlag // testclock.go
 
 	// Cluster mode.
 	sql         string // comma-separated DSNs
@@ -117,6 +119,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.slots, "slots", redisindex.SlotsDefault, "cluster mode: Redis slots per app (a power of two)")
 	fs.DurationVar(&c.hotWindow, "hot-window", redisindex.HotWindowDefault, "cluster mode: tasks due within it are kept in Redis")
 	fs.StringVar(&c.prefix, "redis-prefix", redisindex.PrefixDefault, "cluster mode: prefix of every Redis key")
+	fs.Var(&c.testClock, "test-clock", testClockUsage)
 	fs.StringVar(&c.debugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, like 127.0.0.1:6060 (off when empty; keep it on loopback)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: toc serve [flags]\n\nRuns toc on an embedded store.\n\nFlags:\n")
@@ -298,6 +301,10 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		return err
 	}
 	lv.file.Store(file)
+	clk, err := c.testClock.clock(c, file, log) // nil: the wall clock
+	if err != nil {
+		return err
+	}
 	acc, err := access(file)
 	if err != nil {
 		return err
@@ -335,7 +342,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	natsSink := natssink.New(natssink.Config{DefaultURL: c.nats, Logger: log,
 		Resolve: lv.broker("nats", c.nats), Guard: lv.policy})
 	defer natsSink.Close()
-	httpSink := newHTTPSink(lv, c.maxInFlight)
+	httpSink := newHTTPSink(lv, c.maxInFlight, clk)
 
 	eng, err = engine.New(engine.Config{
 		Store:        st,
@@ -352,6 +359,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 		ShardFor:     be.shardFor,
 		CheckTarget:  lv.checkTarget(c.amqp, c.nats),
 		OwnsSchedule: be.ownsSchedule(),
+		Clock:        clk,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -627,8 +635,9 @@ func openBackend(ctx context.Context, c serveConfig, log *slog.Logger, bm *metri
 // connect time, so DNS rebinding cannot get around it). Both read the live
 // configuration, so a reload applies to the next push. It keeps as many idle
 // connections to a receiver as pushes may run at once (maxInFlight).
-func newHTTPSink(lv *live, maxInFlight int) *httpsink.Sink {
+func newHTTPSink(lv *live, maxInFlight int, clk clock.Clock) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
+		Clock:               clk,
 		MaxIdleConnsPerHost: maxInFlight,
 		Secrets:             func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
 		Signature:           func(app string) string { return lv.file.Load().Effective(app).Signature },
