@@ -123,7 +123,7 @@ func TestTestClockRetriesUntilDeadInOneAdvance(t *testing.T) {
 	h := newClockHooks(t, http.StatusInternalServerError)
 	tk, _, err := cl.Schedule(t.Context(), client.ScheduleRequest{App: "shop", Delay: task.Duration(time.Minute),
 		Target: task.Target{HTTP: &task.HTTPTarget{URL: h.URL}},
-		Retry: &task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(time.Minute), MaxBackoff: task.Duration(time.Minute)}})
+		Retry:  &task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(time.Minute), MaxBackoff: task.Duration(time.Minute)}})
 	if err != nil {
 		t.Fatal(err)
 	}
