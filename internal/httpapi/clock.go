@@ -31,7 +31,7 @@ type clockRequest struct {
 
 // errWallClock answers POST /v1/admin/clock on a server that runs on the
 // wall clock.
-var errWallClock = &apiError{status: http.StatusConflict, code: "wall_clock",
+var errWallClock = &apiError{status: http.StatusConflict, code: "conflict",
 	msg: "this server runs on the wall clock, which only time moves; start it with `toc serve --test-clock` to move its time from tests"}
 
 func (h *Handler) getClock(w http.ResponseWriter, r *http.Request) {
