@@ -520,7 +520,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	p, err := req.params(h.eng.Now())
+	p, err := req.params(h.now())
 	if err == nil {
 		err = authorizeApp(r, p.App)
 	}
@@ -559,7 +559,7 @@ type batchEntry struct {
 }
 
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
-	entries, err := h.readBatch(w, r, who(r.Context()), h.eng.Now())
+	entries, err := h.readBatch(w, r, who(r.Context()), h.now())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -712,7 +712,7 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var p engine.PatchParams
-	if p.DueAt, err = dueAt(req.DueAt, req.Delay, h.eng.Now(), false); err != nil {
+	if p.DueAt, err = dueAt(req.DueAt, req.Delay, h.now(), false); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

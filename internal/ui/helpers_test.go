@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/metrics"
@@ -51,6 +52,12 @@ type stack struct {
 
 func startStack(t *testing.T, tokens bool) *stack {
 	t.Helper()
+	return startStackOn(t, tokens, nil)
+}
+
+// startStackOn is startStack on the clock clk (nil: the wall clock).
+func startStackOn(t *testing.T, tokens bool, clk clock.Clock) *stack {
+	t.Helper()
 	logs := &testsvc.LockedBuffer{}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(logs, nil)))
 	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), Logger: log})
@@ -64,6 +71,7 @@ func startStack(t *testing.T, tokens bool) *stack {
 		Sinks:  map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
 		Logger: log,
 		Hooks:  m.Hooks(),
+		Clock:  clk,
 	})
 	if err != nil {
 		t.Fatal(err)
