@@ -43,7 +43,10 @@ func Or(c Clock) Clock {
 var ErrBackwards = errors.New("clock: a test clock never goes back")
 
 // Test is a clock that stands still until Set or Advance moves it, and
-// never goes back. Its time has no monotonic reading, and is in UTC.
+// never goes back. Its time is in UTC, whole milliseconds (the precision
+// toc stores times at: a clock between two milliseconds would make a task
+// due "in 30m" fall due just after the clock's 30 minutes), with no
+// monotonic reading.
 // It is safe for concurrent use.
 type Test struct {
 	mu  sync.Mutex
@@ -52,7 +55,7 @@ type Test struct {
 
 // NewTest returns a test clock reading start.
 func NewTest(start time.Time) *Test {
-	return &Test{now: start.Round(0).UTC()}
+	return &Test{now: start.Round(0).UTC().Truncate(time.Millisecond)}
 }
 
 // Now returns the clock's time.
@@ -62,8 +65,8 @@ func (c *Test) Now() time.Time {
 	return c.now
 }
 
-// Set moves the clock to t, which must not be before its time (an
-// error wrapping ErrBackwards). Setting it to its own time is allowed
+// Set moves the clock to t (to the millisecond), which must not be
+// before its time (an error wrapping ErrBackwards). Setting it to its own time is allowed
 // and does nothing.
 func (c *Test) Set(t time.Time) error {
 	c.mu.Lock()
@@ -71,17 +74,18 @@ func (c *Test) Set(t time.Time) error {
 	if t.Before(c.now) {
 		return fmt.Errorf("%w: it reads %s, asked for %s", ErrBackwards, c.now.Format(time.RFC3339Nano), t.UTC().Format(time.RFC3339Nano))
 	}
-	c.now = t.Round(0).UTC()
+	c.now = t.Round(0).UTC().Truncate(time.Millisecond)
 	return nil
 }
 
-// Advance moves the clock d forward; d must not be negative.
+// Advance moves the clock d forward (to the millisecond); d must not be
+// negative.
 func (c *Test) Advance(d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("%w: asked to advance %s", ErrBackwards, d)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	c.now = c.now.Add(d).Truncate(time.Millisecond)
 	return nil
 }

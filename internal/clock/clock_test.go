@@ -31,6 +31,9 @@ func TestTestClockStandsStillAndNeverGoesBack(t *testing.T) {
 	if err := c.Set(c.Now()); err != nil {
 		t.Fatalf("Set to its own time: %v", err)
 	}
+	if got := NewTest(start.Add(1234567 * time.Nanosecond)).Now(); !got.Equal(start.Add(time.Millisecond)) {
+		t.Errorf("NewTest between milliseconds reads %s, want %s", got, start.Add(time.Millisecond))
+	}
 }
 
 func TestOrIsTheWallClock(t *testing.T) {
