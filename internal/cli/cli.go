@@ -69,6 +69,7 @@ func commands() []command {
 		{"backup", "--to DIR [flags]", "copy a running embedded server's store into DIR", runBackup},
 		{"export", "[--app A] [--state S] [--data DIR] [flags] > tasks.ndjson", "write tasks as NDJSON, from a server or an embedded store", runExport},
 		{"import", "[--from FILE] [flags] < tasks.ndjson", "re-create exported tasks on a server, keeping their ids", runImport},
+		{"clock", "[advance (DURATION | --to TIME)] [flags]", "show the server's clock, or move a test clock forward", runClock},
 		{"version", "", "print the version and revision toc was built from", runVersion},
 		{"bench", "(--embedded | --server URL) [--workload fire|schedule|pending] [flags]", "benchmark a server: lateness, throughput, memory", func(ctx context.Context, e *env, args []string) error { return runBench(ctx, args, e.stdout, e.stderr) }},
 	}

@@ -45,6 +45,8 @@ var routes = []string{
 	"GET /v1/apps/{app}/schedules",
 	"GET /v1/apps/{app}/schedules/{key}",
 	"DELETE /v1/apps/{app}/schedules/{key}",
+	"GET /v1/admin/clock",
+	"POST /v1/admin/clock",
 }
 
 // request is one request as the fake API received it.

@@ -23,6 +23,7 @@ type serveFlags struct {
 	sql, redis          string // comma-separated DSNs, addresses
 	allowPrivate        string // "", "true" or "false"
 	logFormat, logLevel string
+	testClock           testClockFlag // testclock.go
 }
 
 // runServe runs the service until ctx is done, then shuts down gracefully:
@@ -62,6 +63,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.Slots, "slots", c.Slots, "cluster mode: Redis slots per app (a power of two)")
 	fs.DurationVar(&c.HotWindow, "hot-window", c.HotWindow, "cluster mode: tasks due within it are kept in Redis")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", c.RedisPrefix, "cluster mode: prefix of every Redis key")
+	fs.Var(&sf.testClock, "test-clock", testClockUsage)
 	fs.StringVar(&c.DebugListen, "debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, like 127.0.0.1:6060 (off when empty; keep it on loopback)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: toc serve [flags]\n\nRuns toc on an embedded store.\n\nFlags:\n")
@@ -96,6 +98,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		c.AllowPrivate = &allow
 	}
 	c.SQL, c.Redis = splitList(sf.sql), splitList(sf.redis)
+	c.TestClock, c.TestClockStart = sf.testClock.on, sf.testClock.start
 	c.File, c.Stdout = file, stdout
 	log, err := newLogger(stderr, sf.logFormat, sf.logLevel)
 	if err != nil {

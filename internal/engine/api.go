@@ -141,7 +141,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	now := msNow()
+	now := e.msNow()
 	results := make([]ScheduleResult, len(ps))
 	var tasks []*task.Task
 	var idx []int
@@ -257,7 +257,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 				return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), limit)
 			}
 		}
-		now := msNow()
+		now := e.msNow()
 		if p.DueAt != nil {
 			due := task.Ms(*p.DueAt)
 			t.DueAt, t.NextAttemptAt = due, due
@@ -303,7 +303,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 			if a := e.attemptOf(t.ID); a != nil {
 				return conflict("cancel", a, "")
 			}
-			finish(t, task.Cancelled, msNow())
+			finish(t, task.Cancelled, e.msNow())
 			return nil
 		}
 		return conflict("cancel", t, "")
@@ -364,7 +364,7 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 		if t.State != task.Dead && t.State != task.Expired {
 			return conflict("retry", t, "only dead or expired tasks can be retried")
 		}
-		retry(t, msNow())
+		retry(t, e.msNow())
 		return nil
 	})
 	if err != nil {
@@ -431,7 +431,7 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 }
 
 func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
-	ids, err := e.store.Claimable(ctx, app, time.Now(), p.Max)
+	ids, err := e.store.Claimable(ctx, app, e.clock.Now(), p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("find claimable tasks: %w", err)
 	}
@@ -442,7 +442,7 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 	// task made a claim of 100 cost 100 fsyncs one after another.
 	claimed := make([]bool, len(ids))
 	ts, errs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
-		now := msNow()
+		now := e.msNow()
 		errs := make([]error, len(ts))
 		for i, t := range ts {
 			claimed[i] = false
@@ -551,7 +551,7 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 		return errs, nil
 	}
 	ws, werrs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
-		now := msNow()
+		now := e.msNow()
 		errs := make([]error, len(ts))
 		for j, t := range ts {
 			switch {
@@ -630,7 +630,7 @@ func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string
 		if err := leaseHeld(op, t, lease); err != nil {
 			return err
 		}
-		apply(t, msNow())
+		apply(t, e.msNow())
 		return nil
 	})
 	if err != nil {

@@ -181,7 +181,7 @@ func (e *Engine) bulkWrite(ctx context.Context, f BulkFilter, ids []task.ID, cha
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	ws, errs := e.updateMany(wctx, ids, nil, func(ts []*task.Task) []error {
-		now := msNow()
+		now := e.msNow()
 		errs := make([]error, len(ts))
 		for i, t := range ts {
 			if !f.matches(t) || e.underway(t.ID) {

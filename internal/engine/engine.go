@@ -56,6 +56,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/store"
@@ -128,6 +129,11 @@ type Config struct {
 	// API calls (create, PATCH, resume) step the schedule they wrote
 	// wherever they run.
 	OwnsSchedule func(id task.ID) bool
+	// Clock is the time the engine decides by: due times, backoff,
+	// leases, deadlines, schedules, retention, the times it records.
+	// Nil: the wall clock. With a *clock.Test the engine moves only when
+	// AdvanceClock moves it (testclock.go).
+	Clock clock.Clock
 }
 
 // Limiter holds the apps' delivery limits across a cluster's nodes.
@@ -181,6 +187,7 @@ func (e *Engine) NotifyPull(app string) { e.notifyLocal(app) }
 
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Clock = clock.Or(c.Clock)
 	c.Window = cmp.Or(c.Window, WindowDefault)
 	c.MaxLoaded = cmp.Or(c.MaxLoaded, MaxLoadedDefault)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, MaxInFlightDefault)
@@ -214,6 +221,7 @@ type Engine struct {
 	cfg   Config
 	store store.Store
 	log   *slog.Logger
+	clock clock.Clock // cfg.Clock: the time of every decision
 	ids   task.IDGenerator
 	boot  string // this process's part of lease tokens
 	apps  *apps  // per-app policies and limits (admission)
@@ -246,6 +254,8 @@ type Engine struct {
 	// closed when the step ends (beginLoopStep): a PATCH, pause or delete
 	// waits for it before it answers (awaitLoopStep).
 	loopSteps sync.Map
+	// tclock is AdvanceClock's (testclock.go).
+	tclock testClockState
 
 	mu struct {
 		sync.Mutex
@@ -302,6 +312,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg:      cfg,
 		store:    cfg.Store,
 		log:      cfg.Logger,
+		clock:    cfg.Clock,
 		boot:     newBoot(),
 		kick:     make(chan struct{}, 1),
 		loadKick: make(chan struct{}, 1),
@@ -328,7 +339,7 @@ func New(cfg Config) (*Engine, error) {
 // Start recovers deliveries interrupted by a previous process and starts the
 // loops. The loops run until Stop; ctx only bounds the recovery scan.
 func (e *Engine) Start(ctx context.Context) error {
-	now := time.Now()
+	now := e.clock.Now()
 	e.mu.Lock()
 	if e.mu.started {
 		e.mu.Unlock()
@@ -566,7 +577,7 @@ func (e *Engine) track(w written) {
 	if earlier {
 		signal(e.kick)
 	}
-	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(time.Now()) {
+	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(e.clock.Now()) {
 		e.notifyPull(t.App)
 	}
 }
@@ -577,11 +588,12 @@ func (e *Engine) runLoop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
-		moved, next := e.mu.core.Advance(time.Now())
+		now := e.clock.Now()
+		moved, next := e.mu.core.Advance(now)
 		e.mu.Unlock()
 		wait := time.Hour
 		if !next.IsZero() {
-			wait = time.Until(next)
+			wait = next.Sub(now)
 		}
 		if moved > 0 {
 			e.signalReady()
@@ -821,7 +833,7 @@ func (e *Engine) scan(ctx context.Context, s sched.Scan) ([]store.Wakeup, error)
 // the node's slots of the index) into the wheel, in wake order, while there
 // is room.
 func (e *Engine) load(ctx context.Context) error {
-	until := time.Now().Add(e.cfg.Window)
+	until := e.clock.Now().Add(e.cfg.Window)
 	for {
 		e.mu.Lock()
 		scan, ok := e.mu.core.BeginScan(until, loadPage)
@@ -857,7 +869,7 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cutoff := time.Now().Add(-e.cfg.Retention)
+		cutoff := e.clock.Now().Add(-e.cfg.Retention)
 		for {
 			sctx, cancel := context.WithTimeout(ctx, callTimeout)
 			n, err := e.store.Sweep(sctx, cutoff, 1000)

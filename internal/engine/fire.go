@@ -104,7 +104,7 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	now := msNow()
+	now := e.msNow()
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
@@ -158,7 +158,7 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 				continue
 			}
 		default:
-			if at := e.apps.preAdmit(tk.App, tk.ID, msNow()); !at.IsZero() {
+			if at := e.apps.preAdmit(tk.App, tk.ID, e.msNow()); !at.IsZero() {
 				e.deferTo(tk.ID, at, tk.App)
 				continue
 			}
@@ -364,7 +364,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		e.untrack(id)
 		return written{}, false
 	case errors.Is(err, store.ErrConflict):
-		e.deferTo(id, time.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
+		e.deferTo(id, e.clock.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
 		return written{}, false
 	case err != nil && !errors.Is(err, errSkip):
 		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
@@ -390,6 +390,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		return written{}, false
 	}
 	if f.pullDue {
+		e.tclock.fired.Add(1)
 		defer e.notifyPull(t.App)
 	}
 	switch {
@@ -477,7 +478,7 @@ func (e *Engine) live(boot string) bool {
 // second from now, so a store hiccup delays it instead of losing it from
 // memory until the next restart.
 func (e *Engine) retryLater(id task.ID) {
-	e.deferTo(id, time.Now().Add(time.Second), "")
+	e.deferTo(id, e.clock.Now().Add(time.Second), "")
 }
 
 // untrack drops id from the wheel (the task is gone, or another node has
@@ -555,6 +556,7 @@ func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.T
 	e.out.Lock()
 	e.out.attempts[f.id] = &attempt{base: base, t: t}
 	e.out.Unlock()
+	e.tclock.fired.Add(1)
 	return t
 }
 
@@ -562,9 +564,9 @@ func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.T
 // the outcome recorded under that lease (settleOutcome).
 func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 	kind := t.Target.Kind()
-	start := time.Now()
+	start := time.Now() // the wall clock: took is a duration for metrics
 	if h := e.cfg.Hooks.AttemptStarted; h != nil {
-		h(t.App, kind, start.Sub(t.NextAttemptAt))
+		h(t.App, kind, e.clock.Now().Sub(t.NextAttemptAt))
 	}
 	s := e.cfg.Sinks[kind]
 	if ctx.Err() == nil {
@@ -719,7 +721,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
 		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
-			now := msNow()
+			now := e.msNow()
 			errs := make([]error, len(ts))
 			for k, t := range ts {
 				a, o := as[which[k]], os[which[k]]

@@ -176,7 +176,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, s *task.Schedule) (*task.Sc
 	if err != nil {
 		return nil, false, err
 	}
-	now := msNow()
+	now := e.msNow()
 	sc, err := e.newSchedule(s, now)
 	if err != nil {
 		return nil, false, err
@@ -424,7 +424,7 @@ func (e *Engine) PatchSchedule(ctx context.Context, id task.ID, p SchedulePatch)
 	if p.Cron != nil && p.Every != nil {
 		return nil, &task.FieldError{Field: "cron", Message: "give exactly one of cron and every"}
 	}
-	now := msNow()
+	now := e.msNow()
 	var old *task.Schedule
 	s, err := ss.UpdateSchedule(ctx, id, func(s *task.Schedule) error {
 		old = s.Clone()
@@ -530,7 +530,7 @@ func (e *Engine) setPaused(ctx context.Context, id task.ID, pause bool) (*task.S
 	if pause {
 		op = "pause"
 	}
-	now := msNow()
+	now := e.msNow()
 	var old *task.Schedule
 	s, err := ss.UpdateSchedule(ctx, id, func(s *task.Schedule) error {
 		old = s.Clone()
@@ -625,7 +625,7 @@ func (e *Engine) NextTimes(ctx context.Context, id task.ID, n int) ([]time.Time,
 		return nil, fmt.Errorf("schedule %s: %w", s.ID, err)
 	}
 	times := []time.Time{}
-	for t := msNow(); len(times) < n; {
+	for t := e.msNow(); len(times) < n; {
 		if t = nextTime(s, rule, t); t.IsZero() {
 			break
 		}
@@ -640,7 +640,7 @@ func (e *Engine) NextTimes(ctx context.Context, id task.ID, n int) ([]time.Time,
 // started.
 func (e *Engine) retireOld(ctx context.Context, old, s *task.Schedule, why string) {
 	e.awaitLoopStep(ctx, old.ID)
-	now := msNow()
+	now := e.msNow()
 	var keep *time.Time
 	if s != nil && s.State == task.ScheduleActive {
 		keep = s.NextAt
@@ -675,7 +675,7 @@ func (e *Engine) retireOccurrence(ctx context.Context, s *task.Schedule, due tim
 		if t.State != task.Scheduled || t.Attempts > 0 || e.attemptOf(t.ID) != nil {
 			return errSkip // started: it finishes
 		}
-		now := msNow()
+		now := e.msNow()
 		if !t.NextAttemptAt.After(now) {
 			// Due: it stays, claimable or on its way, whatever the caller
 			// read before (issue 21: a PATCH that read it pending, then
@@ -717,7 +717,7 @@ func cancelledBySchedule(t *task.Task) bool {
 // time the step is to be done again, holding one create paid for it
 // (apps.takeCreates).
 func (e *Engine) stepSchedule(ctx context.Context, s *task.Schedule, paid int) (_ *task.Schedule, held time.Time, _ error) {
-	now := msNow()
+	now := e.msNow()
 	if s.State != task.ScheduleActive || s.WakeAt.IsZero() || s.WakeAt.After(now) || s.NextAt == nil {
 		return s, time.Time{}, nil
 	}
@@ -958,7 +958,7 @@ func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.C
 		}
 		switch {
 		case t.State == task.Scheduled && t.Attempts == 0 && t.ScheduleID == s.ID:
-			if !t.NextAttemptAt.After(msNow()) {
+			if !t.NextAttemptAt.After(e.msNow()) {
 				return errSkip // due: it is delivered as it was
 			}
 			want := t.Clone()
@@ -1062,7 +1062,7 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 		return s.WakeAt
 	}
 	for {
-		now := time.Now()
+		now := e.clock.Now()
 		if reread || !now.Before(read.Add(scheduleRescan)) {
 			got, f, err := e.dueSchedules(ctx, now.Add(scheduleHorizon))
 			if err != nil {
@@ -1111,9 +1111,11 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 			reread = full && len(due) == 0
 			continue // time has passed: look again before sleeping
 		}
-		wait := time.Until(read.Add(scheduleRescan))
+		now = e.clock.Now()
+		e.tclock.scheduleIdle(now)
+		wait := read.Add(scheduleRescan).Sub(now)
 		if len(due) > 0 {
-			wait = min(wait, time.Until(actAt(due[0])))
+			wait = min(wait, actAt(due[0]).Sub(now))
 		}
 		timer.Reset(max(wait, 0))
 		select {

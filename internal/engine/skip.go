@@ -43,7 +43,7 @@ func (e *Engine) skipped(ctx context.Context, t *task.Task) {
 		warn("move a schedule past a cancelled occurrence", err)
 		return
 	}
-	now := msNow()
+	now := e.msNow()
 	next := nextTime(s, rule, t.DueAt)
 	var made []store.CreateResult
 	if !next.IsZero() {

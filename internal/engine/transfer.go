@@ -211,7 +211,7 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 	if len(ts) > MaxBatch {
 		return res, &task.FieldError{Field: "tasks", Message: fmt.Sprintf("has %d tasks, more than %d", len(ts), MaxBatch)}
 	}
-	now := msNow()
+	now := e.msNow()
 	given := make([]task.ID, len(ts))
 	for i, t := range ts {
 		given[i] = t.ID
@@ -502,7 +502,7 @@ func (e *Engine) ImportSchedules(ctx context.Context, ss []*task.Schedule) (Sche
 	if len(ss) > MaxBatch {
 		return res, &task.FieldError{Field: "schedules", Message: fmt.Sprintf("has %d schedules, more than %d", len(ss), MaxBatch)}
 	}
-	now := msNow()
+	now := e.msNow()
 	for i, s := range ss {
 		if err := e.checkScheduleImport(s, now); err != nil {
 			return res, &ImportError{Index: i, ID: s.ID, Err: err, Schedule: true}

@@ -150,3 +150,7 @@ func retry(t *task.Task, now time.Time) {
 }
 
 func msNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// msNow is the engine's clock's time at millisecond precision, in UTC:
+// the time every transition records and decides by.
+func (e *Engine) msNow() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }

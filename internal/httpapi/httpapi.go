@@ -146,6 +146,8 @@ func New(cfg Config) *Handler {
 	m.HandleFunc("GET /v1/admin/backup", h.limited(h.backup))
 	m.HandleFunc("GET /v1/admin/export", h.limited(h.export))
 	m.HandleFunc("POST /v1/admin/import", h.limited(h.importTasks))
+	m.HandleFunc("GET /v1/admin/clock", h.limited(h.getClock))    // clock.go
+	m.HandleFunc("POST /v1/admin/clock", h.budgeted(h.moveClock)) // waits for the deliveries it makes
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := h.allowed(r); allow != "" {
 			w.Header().Set("Allow", allow)
@@ -518,7 +520,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	p, err := req.params(time.Now())
+	p, err := req.params(h.now())
 	if err == nil {
 		err = authorizeApp(r, p.App)
 	}
@@ -557,7 +559,7 @@ type batchEntry struct {
 }
 
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
-	entries, err := h.readBatch(w, r, who(r.Context()), time.Now())
+	entries, err := h.readBatch(w, r, who(r.Context()), h.now())
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -710,7 +712,7 @@ func (h *Handler) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var p engine.PatchParams
-	if p.DueAt, err = dueAt(req.DueAt, req.Delay, time.Now(), false); err != nil {
+	if p.DueAt, err = dueAt(req.DueAt, req.Delay, h.now(), false); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

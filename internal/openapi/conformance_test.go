@@ -564,6 +564,7 @@ func TestConformance(t *testing.T) {
 
 	// A store without a backup of its own (a cluster node's): 501.
 	storeOnlyCheck(t, c, []call{{op: "GET /v1/admin/backup", want: 501}})
+	clockCalls(t, c) // clock_test.go
 
 	// Rate limits: 429 with Retry-After.
 	s.eng.SetPolicies(engine.Policies{Apps: map[string]engine.AppPolicy{"slow": {CreatesPerSecond: 0.001}, "capped": {MaxSchedules: 1}}})

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/cluster"
 	"github.com/toc-dev/toc/internal/config"
 	"github.com/toc-dev/toc/internal/engine"
@@ -90,6 +91,12 @@ type Options struct {
 	HotWindow   time.Duration
 	RedisPrefix string
 	DebugListen string
+
+	// TestClock runs toc on a test clock that stands still until POST
+	// /v1/admin/clock moves it (--test-clock), from TestClockStart (zero:
+	// the wall clock's time at New). Embedded store only.
+	TestClock      bool
+	TestClockStart time.Time
 
 	Logger *slog.Logger // nil: nothing logged
 	Stdout io.Writer    // gets "toc listening on URL" once the server listens; nil: none
@@ -192,6 +199,7 @@ type Server struct {
 	cancelReqs context.CancelFunc
 	stopOnce   sync.Once
 	stopErr    error
+	clk        clock.Clock // nil: the wall clock
 }
 
 // New checks the options and returns a server to Start.
@@ -230,7 +238,11 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{o: o, log: log, file: file, lv: lv, acc: acc, served: make(chan error, 1), failed: make(chan error, 1)}, nil
+	clk, err := testClock(o, file, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{o: o, log: log, file: file, lv: lv, acc: acc, clk: clk, served: make(chan error, 1), failed: make(chan error, 1)}, nil
 }
 
 // Start opens the backend, starts the engine (and joins the cluster) and
@@ -277,7 +289,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	natsSink := natssink.New(natssink.Config{DefaultURL: c.NATS, Logger: log,
 		Resolve: lv.broker("nats", c.NATS), Guard: lv.policy})
 	s.closers = append(s.closers, func() { _ = natsSink.Close() })
-	httpSink := newHTTPSink(lv, c.MaxInFlight)
+	httpSink := newHTTPSink(lv, c.MaxInFlight, s.clk)
 
 	eng, err = engine.New(engine.Config{
 		Store:        st,
@@ -294,6 +306,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		ShardFor:     be.shardFor,
 		CheckTarget:  lv.checkTarget(c.AMQP, c.NATS),
 		OwnsSchedule: be.ownsSchedule(),
+		Clock:        s.clk,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -629,8 +642,9 @@ func openBackend(ctx context.Context, c Options, log *slog.Logger, bm *metrics.B
 // connect time, so DNS rebinding cannot get around it). Both read the live
 // configuration, so a reload applies to the next push. It keeps as many idle
 // connections to a receiver as pushes may run at once (maxInFlight).
-func newHTTPSink(lv *live, maxInFlight int) *httpsink.Sink {
+func newHTTPSink(lv *live, maxInFlight int, clk clock.Clock) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
+		Clock:               clk,
 		MaxIdleConnsPerHost: maxInFlight,
 		Secrets:             func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
 		Signature:           func(app string) string { return lv.file.Load().Effective(app).Signature },
@@ -747,4 +761,27 @@ func watchConfig(ctx context.Context, path string, loaded FileStamp, every time.
 		}
 		log.Info("config reloaded", slog.String("path", path))
 	}
+}
+
+// testClock returns the clock the server runs on: nil (the wall clock)
+// without Options.TestClock, else a test clock, refused in cluster mode
+// and when tokens are configured without an admin token (nobody could
+// move it).
+func testClock(o Options, file *config.File, log *slog.Logger) (clock.Clock, error) {
+	if !o.TestClock {
+		return nil, nil
+	}
+	if len(o.SQL) > 0 || len(o.Redis) > 0 {
+		return nil, fmt.Errorf("%w: --test-clock runs on the embedded store only: a cluster's nodes share the wall clock; drop --sql and --redis (or --test-clock)", ErrUsage)
+	}
+	if file.Tokens() && len(file.AdminTokens) == 0 {
+		return nil, fmt.Errorf("%w: --test-clock with tokens configured needs an admin token to move the clock: add admin_tokens to --config (or configure no tokens)", ErrUsage)
+	}
+	start := o.TestClockStart
+	if start.IsZero() {
+		start = time.Now()
+	}
+	tc := clock.NewTest(start)
+	log.Warn("running on a test clock: time stands still until POST /v1/admin/clock moves it", slog.Time("now", tc.Now()))
+	return tc, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/metrics"
@@ -43,6 +44,12 @@ type stack struct {
 
 func startStack(t *testing.T, tokens bool) *stack {
 	t.Helper()
+	return startStackOn(t, tokens, nil)
+}
+
+// startStackOn is startStack on the clock clk (nil: the wall clock).
+func startStackOn(t *testing.T, tokens bool, clk clock.Clock) *stack {
+	t.Helper()
 	logs := &testsvc.LockedBuffer{}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(logs, nil)))
 	var acc *httpapi.Access
@@ -53,7 +60,8 @@ func startStack(t *testing.T, tokens bool) *stack {
 			t.Fatal(err)
 		}
 	}
-	s := tkstack.Start(t, tkstack.Options{Logger: log, Metrics: true, Dashboard: true, Access: acc})
+	s := tkstack.Start(t, tkstack.Options{Logger: log, Metrics: true, Dashboard: true, Access: acc,
+		Engine: func(c *engine.Config) { c.Clock = clk }})
 	return &stack{url: s.URL, eng: s.Engine, m: s.Metrics, logs: logs}
 }
 

@@ -50,6 +50,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/task"
@@ -124,6 +125,9 @@ type Config struct {
 	// Resolver looks up target hosts when Guard is set. Default
 	// net.DefaultResolver.
 	Resolver netguard.Resolver
+	// Clock dates the signatures: the engine's (a test clock signs with
+	// its time). Default: the wall clock.
+	Clock clock.Clock
 }
 
 // Sink POSTs a task's payload to its target URL. It is safe for concurrent
@@ -135,6 +139,7 @@ type Sink struct {
 	signature func(app string) string
 	guard     func(app string) netguard.Policy
 	resolver  netguard.Resolver
+	clock     clock.Clock
 	macs      macCache
 
 	mu struct {
@@ -187,6 +192,7 @@ func New(cfg Config) *Sink {
 		resolver:  cfg.Resolver,
 	}
 	s.mu.guarded = make(map[string]*http.Client)
+	s.clock = clock.Or(cfg.Clock)
 	return s
 }
 
@@ -224,7 +230,7 @@ func (s *Sink) clientFor(app string) *http.Client {
 // sign sets the signature headers of a push of t (see the package doc):
 // none when t's app has no secret.
 func (s *Sink) sign(h http.Header, t *task.Task, taskID string) {
-	s.signAt(h, t, taskID, time.Now())
+	s.signAt(h, t, taskID, s.clock.Now())
 }
 
 // signAt is sign at the signing time now. The values are those of

@@ -15,6 +15,10 @@
   const $ = (id) => document.getElementById(id);
   let token = localStorage.getItem(TOKEN_KEY) || '';
   let lastStats = null;
+  // The server's test clock (toc serve --test-clock), in ms; null on the
+  // wall clock. Relative times are counted from it.
+  let testClock = null;
+  const nowMs = () => (testClock === null ? Date.now() : testClock);
 
   // ---- helpers --------------------------------------------------------
 
@@ -64,7 +68,7 @@
   }
   function rel(v) {
     if (!v) return '';
-    const ms = new Date(v).getTime() - Date.now();
+    const ms = new Date(v).getTime() - nowMs();
     return ms >= 0 ? `in ${fmtSpan(ms)}` : `${fmtSpan(ms)} ago`;
   }
   function fmtMs(x) {
@@ -156,14 +160,33 @@
       if (seq !== statsSeq) return;
       lastStats = s;
       $('live').className = 'live ok';
-      $('live-text').textContent = `live · ${fmtClock(Date.now() / 1000)}`;
+      $('live-text').textContent = `live · ${fmtClock(nowMs() / 1000)}`;
       renderStats(s);
+      await pollClock();
     } catch (e) {
       if (seq !== statsSeq) return;
       $('live').className = 'live err';
       $('live-text').textContent = e.status === 401 ? 'needs a token' : `stats: ${e.message}`;
     }
     statsTimer = setTimeout(pollStats, POLL_MS);
+  }
+
+  // pollClock shows a banner with the time of a server on a test clock.
+  // Tokens that are not admin tokens cannot read the clock: no banner.
+  async function pollClock() {
+    let c = null;
+    try { c = await api('GET', '/v1/admin/clock'); } catch { c = null; }
+    const b = $('test-clock');
+    if (!c || !c.test_clock) {
+      testClock = null;
+      b.hidden = true;
+      return;
+    }
+    testClock = new Date(c.now).getTime();
+    b.textContent = `test clock: ${fmtTime(c.now)}`;
+    b.title = `This server runs on a test clock, which moves only when POST /v1/admin/clock (toc clock advance) moves it: ${c.now}`;
+    b.dataset.now = c.now;
+    b.hidden = false;
   }
 
   function cards(container, counts) {
