@@ -90,6 +90,15 @@ type Task struct {
 	// MaxHistory events (attempts started and ended, state changes).
 	History []Event `json:"history,omitempty"`
 
+	// TraceParent and TraceState are the W3C trace context
+	// (https://www.w3.org/TR/trace-context/) the task was created in: the
+	// create request's traceparent and tracestate headers, or its
+	// schedule's. Each delivery attempt is a span in that trace, and a
+	// push passes the context on to the receiver. Empty when the create
+	// carried none.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
+
 	// WakeAt is when the engine must next look at the task: the next attempt,
 	// the deadline, or the end of a lease. Zero when nothing is pending. It is
 	// the key of the store's time index and is not part of the API.

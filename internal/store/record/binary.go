@@ -38,7 +38,9 @@ import (
 //	              14 created_at, 15 updated_at, 16 *finished_at, 17 history,
 //	              18 wake_at, 19 schedule_id (added with schedules: a
 //	              record written before it has no bit 19 and decodes with
-//	              a zero ScheduleID)
+//	              a zero ScheduleID), 20 traceparent, 21 tracestate
+//	              (added with tracing: W3C trace context, absent when
+//	              empty, so earlier records decode without them)
 //	target        bit 0 *http, 1 *pull, 2 *amqp, 3 *nats
 //	http          bit 0 url, 1 headers, 2 timeout
 //	pull          no fields: its mask is 0
@@ -93,6 +95,8 @@ const (
 	fHistory
 	fWakeAt
 	fScheduleID
+	fTraceParent
+	fTraceState
 	numTaskFields
 )
 
@@ -266,7 +270,9 @@ func appendBinary(b []byte, t *task.Task) []byte {
 		bit(t.FinishedAt != nil, fFinishedAt) |
 		bit(len(t.History) > 0, fHistory) |
 		bit(!t.WakeAt.IsZero(), fWakeAt) |
-		bit(!t.ScheduleID.IsZero(), fScheduleID)
+		bit(!t.ScheduleID.IsZero(), fScheduleID) |
+		bit(t.TraceParent != "", fTraceParent) |
+		bit(t.TraceState != "", fTraceState)
 
 	b = append(b, Version)
 	b = binary.AppendUvarint(b, m)
@@ -332,6 +338,12 @@ func appendBinary(b []byte, t *task.Task) []byte {
 	}
 	if has(m, fScheduleID) {
 		b = append(b, t.ScheduleID[:]...)
+	}
+	if has(m, fTraceParent) {
+		b = appendString(b, t.TraceParent)
+	}
+	if has(m, fTraceState) {
+		b = appendString(b, t.TraceState)
 	}
 	return b
 }
@@ -491,6 +503,7 @@ func maxSize(t *task.Task) int {
 		maxVarint + stringSize(len(t.State)) + // state: a symbol, or a string
 		maxVarint + // attempts
 		stringSize(len(t.LastError)) + stringSize(len(t.Lease)) +
+		stringSize(len(t.TraceParent)) + stringSize(len(t.TraceState)) +
 		maxVarint // history count
 	if h := t.Target.HTTP; h != nil {
 		n += 3*maxVarint + stringSize(len(h.URL)) // mask, header count, timeout
@@ -735,6 +748,12 @@ func decodeBinary(b []byte) (*task.Task, error) {
 	}
 	if has(m, fScheduleID) {
 		d.id("schedule_id", &t.ScheduleID)
+	}
+	if has(m, fTraceParent) {
+		t.TraceParent = d.string("traceparent")
+	}
+	if has(m, fTraceState) {
+		t.TraceState = d.string("tracestate")
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("task", fmt.Errorf("%d bytes after the last field", len(d.b)-d.off))

@@ -395,6 +395,36 @@ func TestScheduleID(t *testing.T) {
 	}
 }
 
+// TestTraceContext checks the fields added to version 2 records with
+// tracing: a record written before them (goldenV2, version 1) decodes with
+// none, a task without them still encodes to the old bytes, and one with
+// them round-trips.
+func TestTraceContext(t *testing.T) {
+	got, err := Decode([]byte(goldenV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TraceParent != "" || got.TraceState != "" {
+		t.Errorf("trace context of an old record = %q %q, want none", got.TraceParent, got.TraceState)
+	}
+	if v1, err := Decode([]byte(goldenV1[0].record)); err != nil || v1.TraceParent != "" {
+		t.Errorf("version 1 record: TraceParent %q, %v", v1.TraceParent, err)
+	}
+	traced := typicalTask()
+	traced.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traced.TraceState = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+	checkEqual(t, traced, roundTrip(t, Encode, traced))
+	checkEqual(t, traced, roundTrip(t, encodeV1, traced))
+	b, err := Encode(traced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two lengths, and bit 21 takes a fourth byte of the mask.
+	if want := len(goldenV2) + 3 + len(traced.TraceParent) + len(traced.TraceState); len(b) != want {
+		t.Errorf("record with a trace context is %d bytes, want %d", len(b), want)
+	}
+}
+
 // typicalTask is a task as the engine keeps it while it retries an HTTP
 // delivery: a 100-byte payload, a few headers, two events.
 func typicalTask() *task.Task {
