@@ -39,6 +39,7 @@ import (
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/internal/store/redisindex"
 	"github.com/toc-dev/toc/internal/store/sqlstore"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/task"
 )
@@ -286,6 +287,11 @@ func access(f *config.File) (*httpapi.Access, error) {
 
 func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logger, stdout io.Writer) (err error) {
 	log = slog.New(reqlog.NewHandler(log.Handler())) // request_id on lines logged with a request's context
+	stopTracing, err := telemetry.Start(ctx, log)    // OTEL_* variables; off without them
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: flushes the spans of the deliveries that ended in eng.Stop
 	devMode := !file.Tokens() && isLoopback(c.listen)
 	if !file.Tokens() && !isLoopback(c.listen) && !c.insecure {
 		return fmt.Errorf("%w: refusing to serve %s without any token: configure admin_tokens or apps.<app>.tokens in --config, listen on a loopback address, or pass --insecure", ErrUsage, c.listen)
@@ -404,7 +410,7 @@ func serve(ctx context.Context, c serveConfig, file *config.File, log *slog.Logg
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
 	srv := &http.Server{
-		Handler:           reqlog.RequestID(api, log),
+		Handler:           telemetry.Handler(reqlog.RequestID(api, log), api.Route),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      engine.MaxWait + 30*time.Second, // a claim may wait 30s
