@@ -23,7 +23,7 @@ type ScheduleParams struct {
 	Target   task.Target
 	Retry    task.RetryPolicy
 	// TraceParent and TraceState are the W3C trace context the task is
-	// created in (task.Task.TraceParent); empty for none.
+	// created in (task.Task.Trace); empty for none.
 	TraceParent, TraceState string
 }
 
@@ -99,8 +99,9 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 		State:         task.Scheduled,
 		CreatedAt:     now,
 		UpdatedAt:     now,
-		TraceParent:   p.TraceParent,
-		TraceState:    p.TraceState,
+	}
+	if p.TraceParent != "" {
+		t.Trace = &task.TraceContext{Parent: p.TraceParent, State: p.TraceState}
 	}
 	if p.Deadline != nil {
 		d := task.Ms(*p.Deadline)

@@ -55,10 +55,12 @@ type importEvent struct {
 // task turns the line into the task to import. The engine checks the rest
 // (engine.Import).
 func (it *importTask) task() (*task.Task, error) {
-	t := &task.Task{App: it.App, Attempts: it.Attempts, LastError: it.LastError, Lease: it.Lease,
-		TraceParent: it.TraceParent, TraceState: it.TraceState}
+	t := &task.Task{App: it.App, Attempts: it.Attempts, LastError: it.LastError, Lease: it.Lease}
 	if err := checkTrace("", it.TraceParent, it.TraceState); err != nil {
 		return nil, err
+	}
+	if it.TraceParent != "" {
+		t.Trace = &task.TraceContext{Parent: it.TraceParent, State: it.TraceState}
 	}
 	if it.ID == nil {
 		return nil, badField("id", "is required: the task's id, kept by the import")

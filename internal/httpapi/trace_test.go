@@ -83,8 +83,8 @@ func TestCreateKeepsTraceContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.TraceParent != w[0] || got.TraceState != w[1] {
-			t.Errorf("task %s (%s): trace context %q %q, want %q %q", id, got.Key, got.TraceParent, got.TraceState, w[0], w[1])
+		if tp, ts := traceOf(got); tp != w[0] || ts != w[1] {
+			t.Errorf("task %s (%s): trace context %q %q, want %q %q", id, got.Key, tp, ts, w[0], w[1])
 		}
 	}
 	waitFor(t, 10*time.Second, "five pushes", func() bool { return len(rcv.arrivals()) >= 5 })
@@ -118,7 +118,7 @@ func TestScheduleKeepsTraceContext(t *testing.T) {
 		t.Errorf("occurrence's push: traceparent %q tracestate %q, want the schedule's", a.header.Get("traceparent"), a.header.Get("tracestate"))
 	}
 	occ := occurrencesOf(t, s, "tr", "every")
-	if len(occ) == 0 || occ[0].TraceParent != testParent {
+	if len(occ) == 0 || occ[0].Trace == nil || occ[0].Trace.Parent != testParent {
 		t.Errorf("occurrences %v: want the schedule's traceparent", occ)
 	}
 }
@@ -146,7 +146,14 @@ func TestImportTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.TraceParent != testParent || got.TraceState != testState {
-		t.Errorf("imported task's trace context %q %q", got.TraceParent, got.TraceState)
+	if tp, ts := traceOf(got); tp != testParent || ts != testState {
+		t.Errorf("imported task's trace context %q %q", tp, ts)
 	}
+}
+
+func traceOf(t *task.Task) (traceparent, tracestate string) {
+	if t.Trace == nil {
+		return "", ""
+	}
+	return t.Trace.Parent, t.Trace.State
 }

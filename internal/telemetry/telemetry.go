@@ -18,7 +18,7 @@
 // # The trace of a task
 //
 // A create keeps the trace context it was made in with the task
-// (task.Task.TraceParent and TraceState): the API request's span when
+// (task.Task.Trace): the API request's span when
 // tracing is on (itself a child of the caller's traceparent), else the
 // caller's traceparent and tracestate headers as sent, when valid. A
 // schedule keeps its creator's and gives it to each occurrence. Each
@@ -122,7 +122,10 @@ func Outgoing(ctx context.Context, t *task.Task) (traceparent, tracestate string
 			return format(sc)
 		}
 	}
-	return t.TraceParent, t.TraceState
+	if t.Trace == nil {
+		return "", ""
+	}
+	return t.Trace.Parent, t.Trace.State
 }
 
 // StartDeliver starts the span of an attempt at t (t.Attempts counts it),
@@ -135,8 +138,8 @@ func StartDeliver(ctx context.Context, t *task.Task, start time.Time) (context.C
 	if tr == nil {
 		return ctx, nil
 	}
-	if t.TraceParent != "" {
-		ctx = w3c.Extract(ctx, &pair{parent: t.TraceParent, state: t.TraceState})
+	if t.Trace != nil {
+		ctx = w3c.Extract(ctx, &pair{parent: t.Trace.Parent, state: t.Trace.State})
 	}
 	kind := trace.SpanKindProducer // a message handed to a broker
 	if t.Target.HTTP != nil {

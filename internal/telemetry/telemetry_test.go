@@ -82,8 +82,8 @@ func traced() *task.Task {
 	return &task.Task{
 		ID: new(task.IDGenerator).New(due, 0), App: "billing", Key: "invoice-42", Attempts: 2,
 		NextAttemptAt: due, Target: task.Target{HTTP: &task.HTTPTarget{URL: "http://x"}},
-		Retry:       task.RetryPolicy{MaxAttempts: 2},
-		TraceParent: parent, TraceState: state,
+		Retry: task.RetryPolicy{MaxAttempts: 2},
+		Trace: &task.TraceContext{Parent: parent, State: state},
 	}
 }
 

@@ -455,7 +455,11 @@ func (s *Sink) header(ctx context.Context, t *task.Task, isJSON bool) http.Heade
 	for k, v := range h.Headers {
 		hdr.Set(k, v)
 	}
-	vals := make([]string, 0, 10)
+	n := 8 // toc's headers; two more for a trace context
+	if t.Trace != nil || telemetry.On() {
+		n = 10
+	}
+	vals := make([]string, 0, n)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		n := len(vals)

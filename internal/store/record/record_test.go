@@ -21,7 +21,7 @@ func encodeV1(t *task.Task) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte(versionJSON)
 	enc := json.NewEncoder(&buf)
-	if err := enc.Encode(jsonRecord{taskFields: taskFields(*t), Payload: t.Payload, WakeAt: t.WakeAt}); err != nil {
+	if err := enc.Encode(jsonRecord{taskFields: taskFields(*t), Payload: t.Payload, WakeAt: t.WakeAt, Trace: t.Trace}); err != nil {
 		return nil, fmt.Errorf("toc: encode task %s: %w", t.ID, err)
 	}
 	b := buf.Bytes()
@@ -404,15 +404,14 @@ func TestTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.TraceParent != "" || got.TraceState != "" {
-		t.Errorf("trace context of an old record = %q %q, want none", got.TraceParent, got.TraceState)
+	if got.Trace != nil {
+		t.Errorf("trace context of an old record = %+v, want none", got.Trace)
 	}
-	if v1, err := Decode([]byte(goldenV1[0].record)); err != nil || v1.TraceParent != "" {
-		t.Errorf("version 1 record: TraceParent %q, %v", v1.TraceParent, err)
+	if v1, err := Decode([]byte(goldenV1[0].record)); err != nil || v1.Trace != nil {
+		t.Errorf("version 1 record: Trace %+v, %v", v1.Trace, err)
 	}
 	traced := typicalTask()
-	traced.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	traced.TraceState = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+	traced.Trace = &task.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"}
 	checkEqual(t, traced, roundTrip(t, Encode, traced))
 	checkEqual(t, traced, roundTrip(t, encodeV1, traced))
 	b, err := Encode(traced)
@@ -420,7 +419,7 @@ func TestTraceContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two lengths, and bit 21 takes a fourth byte of the mask.
-	if want := len(goldenV2) + 3 + len(traced.TraceParent) + len(traced.TraceState); len(b) != want {
+	if want := len(goldenV2) + 3 + len(traced.Trace.Parent) + len(traced.Trace.State); len(b) != want {
 		t.Errorf("record with a trace context is %d bytes, want %d", len(b), want)
 	}
 }
