@@ -185,3 +185,34 @@ func TestValid(t *testing.T) {
 		t.Error("Valid is wrong")
 	}
 }
+
+// BenchmarkDeliverSpan is what tracing adds to one attempt: its span
+// started and ended and the context a delivery carries, off (no provider:
+// the default) and on (an SDK provider that records and samples every
+// span, with no processor: the exporter's cost is left out).
+//
+//	go test -run '^$' -bench DeliverSpan -benchmem ./internal/telemetry/
+func BenchmarkDeliverSpan(b *testing.B) {
+	tk := traced()
+	for _, bc := range []struct {
+		name string
+		tp   trace.TracerProvider
+	}{
+		{"off", nil},
+		{"on", sdktrace.NewTracerProvider()}, // recording, sampled, exported nowhere
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			restore := Use(bc.tp)
+			defer restore()
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				dctx, sp := StartDeliver(ctx, tk, tk.NextAttemptAt)
+				if tp, _ := Outgoing(dctx, tk); tp == "" {
+					b.Fatal("no traceparent")
+				}
+				EndDeliver(sp, tk, nil, false)
+			}
+		})
+	}
+}
