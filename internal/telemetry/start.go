@@ -87,14 +87,26 @@ func serviceName(res *resource.Resource) string {
 	return v.AsString()
 }
 
-// Handler makes each request to h a server span, a child of the caller's
+// worthSpan reports whether a request is worth a span: not the probes, the
+// metrics scrape or the dashboard's files, which would fill a trace store
+// with noise.
+func worthSpan(r *http.Request) bool {
+	switch p := r.URL.Path; {
+	case p == "/healthz", p == "/readyz", p == "/metrics", strings.HasPrefix(p, "/ui/"):
+		return false
+	}
+	return true
+}
+
+// Handler makes each request to h (but probes, metrics and the
+// dashboard's files) a server span, a child of the caller's
 // traceparent, named after its route (route returns the pattern r goes
 // to, "" for none) when tracing is on; it returns h itself when off.
 func Handler(h http.Handler, route func(*http.Request) string) http.Handler {
 	if !On() {
 		return h
 	}
-	return otelhttp.NewHandler(h, "toc api", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+	return otelhttp.NewHandler(h, "toc api", otelhttp.WithFilter(worthSpan), otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		if route != nil {
 			if p := route(r); p != "" {
 				return p
