@@ -82,6 +82,10 @@ type Schedule struct {
 	Target        Target      `json:"target"`
 	Retry         RetryPolicy `json:"retry"`
 	DeadlineAfter Duration    `json:"deadline_after,omitempty"`
+	// TraceParent and TraceState are the W3C trace context the schedule
+	// was created in; every occurrence is created in it (Task.TraceParent).
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 
 	// Anchor is the instant an every-schedule counts from: StartAt when
 	// given, else the create, or the last PATCH that changed the rule, or

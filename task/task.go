@@ -90,10 +90,25 @@ type Task struct {
 	// MaxHistory events (attempts started and ended, state changes).
 	History []Event `json:"history,omitempty"`
 
+	// Trace is the W3C trace context the task was created in: the create
+	// request's, or its schedule's. Each delivery attempt is a span in that
+	// trace, and a delivery passes the context on to the receiver. Nil when
+	// the create carried none. In JSON it is the task's traceparent and
+	// tracestate. A pointer, so that a task without one is no larger than
+	// before tracing (every fire copies tasks); never changed in place.
+	Trace *TraceContext `json:"-"`
+
 	// WakeAt is when the engine must next look at the task: the next attempt,
 	// the deadline, or the end of a lease. Zero when nothing is pending. It is
 	// the key of the store's time index and is not part of the API.
 	WakeAt time.Time `json:"-"`
+}
+
+// TraceContext is a W3C trace context (https://www.w3.org/TR/trace-context/):
+// the traceparent and tracestate headers.
+type TraceContext struct {
+	Parent string // traceparent, like 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+	State  string // tracestate; "" for none
 }
 
 // Event is one entry of a task's history.
@@ -122,6 +137,8 @@ type taskJSON struct {
 	taskAlias
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadBase64 string          `json:"payload_base64"`
+	TraceParent   string          `json:"traceparent,omitempty"` // Trace
+	TraceState    string          `json:"tracestate,omitempty"`
 }
 
 type taskAlias Task // has Task's fields, not its methods
@@ -132,6 +149,9 @@ type taskAlias Task // has Task's fields, not its methods
 func (t Task) MarshalJSON() ([]byte, error) {
 	w := taskJSON{taskAlias: taskAlias(t)}
 	w.Payload, w.PayloadBase64 = payloadOut(t.Payload)
+	if t.Trace != nil {
+		w.TraceParent, w.TraceState = t.Trace.Parent, t.Trace.State
+	}
 	return json.Marshal(w)
 }
 
@@ -170,6 +190,9 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*t = Task(w.taskAlias)
+	if w.TraceParent != "" || w.TraceState != "" {
+		t.Trace = &TraceContext{Parent: w.TraceParent, State: w.TraceState}
+	}
 	p, err := payloadIn(w.Payload, w.PayloadBase64)
 	t.Payload = p
 	return err
@@ -186,6 +209,10 @@ func (t *Task) Clone() *Task {
 	c.LeaseExpiresAt = cloneTime(t.LeaseExpiresAt)
 	c.FinishedAt = cloneTime(t.FinishedAt)
 	c.Target = t.Target.Clone()
+	if t.Trace != nil {
+		tc := *t.Trace
+		c.Trace = &tc
+	}
 	if t.History != nil {
 		c.History = append([]Event(nil), t.History...)
 	}

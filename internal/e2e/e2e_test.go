@@ -97,8 +97,18 @@ type child struct {
 // waits until it listens.
 func startChild(t *testing.T, dir string, extra ...string) *child {
 	t.Helper()
+	return startChildEnv(t, nil, dir, extra...)
+}
+
+// startChildEnv is startChild with env (NAME=value) added to the child's
+// environment.
+func startChildEnv(t *testing.T, env []string, dir string, extra ...string) *child {
+	t.Helper()
 	args := append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--log-level", "warn"}, extra...)
 	cmd := tocCommand(context.Background(), args...)
+	if env != nil {
+		cmd.Env = append(cmd.Environ(), env...)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

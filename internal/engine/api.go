@@ -22,6 +22,9 @@ type ScheduleParams struct {
 	Payload  []byte
 	Target   task.Target
 	Retry    task.RetryPolicy
+	// TraceParent and TraceState are the W3C trace context the task is
+	// created in (task.Task.Trace); empty for none.
+	TraceParent, TraceState string
 }
 
 // ScheduleResult is the outcome of one ScheduleParams: a task (new or the one
@@ -96,6 +99,9 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 		State:         task.Scheduled,
 		CreatedAt:     now,
 		UpdatedAt:     now,
+	}
+	if p.TraceParent != "" {
+		t.Trace = &task.TraceContext{Parent: p.TraceParent, State: p.TraceState}
 	}
 	if p.Deadline != nil {
 		d := task.Ms(*p.Deadline)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -572,16 +573,18 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 	if ctx.Err() == nil {
 		e.noteAttempts(ctx, t) // counted from here on, even if toc dies during it
 	}
+	dctx, span := telemetry.StartDeliver(ctx, t, start) // the attempt's span: ctx and nil when tracing is off
 	var derr error
 	if s == nil {
 		derr = fmt.Errorf("no sink for target kind %q on this server", kind)
 	} else {
-		derr = s.Deliver(ctx, t)
+		derr = s.Deliver(dctx, t)
 	}
 	if h := e.cfg.Hooks.AttemptEnded; h != nil {
 		h(t.App, kind, time.Since(start), derr)
 	}
 	released := derr != nil && ctx.Err() != nil // shutting down: not the receiver's fault
+	telemetry.EndDeliver(span, t, derr, released)
 	// The delivery is over: its in-flight slot goes to the next one now,
 	// not once the outcome is stored (which waits for a batch). The task
 	// itself stays under way until then (e.out.attempts).

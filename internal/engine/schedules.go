@@ -938,6 +938,10 @@ func (e *Engine) applyTemplate(t *task.Task, s *task.Schedule, due, now time.Tim
 		d := task.Ms(due.Add(s.DeadlineAfter.Std())) // may have passed (catch-up): it expires at once
 		t.Deadline = &d
 	}
+	t.Trace = nil
+	if s.TraceParent != "" {
+		t.Trace = &task.TraceContext{Parent: s.TraceParent, State: s.TraceState}
+	}
 	t.WakeAt = wakeFor(t)
 	t.UpdatedAt = now
 }

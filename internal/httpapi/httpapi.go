@@ -27,6 +27,7 @@ import (
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/recur"
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -219,6 +220,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.api.ServeHTTP(w, r)
+}
+
+// Route returns the pattern of the route r goes to, like "POST /v1/tasks"
+// ("" for none): the name of the request's span (telemetry.Handler).
+func (h *Handler) Route(r *http.Request) string {
+	if _, pattern := h.public.Handler(r); pattern != "" {
+		return pattern
+	}
+	_, pattern := h.mux.Handler(r)
+	return pattern
 }
 
 // authorizeID checks that the caller may write to task id. A task of an app
@@ -528,6 +539,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	p.TraceParent, p.TraceState = telemetry.FromRequest(r)
 	rs, err := h.eng.Schedule(r.Context(), []engine.ScheduleParams{p})
 	if err != nil {
 		h.writeError(w, r, err)
@@ -567,11 +579,13 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	items := make([]batchItem, len(entries))
 	var ps []engine.ScheduleParams
 	var idx []int
+	tp, ts := telemetry.FromRequest(r) // every task of the batch is in the request's trace
 	for i, e := range entries {
 		if e.err != nil {
 			items[i].Error = itemError(e.err)
 			continue
 		}
+		e.p.TraceParent, e.p.TraceState = tp, ts
 		ps = append(ps, e.p)
 		idx = append(idx, i)
 	}

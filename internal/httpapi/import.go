@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -40,6 +41,8 @@ type importTask struct {
 	UpdatedAt      *string           `json:"updated_at"`
 	FinishedAt     *string           `json:"finished_at"`
 	History        []importEvent     `json:"history"`
+	TraceParent    string            `json:"traceparent"`
+	TraceState     string            `json:"tracestate"`
 }
 
 type importEvent struct {
@@ -53,6 +56,12 @@ type importEvent struct {
 // (engine.Import).
 func (it *importTask) task() (*task.Task, error) {
 	t := &task.Task{App: it.App, Attempts: it.Attempts, LastError: it.LastError, Lease: it.Lease}
+	if err := checkTrace("", it.TraceParent, it.TraceState); err != nil {
+		return nil, err
+	}
+	if it.TraceParent != "" {
+		t.Trace = &task.TraceContext{Parent: it.TraceParent, State: it.TraceState}
+	}
 	if it.ID == nil {
 		return nil, badField("id", "is required: the task's id, kept by the import")
 	}
@@ -160,6 +169,8 @@ type importSchedule struct {
 		LastAt          *string `json:"last_at"`
 		CreatedAt       *string `json:"created_at"`
 		UpdatedAt       *string `json:"updated_at"`
+		TraceParent     string  `json:"traceparent"`
+		TraceState      string  `json:"tracestate"`
 	} `json:"schedule"`
 }
 
@@ -186,6 +197,10 @@ func (is *importSchedule) schedule() (*task.Schedule, error) {
 		return nil, err
 	}
 	s.ID = id
+	if err := checkTrace("schedule.", in.TraceParent, in.TraceState); err != nil {
+		return nil, err
+	}
+	s.TraceParent, s.TraceState = in.TraceParent, in.TraceState
 	if in.State == nil {
 		return nil, badField("schedule.state", "is required: one of %v", task.ScheduleStates)
 	}
@@ -217,6 +232,22 @@ func (is *importSchedule) schedule() (*task.Schedule, error) {
 		*f.out = &t
 	}
 	return s, nil
+}
+
+// checkTrace checks the trace context of an imported task or schedule
+// (its fields named after prefix): a tracestate needs a traceparent, and a
+// traceparent must be a valid one, as toc keeps them.
+func checkTrace(prefix, traceparent, tracestate string) error {
+	if traceparent == "" {
+		if tracestate != "" {
+			return badField(prefix+"tracestate", "needs a traceparent")
+		}
+		return nil
+	}
+	if !telemetry.Valid(traceparent) {
+		return badField(prefix+"traceparent", "is not a W3C traceparent like 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01: %q", traceparent)
+	}
+	return nil
 }
 
 // isScheduleLine reports whether an import line is a schedule's: an

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -140,6 +141,7 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	s.TraceParent, s.TraceState = telemetry.FromRequest(r) // each occurrence is created in it
 	got, created, err := h.eng.CreateSchedule(r.Context(), s)
 	if err != nil {
 		h.writeScheduleError(w, r, err)

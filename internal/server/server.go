@@ -45,6 +45,7 @@ import (
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/internal/store/redisindex"
 	"github.com/toc-dev/toc/internal/store/sqlstore"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/internal/ui"
 	"github.com/toc-dev/toc/task"
 )
@@ -260,6 +261,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 	}()
 	c, file, log, lv := s.o, s.file, s.log, s.lv
+	stopTracing, err := telemetry.Start(ctx, log) // OTEL_* variables; off without them
+	if err != nil {
+		return err
+	}
+	// The first closer, so the last to run: it flushes the spans of the
+	// deliveries that ended in the engine's Stop.
+	s.closers = append(s.closers, stopTracing)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	bm := metrics.NewBackend(reg)
@@ -361,7 +369,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.cancelReqs = cancelReqs
 	s.closers = append(s.closers, cancelReqs)
 	srv := &http.Server{
-		Handler:           reqlog.RequestID(api, log),
+		Handler:           telemetry.Handler(reqlog.RequestID(api, log), api.Route),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      engine.MaxWait + 30*time.Second, // a claim may wait 30s

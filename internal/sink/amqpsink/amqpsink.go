@@ -16,6 +16,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -233,7 +234,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		return fmt.Errorf("publish to exchange %q on %s: open a channel: %w", a.Exchange, redact(rawURL), err)
 	}
 	dc, err := guard(ctx, c, func() (*amqp.DeferredConfirmation, error) {
-		return ch.ch.PublishWithDeferredConfirm(a.Exchange, key, true, false, publishing(t))
+		return ch.ch.PublishWithDeferredConfirm(a.Exchange, key, true, false, publishing(ctx, t))
 	})
 	if err != nil {
 		// Nothing is pending on the channel: the library takes back a
@@ -292,8 +293,10 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	}
 }
 
-// publishing builds the message for t.
-func publishing(t *task.Task) amqp.Publishing {
+// publishing builds the message for t, with the trace context of ctx's
+// attempt span, or the one t was created in (telemetry.Outgoing), as the
+// traceparent and tracestate headers.
+func publishing(ctx context.Context, t *task.Task) amqp.Publishing {
 	ct := "application/octet-stream"
 	if len(t.Payload) > 0 && json.Valid(t.Payload) {
 		ct = "application/json"
@@ -309,6 +312,12 @@ func publishing(t *task.Task) amqp.Publishing {
 	}
 	if !t.ScheduleID.IsZero() {
 		h[HeaderScheduleID] = t.ScheduleID.String()
+	}
+	if tp, ts := telemetry.Outgoing(ctx, t); tp != "" {
+		h[telemetry.HeaderTraceParent] = tp
+		if ts != "" {
+			h[telemetry.HeaderTraceState] = ts
+		}
 	}
 	return amqp.Publishing{
 		Headers:      h,

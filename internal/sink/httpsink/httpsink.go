@@ -53,6 +53,7 @@ import (
 	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -396,7 +397,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		}
 		return fmt.Errorf("build request for POST %s: %w", redactRaw(h.URL), err)
 	}
-	req.Header = s.header(t, len(t.Payload) > 0 && json.Valid(t.Payload))
+	req.Header = s.header(req.Context(), t, len(t.Payload) > 0 && json.Valid(t.Payload))
 	taskID := req.Header.Get(HeaderTaskID)
 	s.sign(req.Header, t, taskID)
 
@@ -450,14 +451,21 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 // toc's (which win over the target's of the same name). isJSON says whether
 // the payload is JSON (the Content-Type when the target sets none). The
 // values share one backing array, and toc's names are set as they are
-// (canonical already), to spare a push a dozen small allocations.
-func (s *Sink) header(t *task.Task, isJSON bool) http.Header {
+// (canonical already), to spare a push a dozen small allocations. The
+// trace context (traceparent, tracestate) is the attempt's span's, or the
+// one t was created in while tracing is off (telemetry.Outgoing): none
+// when t has none.
+func (s *Sink) header(ctx context.Context, t *task.Task, isJSON bool) http.Header {
 	h := t.Target.HTTP
 	hdr := make(http.Header, len(h.Headers)+8)
 	for k, v := range h.Headers {
 		hdr.Set(k, v)
 	}
-	vals := make([]string, 0, 8)
+	n := 8 // toc's headers; two more for a trace context
+	if t.Trace != nil || telemetry.On() {
+		n = 10
+	}
+	vals := make([]string, 0, n)
 	set := func(k, v string) {
 		vals = append(vals, v)
 		n := len(vals)
@@ -483,6 +491,12 @@ func (s *Sink) header(t *task.Task, isJSON bool) http.Header {
 	// signature covers the header value sent.
 	set(HeaderAttempt, strconv.Itoa(t.Attempts))
 	set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
+	if tp, ts := telemetry.Outgoing(ctx, t); tp != "" {
+		set("Traceparent", tp)
+		if ts != "" {
+			set("Tracestate", ts)
+		}
+	}
 	return hdr
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
+	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -246,6 +247,12 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	}
 	h.Set(HeaderAttempt, strconv.Itoa(t.Attempts))
 	h.Set(HeaderDueAt, t.DueAt.UTC().Format(time.RFC3339Nano))
+	if tp, ts := telemetry.Outgoing(ctx, t); tp != "" { // the attempt span's, or the create's
+		h.Set(telemetry.HeaderTraceParent, tp)
+		if ts != "" {
+			h.Set(telemetry.HeaderTraceState, ts)
+		}
+	}
 	msg := &nats.Msg{Subject: n.Subject, Header: h, Data: t.Payload}
 
 	pctx, stop := context.WithCancelCause(ctx)

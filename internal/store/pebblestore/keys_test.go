@@ -277,6 +277,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		FinishedAt:     &later,
 		History:        []task.Event{{At: at, What: "attempt", Attempt: 2, Error: "boom"}},
 		WakeAt:         later,
+		Trace:          &task.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "rojo=1"},
 	}
 	v := reflect.ValueOf(*tk)
 	for i := range v.NumField() {

@@ -38,7 +38,10 @@ import (
 //	              14 created_at, 15 updated_at, 16 *finished_at, 17 history,
 //	              18 wake_at, 19 schedule_id (added with schedules: a
 //	              record written before it has no bit 19 and decodes with
-//	              a zero ScheduleID)
+//	              a zero ScheduleID), 20 trace.parent, 21 trace.state
+//	              (added with tracing: W3C trace context, absent when
+//	              empty, so earlier records decode without them; a
+//	              nil Trace is neither)
 //	target        bit 0 *http, 1 *pull, 2 *amqp, 3 *nats
 //	http          bit 0 url, 1 headers, 2 timeout
 //	pull          no fields: its mask is 0
@@ -93,6 +96,8 @@ const (
 	fHistory
 	fWakeAt
 	fScheduleID
+	fTraceParent
+	fTraceState
 	numTaskFields
 )
 
@@ -266,7 +271,9 @@ func appendBinary(b []byte, t *task.Task) []byte {
 		bit(t.FinishedAt != nil, fFinishedAt) |
 		bit(len(t.History) > 0, fHistory) |
 		bit(!t.WakeAt.IsZero(), fWakeAt) |
-		bit(!t.ScheduleID.IsZero(), fScheduleID)
+		bit(!t.ScheduleID.IsZero(), fScheduleID) |
+		bit(t.Trace != nil && t.Trace.Parent != "", fTraceParent) |
+		bit(t.Trace != nil && t.Trace.State != "", fTraceState)
 
 	b = append(b, Version)
 	b = binary.AppendUvarint(b, m)
@@ -332,6 +339,12 @@ func appendBinary(b []byte, t *task.Task) []byte {
 	}
 	if has(m, fScheduleID) {
 		b = append(b, t.ScheduleID[:]...)
+	}
+	if has(m, fTraceParent) {
+		b = appendString(b, t.Trace.Parent)
+	}
+	if has(m, fTraceState) {
+		b = appendString(b, t.Trace.State)
 	}
 	return b
 }
@@ -492,6 +505,9 @@ func maxSize(t *task.Task) int {
 		maxVarint + // attempts
 		stringSize(len(t.LastError)) + stringSize(len(t.Lease)) +
 		maxVarint // history count
+	if tc := t.Trace; tc != nil {
+		n += stringSize(len(tc.Parent)) + stringSize(len(tc.State))
+	}
 	if h := t.Target.HTTP; h != nil {
 		n += 3*maxVarint + stringSize(len(h.URL)) // mask, header count, timeout
 		for k, v := range h.Headers {
@@ -735,6 +751,15 @@ func decodeBinary(b []byte) (*task.Task, error) {
 	}
 	if has(m, fScheduleID) {
 		d.id("schedule_id", &t.ScheduleID)
+	}
+	if has(m, fTraceParent) || has(m, fTraceState) {
+		t.Trace = new(task.TraceContext)
+		if has(m, fTraceParent) {
+			t.Trace.Parent = d.string("traceparent")
+		}
+		if has(m, fTraceState) {
+			t.Trace.State = d.string("tracestate")
+		}
 	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("task", fmt.Errorf("%d bytes after the last field", len(d.b)-d.off))

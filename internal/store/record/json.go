@@ -24,6 +24,9 @@ type jsonRecord struct {
 	taskFields
 	Payload []byte    `json:"payload,omitempty"` // base64 in JSON
 	WakeAt  time.Time `json:"wake_at,omitzero"`
+	// Trace came after version 1; it is here so that the tests' version 1
+	// writer keeps every field.
+	Trace *task.TraceContext `json:"trace,omitempty"`
 }
 
 // decodeJSON reads a version 1 record, exactly as earlier releases did.
@@ -35,5 +38,6 @@ func decodeJSON(b []byte) (*task.Task, error) {
 	t := task.Task(r.taskFields)
 	t.Payload = r.Payload
 	t.WakeAt = r.WakeAt
+	t.Trace = r.Trace
 	return &t, nil
 }

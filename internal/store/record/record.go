@@ -12,7 +12,7 @@
 //
 // Earlier releases read version 1 only: once a release that writes version 2
 // has run against a store, an earlier release cannot read the tasks it wrote.
-// Fields added to version 2 since (Task.ScheduleID) take a new bit of its
+// Fields added to version 2 since (Task.ScheduleID, Task.Trace) take a new bit of its
 // mask: records without them read as before.
 //
 // # Schedules

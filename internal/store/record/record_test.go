@@ -21,7 +21,7 @@ func encodeV1(t *task.Task) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte(versionJSON)
 	enc := json.NewEncoder(&buf)
-	if err := enc.Encode(jsonRecord{taskFields: taskFields(*t), Payload: t.Payload, WakeAt: t.WakeAt}); err != nil {
+	if err := enc.Encode(jsonRecord{taskFields: taskFields(*t), Payload: t.Payload, WakeAt: t.WakeAt, Trace: t.Trace}); err != nil {
 		return nil, fmt.Errorf("toc: encode task %s: %w", t.ID, err)
 	}
 	b := buf.Bytes()
@@ -392,6 +392,35 @@ func TestScheduleID(t *testing.T) {
 	v1, err := Decode([]byte(goldenV1[0].record))
 	if err != nil || !v1.ScheduleID.IsZero() {
 		t.Errorf("version 1 record: ScheduleID %v, %v", v1.ScheduleID, err)
+	}
+}
+
+// TestTraceContext checks the fields added to version 2 records with
+// tracing: a record written before them (goldenV2, version 1) decodes with
+// none, a task without them still encodes to the old bytes, and one with
+// them round-trips.
+func TestTraceContext(t *testing.T) {
+	got, err := Decode([]byte(goldenV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Trace != nil {
+		t.Errorf("trace context of an old record = %+v, want none", got.Trace)
+	}
+	if v1, err := Decode([]byte(goldenV1[0].record)); err != nil || v1.Trace != nil {
+		t.Errorf("version 1 record: Trace %+v, %v", v1.Trace, err)
+	}
+	traced := typicalTask()
+	traced.Trace = &task.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"}
+	checkEqual(t, traced, roundTrip(t, Encode, traced))
+	checkEqual(t, traced, roundTrip(t, encodeV1, traced))
+	b, err := Encode(traced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two lengths, and bit 21 takes a fourth byte of the mask.
+	if want := len(goldenV2) + 3 + len(traced.Trace.Parent) + len(traced.Trace.State); len(b) != want {
+		t.Errorf("record with a trace context is %d bytes, want %d", len(b), want)
 	}
 }
 

@@ -63,6 +63,8 @@ type scheduleRecord struct {
 	DeadlineAfter int64            `json:"deadline_after_ns,omitempty"`
 	Anchor        *int64           `json:"anchor_ms,omitempty"`
 	WakeAt        *int64           `json:"wake_at_ms,omitempty"`
+	TraceParent   string           `json:"traceparent,omitempty"` // added with tracing
+	TraceState    string           `json:"tracestate,omitempty"`
 }
 
 // EncodeSchedule returns s's record. It fails for a time out of range or a
@@ -109,6 +111,8 @@ func EncodeSchedule(s *task.Schedule) ([]byte, error) {
 		DeadlineAfter: int64(s.DeadlineAfter),
 		Anchor:        val("anchor", s.Anchor),
 		WakeAt:        val("wake_at", s.WakeAt),
+		TraceParent:   s.TraceParent,
+		TraceState:    s.TraceState,
 	}
 	if bad == "" {
 		bad = invalidUTF8(s)
@@ -128,7 +132,7 @@ func EncodeSchedule(s *task.Schedule) ([]byte, error) {
 func invalidUTF8(s *task.Schedule) string {
 	check := []struct{ field, s string }{
 		{"app", s.App}, {"key", s.Key}, {"cron", s.Cron}, {"timezone", s.Timezone},
-		{"catch_up", string(s.CatchUp)}, {"state", string(s.State)},
+		{"catch_up", string(s.CatchUp)}, {"state", string(s.State)}, {"traceparent", s.TraceParent + s.TraceState},
 	}
 	if h := s.Target.HTTP; h != nil {
 		check = append(check, struct{ field, s string }{"target.http.url", h.URL})
@@ -211,6 +215,8 @@ func DecodeSchedule(b []byte) (*task.Schedule, error) {
 		DeadlineAfter: task.Duration(r.DeadlineAfter),
 		Anchor:        val("anchor", r.Anchor),
 		WakeAt:        val("wake_at", r.WakeAt),
+		TraceParent:   r.TraceParent,
+		TraceState:    r.TraceState,
 	}
 	if bad != "" {
 		return nil, fmt.Errorf("toc: decode schedule record: %s: %w", bad, errOutOfRange)

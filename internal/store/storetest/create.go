@@ -13,7 +13,7 @@ import (
 )
 
 func testCreateNew(t *testing.T, b *bundle) {
-	a := b.newTask("app", time.Minute, withKey("k1"))
+	a := b.newTask("app", time.Minute, withKey("k1"), withTrace)
 	p := b.newTask("app", 2*time.Minute, withPull)
 	res, err := b.s.Create(b.ctx, []*task.Task{a, p})
 	if err != nil {

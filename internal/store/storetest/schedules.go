@@ -98,6 +98,9 @@ func (b *schedBundle) newSchedule(app, key string, opts ...func(*task.Schedule))
 		CreatedAt: b.now,
 		UpdatedAt: b.now,
 		Payload:   []byte(`{"report":"daily"}`),
+		// A W3C trace context, which every store must keep.
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		TraceState:  "rojo=00f067aa0ba902b7",
 		Target: task.Target{HTTP: &task.HTTPTarget{
 			URL:     "https://example.com/report",
 			Headers: map[string]string{"X-Trace": "abc"},

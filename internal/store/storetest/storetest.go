@@ -175,6 +175,11 @@ func (b *bundle) newTask(app string, due time.Duration, opts ...func(*task.Task)
 func withKey(key string) func(*task.Task) { return func(t *task.Task) { t.Key = key } }
 
 // withPull gives the task a pull target.
+// withTrace gives the task a W3C trace context, which every store must keep.
+func withTrace(t *task.Task) {
+	t.Trace = &task.TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "congo=t61rcWkgMzE"}
+}
+
 func withPull(t *task.Task) { t.Target = task.Target{Pull: &task.PullTarget{}} }
 
 // withHTTP gives the task an HTTP target.
