@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"time"
+	"time"
 
 	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/store"
