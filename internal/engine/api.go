@@ -463,6 +463,9 @@ func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, sca
 	if err != nil {
 		return nil, fmt.Errorf("find claimable tasks: %w", err)
 	}
+	if mem {
+		ids = e.notHeld(ids) // not read for nothing; checked again under the row lock
+	}
 	if len(ids) == 0 {
 		return nil, nil
 	}

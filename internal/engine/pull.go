@@ -191,6 +191,24 @@ func (e *Engine) heldPull(id task.ID) bool {
 	return ok
 }
 
+// notHeld returns the ids that this process does not hold (queued or
+// leased): those a store claim may find waiting in the store. It reuses
+// ids.
+func (e *Engine) notHeld(ids []task.ID) []task.ID {
+	out := ids[:0]
+	e.out.Lock()
+	defer e.out.Unlock()
+	for _, id := range ids {
+		_, q := e.out.pull.queued[id]
+		_, h := e.out.pull.holding[id]
+		_, a := e.out.attempts[id]
+		if !q && !h && !a {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // claimQueued takes up to p.Max tasks from app's ready queue and leases
 // them in memory, each until now+p.Lease.
 func (e *Engine) claimQueued(ctx context.Context, app string, p ClaimParams) []*task.Task {

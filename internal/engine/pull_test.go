@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/toc-dev/toc/internal/store/memstore"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -142,6 +143,42 @@ func TestPullLeaseRunsOut(t *testing.T) {
 		got, err = b.eng.Claim(ctx, "app", ClaimParams{Max: 1, Lease: time.Minute, Wait: 30 * time.Second})
 		if err != nil || len(got) != 1 || got[0].Attempts != 3 || time.Since(nacked) != retry {
 			t.Fatalf("claim after the nack: %d tasks, %v, after %s", len(got), err, time.Since(nacked))
+		}
+	})
+}
+
+// TestPullWaitingInStore: pull tasks an older version stored as waiting
+// for a claim (due, with no wake time, or one only for their deadline)
+// are not in the wheel's order, and are claimed from the store.
+func TestPullWaitingInStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		var g task.IDGenerator
+		deadline := now.Add(5 * time.Second)
+		waiting := []*task.Task{
+			{ID: g.New(now, 0), App: "app", DueAt: now.Add(-time.Minute), NextAttemptAt: now.Add(-time.Minute), Target: pull,
+				State: task.Scheduled, CreatedAt: now, UpdatedAt: now},
+			{ID: g.New(now, 0), App: "app", DueAt: now.Add(-time.Minute), NextAttemptAt: now.Add(-time.Minute), Target: pull,
+				Deadline: &deadline, WakeAt: deadline.Add(time.Millisecond), State: task.Scheduled, CreatedAt: now, UpdatedAt: now},
+		}
+		if _, err := st.Create(t.Context(), waiting); err != nil {
+			t.Fatal(err)
+		}
+		b := setup(t, func(c *Config) { c.Store = st })
+		b.store = st
+		synctest.Wait()
+		got, err := b.eng.Claim(t.Context(), "app", ClaimParams{Max: 10, Lease: time.Minute})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("claim: %d tasks, %v; want the 2 waiting in the store", len(got), err)
+		}
+		for _, tk := range got {
+			if err := b.eng.Ack(t.Context(), tk.ID, tk.Lease); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := st.Get(t.Context(), tk.ID); s.State != task.Delivered {
+				t.Errorf("task %s after its ack: %s", tk.ID, s.State)
+			}
 		}
 	})
 }
