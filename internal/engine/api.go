@@ -437,7 +437,7 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 		return e.claimStored(ctx, app, p, p.Max)
 	}
 	got := e.claimQueued(ctx, app, p)
-	if len(got) == p.Max || !e.storeClaimDue(app, time.Now()) {
+	if len(got) == p.Max || e.firing() || !e.storeClaimDue(app, time.Now()) {
 		return got, nil
 	}
 	want := p.Max - len(got)

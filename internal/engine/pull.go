@@ -36,7 +36,8 @@ import (
 // already (the queue is a bounded cache: past it, a pull task due is
 // written waiting, as before). A claim that the queue does not fill looks
 // there at most once every storeClaimEvery per app, or at once when one
-// was written waiting since.
+// was written waiting since, and only while the fire path has no due task
+// left to look at (firing).
 //
 // In a cluster (Config.Index) every pull task takes the store path: it is
 // written waiting when due, claimed and acked in synced writes.
@@ -266,6 +267,14 @@ func (e *Engine) claimQueued(ctx context.Context, app string, p ClaimParams) []*
 		}
 	}
 	return got
+}
+
+// firing reports whether the fire path has due tasks it has not looked at
+// yet: a store claim waits until it has none, since most of the claimable
+// tasks the store lists are then on their way to the ready queue, and
+// reading them would only find that out.
+func (e *Engine) firing() bool {
+	return e.Stats().Ready > 0 || len(e.writing) > 0
 }
 
 // storeClaimDue reports whether a claim of app that the ready queue did
