@@ -204,3 +204,103 @@ func TestCrashDuringAttempts(t *testing.T) {
 		t.Fatalf("SIGTERM: exit %v after %s\n%s", err, took, c2.stderr)
 	}
 }
+
+// TestCrashWithPullClaimed kills `toc serve` with SIGKILL while pull tasks
+// are claimed and not acked. A claim's lease lives in the process (issue
+// 25): the store still holds each task due, so the restarted server hands
+// every one out again at once (not after the old lease's hour), none lost,
+// each to one claim; the old leases are refused, and acking the new ones
+// finishes each task once.
+func TestCrashWithPullClaimed(t *testing.T) {
+	dir := t.TempDir()
+	const n = 300
+	ctx := context.Background()
+	pull := task.Target{Pull: &task.PullTarget{}}
+
+	c := startChild(t, dir)
+	cl := c.client()
+	want := map[task.ID]bool{}
+	for i := range n {
+		tk, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "pulls", Key: fmt.Sprintf("p-%d", i), Delay: task.Duration(100 * time.Millisecond), Target: pull})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[tk.ID] = true
+	}
+	// claimAll claims from cl until every task of want is claimed, and
+	// returns the leases, failing on a task claimed twice or unknown.
+	claimAll := func(cl *client.Client, round string) map[task.ID]string {
+		leases := map[task.ID]string{}
+		waitFor(t, 30*time.Second, round+": every task claimed", func() bool {
+			got, err := cl.Claim(ctx, "pulls", client.ClaimRequest{Max: 1000, Lease: task.Duration(time.Hour), Wait: task.Duration(time.Second)})
+			if err != nil {
+				t.Logf("%s: claim: %v", round, err)
+				return false
+			}
+			for _, tk := range got {
+				if !want[tk.ID] {
+					t.Fatalf("%s: claimed task %s, not one of those created", round, tk.ID)
+				}
+				if _, dup := leases[tk.ID]; dup {
+					t.Fatalf("%s: task %s claimed twice", round, tk.ID)
+				}
+				if tk.State != task.Delivering || tk.Lease == "" || tk.LeaseExpiresAt == nil {
+					t.Fatalf("%s: claimed task %s is %s with lease %q until %v", round, tk.ID, tk.State, tk.Lease, tk.LeaseExpiresAt)
+				}
+				leases[tk.ID] = tk.Lease
+			}
+			return len(leases) == n
+		})
+		return leases
+	}
+	before := claimAll(cl, "before the kill")
+	c.kill(t)
+
+	c2 := startChild(t, dir)
+	cl2 := c2.client()
+	after := claimAll(cl2, "after the restart")
+	var old, acks []client.AckItem
+	for id, lease := range after {
+		acks = append(acks, client.AckItem{ID: id, Lease: lease})
+		old = append(old, client.AckItem{ID: id, Lease: before[id]})
+	}
+	errs, err := cl2.AckMany(ctx, "pulls", old[:10])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if !client.IsConflict(err) {
+			t.Errorf("ack under the killed process's lease (task %s): %v, want a conflict", old[i].ID, err)
+		}
+	}
+	errs, err = cl2.AckMany(ctx, "pulls", acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("ack of task %s: %v", acks[i].ID, err)
+		}
+	}
+	for id := range want {
+		tk, err := cl2.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delivered := 0
+		for _, ev := range tk.History {
+			if ev.What == "delivered" {
+				delivered++
+			}
+		}
+		if tk.State != task.Delivered || delivered != 1 || tk.Attempts != 2 {
+			t.Errorf("task %s after the ack: %s, %d delivered events, %d attempts; want delivered once, 2 attempts (the claim the kill interrupted, and this one)", id, tk.State, delivered, tk.Attempts)
+		}
+	}
+	if got, err := cl2.Claim(ctx, "pulls", client.ClaimRequest{Max: 1000, Lease: task.Duration(time.Minute)}); err != nil || len(got) != 0 {
+		t.Errorf("claim after every ack: %d tasks, %v; want none", len(got), err)
+	}
+	if err, took := c2.terminate(t); err != nil {
+		t.Fatalf("SIGTERM: exit %v after %s\n%s", err, took, c2.stderr)
+	}
+}

@@ -436,10 +436,41 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 	}
 }
 
+// claimOnce claims what is due now: from the app's ready queue first
+// (pull.go), then, when that did not fill the claim, from the store.
 func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
-	ids, err := e.store.Claimable(ctx, app, e.clock.Now(), p.Max)
+	if !e.memPull() {
+		return e.claimStored(ctx, app, p, p.Max)
+	}
+	got := e.claimQueued(ctx, app, p)
+	if len(got) == p.Max || e.firing() || !e.storeClaimDue(app, e.clock.Now()) {
+		return got, nil
+	}
+	want := p.Max - len(got)
+	more, err := e.claimStored(ctx, app, ClaimParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
+	switch {
+	case err != nil && len(got) == 0:
+		return nil, err
+	case err != nil:
+		e.log.ErrorContext(ctx, "claim pull tasks waiting in the store", slog.String("app", app), slog.String("error", err.Error()))
+	}
+	return append(got, more...), nil
+}
+
+// claimStored claims up to p.Max of the pull tasks the store has due for
+// app, reading up to scan of them, and leases them in one synced write.
+// On a single node it takes only the tasks waiting in the store (written
+// so by an older version, or past pullHoldMax: pull.go), not those the
+// wheel fires into the ready queue (stored with their due time as WakeAt)
+// nor those held here.
+func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, scan int) ([]*task.Task, error) {
+	mem := e.memPull()
+	ids, err := e.store.Claimable(ctx, app, e.clock.Now(), scan)
 	if err != nil {
 		return nil, fmt.Errorf("find claimable tasks: %w", err)
+	}
+	if mem {
+		ids = e.notHeld(ids) // not read for nothing; checked again under the row lock
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -450,16 +481,22 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 	ts, errs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
 		now := e.msNow()
 		errs := make([]error, len(ts))
+		n := 0
 		for i, t := range ts {
 			claimed[i] = false
 			switch {
 			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
 				errs[i] = errSkip // claimed by someone else meanwhile, or moved
+			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || e.heldPull(t.ID)):
+				errs[i] = errSkip // the wheel's: it comes to the ready queue
 			case pastDeadline(t, now):
 				expire(t, now)
+			case n == p.Max:
+				errs[i] = errSkip
 			default:
 				startAttempt(t, now, p.Lease, e.boot)
 				claimed[i] = true
+				n++
 			}
 		}
 		return errs
@@ -502,6 +539,9 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 // Ack marks a claimed task delivered. The lease must be the task's current
 // one; otherwise it is a *ConflictError.
 func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
+	if held, err := e.settleHeld("ack", pullAck{id: id, lease: lease}); held {
+		return err
+	}
 	return e.settle(ctx, "ack", id, lease, acked)
 }
 
@@ -556,6 +596,37 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 	if len(ids) == 0 {
 		return errs, nil
 	}
+	var failed error // the first store failure
+	failures, total := 0, len(ids)
+	if e.memPull() {
+		// The leases held in memory (pull.go): their outcomes in one
+		// group-committed write; the others as stored.
+		ks := make([]pullAck, len(ids))
+		for j, id := range ids {
+			ks[j] = pullAck{i: idx[j], id: id, lease: acks[idx[j]].Lease}
+		}
+		mine, rest := e.takeLeases("ack", app, ks, errs)
+		e.settlePulls("ack", app, mine, errs)
+		for _, k := range mine {
+			switch err := errs[k.i]; {
+			case errors.Is(err, store.ErrNotFound):
+				errs[k.i] = errNoTask(k.id)
+			case storeError(err):
+				failed = cmp.Or(failed, err)
+				failures++
+			}
+		}
+		ids, idx = ids[:0], idx[:0]
+		for _, k := range rest {
+			ids, idx = append(ids, k.id), append(idx, k.i)
+		}
+		if len(ids) == 0 {
+			if failures == total {
+				return nil, failed
+			}
+			return errs, nil
+		}
+	}
 	ws, werrs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
 		now := e.msNow()
 		errs := make([]error, len(ts))
@@ -573,8 +644,6 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 		return errs
 	})
 	var stored []written
-	var failed error // the first store failure
-	failures := 0
 	for j, err := range werrs {
 		i := idx[j]
 		switch {
@@ -593,7 +662,7 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 		}
 	}
 	e.wrote(ctx, stored...)
-	if failures == len(ids) {
+	if failures == total {
 		return nil, failed
 	}
 	return errs, nil
@@ -620,9 +689,27 @@ func (e *Engine) Nack(ctx context.Context, id task.ID, lease, msg string, retryI
 	if msg == "" {
 		msg = "nacked by the consumer"
 	}
+	if held, err := e.settleHeld("nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}); held {
+		return err
+	}
 	return e.settle(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
 		failAttempt(t, now, msg, retryIn)
 	})
+}
+
+// settleHeld acks or nacks (op) k when its lease is held in memory
+// (pull.go), and reports whether it was.
+func (e *Engine) settleHeld(op string, k pullAck) (bool, error) {
+	if !e.memPull() || k.lease == "" || !e.Ready() {
+		return false, nil // settle answers
+	}
+	errs := make([]error, 1)
+	mine, _ := e.takeLeases(op, "", []pullAck{k}, errs)
+	if len(mine) == 0 && errs[0] == nil {
+		return false, nil // not held here: as stored
+	}
+	e.settlePulls(op, "", mine, errs)
+	return true, errs[0]
 }
 
 func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {

@@ -33,7 +33,8 @@
 //     counts, parked tasks and gates (apps.go, gate.go);
 //   - e.out guards the push attempts under way in this process, those
 //     waiting for a worker (waiting.go) and their outcomes waiting to be
-//     stored (fire.go);
+//     stored (fire.go), and the pull tasks held in this process: due and
+//     waiting for a claim, or claimed under a lease (pull.go);
 //   - e.creates guards the creates gathering into the next group-committed
 //     store write (creates.go).
 //
@@ -280,11 +281,15 @@ type Engine struct {
 		pending   []outcome
 		settlers  int           // goroutines writing outcomes
 		gathering bool          // one of them waits for more (settleOutcome)
+		waits     int           // pending outcomes a caller waits for: written at once
 		full      chan struct{} // a batch is full: the gathering one writes now
 
 		waiting waitingDeliveries // push attempts that found no free worker (waiting.go)
+
+		pull pullHeld // pull tasks due in memory and their claims' leases (pull.go)
 	}
 	deliverKick chan struct{} // capacity 1: attempts wait for a worker (waiting.go)
+	pullLeases  atomic.Int64  // pull attempts in e.out.attempts (pull.go), read without the lock
 
 	// alog is the store's attempt log (nil: it keeps none; in a cluster the
 	// index numbers the attempts); noted counts the attempts noted since it
@@ -333,6 +338,7 @@ func New(cfg Config) (*Engine, error) {
 	e.mu.waiters = make(map[string]chan struct{})
 	e.out.attempts = make(map[task.ID]*attempt)
 	e.out.full = make(chan struct{}, 1)
+	e.out.pull.init()
 	return e, nil
 }
 
@@ -566,6 +572,12 @@ func (e *Engine) track(w written) {
 	wake := t.WakeAt
 	if e.cfg.Index != nil && !e.cfg.Index.Watches(t) {
 		wake = time.Time{} // another node times it
+	}
+	if t.Target.Pull != nil {
+		// Written: a claim must not hand out a copy read before. Dropped
+		// before the wheel has the task again, which may fire it into
+		// the ready queue at once.
+		e.dropQueued(t.ID)
 	}
 	e.mu.Lock()
 	if e.mu.core == nil {

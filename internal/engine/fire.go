@@ -61,6 +61,7 @@ const (
 	vGate                    // it waits behind the app's cluster gate
 	vLost                    // another node has it
 	vRollback                // a lease ran out: roll it back once the index gives it to this node
+	vPull                    // a pull task due: nothing to store, it goes to its app's ready queue (pull.go)
 )
 
 // firing is one task of a fire job.
@@ -97,6 +98,10 @@ const fireBatchMax = 128
 func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	wrote := sync.OnceFunc(func() { <-e.writing })
 	defer wrote()
+	taken, ends := e.pullLeasesDue(taken)
+	if len(ends) > 0 {
+		defer func() { wrote(); e.settleOutcome(ctx, ends...) }()
+	}
 	fs := e.pace(taken)
 	if len(fs) == 0 {
 		return
@@ -212,6 +217,17 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 			f.v = vWrite
 		case t.Target.Pull != nil:
 			f.pullDue = true
+			if e.memPull() {
+				hold, over := e.holdPull(t)
+				if hold {
+					f.v = vPull // to the ready queue as read (settleFiring)
+					return
+				}
+				if !over {
+					f.pullDue = false
+					return // queued or leased here already
+				}
+			}
 			// Due and waiting to be claimed: only the deadline is left to
 			// wake for.
 			var w time.Time
@@ -346,6 +362,10 @@ func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, 
 // it to the index.
 func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
 	id, app := f.id, f.app
+	if f.v == vPull && !errors.Is(err, errSkip) {
+		e.unholdPull(id) // the look's batch failed: not queued
+		f.v = vLeave
+	}
 	if f.v == vPush && err != nil && !errors.Is(err, errSkip) {
 		e.apps.release(app, id) // admitted, but the task could not be read
 		e.unreserve(id)
@@ -399,6 +419,11 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		// Nothing was written: the attempt is under way in this process
 		// (startAttempt), and its outcome tracks the task again.
 		return w, false
+	case f.v == vPull:
+		// Nothing was written: the task waits in its app's ready queue
+		// as read, and the wheel keeps only its deadline (pull.go).
+		e.queuePull(t)
+		return written{}, false
 	case f.v == vWrite:
 		return w, true
 	case t.State.Final() && e.cfg.Index != nil:
@@ -406,8 +431,9 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		// task when a promotion scan read the row just before the task
 		// finished): correct the index, or the entry stays for good.
 		return w, true
-	case e.underway(id):
-		// Its attempt is under way here, and its outcome tracks it again.
+	case e.underway(id) || e.queuedPull(id):
+		// Its attempt is under way here, and its outcome tracks it again;
+		// or it waits in a ready queue for a claim (pull.go).
 		// Tracked now, the row (still due: the attempt is not stored)
 		// would be ready at once and fire again, and again, until the
 		// attempt ends: a stale wheel entry of a task whose webhook hung
@@ -497,6 +523,10 @@ func (e *Engine) untrack(id task.ID) {
 type attempt struct {
 	base *task.Task // the task as stored when the attempt started; never changed
 	t    *task.Task // base with the attempt started: what the sink gets, and what Get shows; never changed (it shares base's payload and target)
+	pull bool       // a claim's lease (pull.go), not a push attempt
+	// ending: a pull attempt's outcome (an ack, a nack, its lease's end)
+	// is on its way to the store; no other is taken. Guarded by e.out.
+	ending bool
 }
 
 // reserve marks an attempt of id under way in this process, before it
@@ -600,6 +630,25 @@ type outcome struct {
 	err      error  // the sink's; nil when delivered
 	released bool   // cut short by Stop: not the receiver's fault
 	spent    bool   // not made: the attempts before it used up max_attempts
+
+	retryIn *time.Duration // a nack's retry_in (nil: the backoff)
+	wait    *outcomeWait   // an ack or nack waiting for its write (nil: nobody waits)
+	slot    int            // its result's index in wait.res
+}
+
+// outcomeWait is a caller waiting for the outcomes it handed to
+// settleOutcome to be stored: an ack or a nack, answered after the
+// (synced) write.
+type outcomeWait struct {
+	wg  sync.WaitGroup // one per outcome
+	res []outcomeResult
+}
+
+// outcomeResult is what became of one outcome of an outcomeWait.
+type outcomeResult struct {
+	landed bool       // written over the task
+	t      *task.Task // the task as stored (or as read when it did not land)
+	err    error      // the store's: not written
 }
 
 // maxSettlers bounds the goroutines storing outcomes at once.
@@ -623,9 +672,14 @@ const maxConflictRounds = 5
 // much: at a few thousand fires a second, the outcomes of a few
 // milliseconds share one SQL transaction and one Redis round trip instead
 // of a handful each.
-func (e *Engine) settleOutcome(ctx context.Context, o outcome) {
+func (e *Engine) settleOutcome(ctx context.Context, os ...outcome) {
 	e.out.Lock()
-	e.out.pending = append(e.out.pending, o)
+	e.out.pending = append(e.out.pending, os...)
+	for _, o := range os {
+		if o.wait != nil {
+			e.out.waits++
+		}
+	}
 	if e.out.gathering || e.out.settlers >= maxSettlers {
 		if !e.moreOutcomesLocked() {
 			signal(e.out.full)
@@ -642,8 +696,13 @@ func (e *Engine) settleOutcome(ctx context.Context, o outcome) {
 			e.out.Lock()
 			e.out.gathering = false
 		}
-		n := min(len(e.out.pending), fireBatchMax)
+		n := e.outcomeBatchLocked()
 		batch := slices.Clone(e.out.pending[:n])
+		for _, o := range batch {
+			if o.wait != nil {
+				e.out.waits--
+			}
+		}
 		clear(e.out.pending[:n])
 		e.out.pending = e.out.pending[n:]
 		e.out.Unlock()
@@ -658,7 +717,25 @@ func (e *Engine) settleOutcome(ctx context.Context, o outcome) {
 // more: it is not full, and attempts are under way whose outcomes are not
 // in it yet. e.out is held.
 func (e *Engine) moreOutcomesLocked() bool {
-	return len(e.out.pending) < fireBatchMax && len(e.out.attempts) > len(e.out.pending)
+	return e.out.waits == 0 && len(e.out.pending) < fireBatchMax && len(e.out.attempts)-e.out.pull.leased > len(e.out.pending)
+}
+
+// outcomeBatchLocked is how many of the pending outcomes the next write
+// takes: up to fireBatchMax of push attempts and lease ends, and up to
+// MaxClaim in all, so that a batch ack (AckMany) is one write. e.out is
+// held.
+func (e *Engine) outcomeBatchLocked() int {
+	n, other := 0, 0
+	for n < len(e.out.pending) && n < MaxClaim {
+		if e.out.pending[n].wait == nil {
+			if other == fireBatchMax {
+				break
+			}
+			other++
+		}
+		n++
+	}
+	return n
 }
 
 // gatherOutcomes waits outcomeGather, or less when a batch fills up or
@@ -710,6 +787,18 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			which = append(which, i)
 		}
 	}
+	opts := fireWrite
+	keep := make([]bool, len(os)) // an ack's attempt whose write failed: its lease stays
+	for _, o := range os {
+		if o.wait != nil {
+			opts = ackWrite // a client waits for it: synced
+		}
+	}
+	result := func(i int, r outcomeResult) {
+		if w := os[i].wait; w != nil {
+			w.res[os[i].slot] = r
+		}
+	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	var stored, moved []written
@@ -723,7 +812,7 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
 	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
-		ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
+		ws, errs := e.updateMany(wctx, ids, opts, func(ts []*task.Task) []error {
 			now := e.msNow()
 			errs := make([]error, len(ts))
 			for k, t := range ts {
@@ -761,11 +850,20 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			switch {
 			case err == nil && landed[k]:
 				stored = append(stored, ws[k])
+				result(which[k], outcomeResult{landed: true, t: ws[k].t})
 			case err == nil:
 				moved = append(moved, ws[k])
+				result(which[k], outcomeResult{t: ws[k].t})
 			case errors.Is(err, errSkip):
 				moved = append(moved, ws[k])
+				result(which[k], outcomeResult{t: ws[k].t})
 			case errors.Is(err, store.ErrNotFound):
+				result(which[k], outcomeResult{err: err})
+			case os[which[k]].wait != nil && !errors.Is(err, store.ErrConflict):
+				// A client waits: it gets the error now, and may send
+				// its ack again under the lease, which stays.
+				result(which[k], outcomeResult{err: err})
+				keep[which[k]] = true
 			case errors.Is(err, store.ErrConflict) && rounds < maxConflictRounds:
 				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
 				conflict = true
@@ -798,15 +896,47 @@ func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
 			}
 		}
 	}
+	ended := 0 // pull attempts
 	e.out.Lock()
 	for i, o := range os {
-		if as[i] != nil {
+		switch a := as[i]; {
+		case a == nil:
+		case keep[i]:
+			a.ending = false
+		default:
 			delete(e.out.attempts, o.id)
+			if a.pull {
+				e.out.pull.leased--
+				e.out.pull.unref(a.t.App)
+				ended++
+			}
 		}
 	}
 	e.out.Unlock()
+	if ended > 0 {
+		e.pullLeases.Add(-int64(ended))
+		// The wheel entries at the leases' ends go: the tasks are
+		// tracked again as stored (a deferred entry would outlive a
+		// finished task's track).
+		e.mu.Lock()
+		for i, o := range os {
+			if a := as[i]; a != nil && a.pull && !keep[i] && e.mu.core != nil {
+				e.mu.core.Untrack(o.id)
+			}
+		}
+		e.mu.Unlock()
+	}
 	e.settled(ctx, stored, moved, released)
+	for _, o := range os {
+		if o.wait != nil {
+			o.wait.wg.Done()
+		}
+	}
 }
+
+// ackWrite is for the outcomes of acks and nacks: synced, since the
+// client is answered after it; otherwise as fireWrite.
+var ackWrite = &store.UpdateOpts{Optimistic: true}
 
 // Outcome writes that meet an unavailable store (store.ErrUnavailable: a
 // database restart, a lost connection) are tried again up to
@@ -882,7 +1012,7 @@ func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
 		finish(t, task.Delivered, now)
 		t.LastError = ""
 	} else {
-		failAttempt(t, now, o.err.Error(), nil)
+		failAttempt(t, now, o.err.Error(), o.retryIn)
 	}
 }
 
