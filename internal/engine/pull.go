@@ -50,13 +50,21 @@ type pullHeld struct {
 	queues map[string][]*task.Task
 	// queued is the tasks in queues, by id.
 	queued map[task.ID]*task.Task
-	// holding is the tasks, with their apps, that a fire job's look
-	// decided to queue and that settleFiring has not queued yet: it keeps
-	// a store claim from leasing them meanwhile.
-	holding map[task.ID]string
+	// holding is the tasks that a fire job's look decided to queue and
+	// that settleFiring has not queued yet: it keeps a store claim from
+	// leasing them meanwhile.
+	holding map[task.ID]*pullHold
 	leased  int             // pull attempts in e.out.attempts
 	perApp  map[string]int  // held (holding, queued and leased), per app
 	store   map[string]pass // per app: when the store was last looked at for claims
+}
+
+// pullHold is a task of pullHeld.holding: its app, and how many fire jobs'
+// looks hold it (two jobs that fired it at once: the first to settle
+// queues it; one that failed lets go of its hold only).
+type pullHold struct {
+	app string
+	n   int
 }
 
 // pass is what a claim knows of an app's pull tasks waiting in the store.
@@ -68,7 +76,7 @@ type pass struct {
 func (p *pullHeld) init() {
 	p.queues = map[string][]*task.Task{}
 	p.queued = map[task.ID]*task.Task{}
-	p.holding = map[task.ID]string{}
+	p.holding = map[task.ID]*pullHold{}
 	p.perApp = map[string]int{}
 	p.store = map[string]pass{}
 }
@@ -96,8 +104,9 @@ func (e *Engine) holdPull(t *task.Task) (hold, over bool) {
 	e.out.Lock()
 	defer e.out.Unlock()
 	p := &e.out.pull
-	if _, ok := p.holding[t.ID]; ok {
-		return true, false // an earlier run of this look (or another fire job's): queued once
+	if h, ok := p.holding[t.ID]; ok {
+		h.n++ // another fire job's look, or this one run again: queued once
+		return true, false
 	}
 	if _, ok := p.queued[t.ID]; ok {
 		return false, false
@@ -110,7 +119,7 @@ func (e *Engine) holdPull(t *task.Task) (hold, over bool) {
 		p.store[t.App] = pass{}
 		return false, true
 	}
-	p.holding[t.ID] = t.App
+	p.holding[t.ID] = &pullHold{app: t.App, n: 1}
 	p.perApp[t.App]++
 	return true, false
 }
@@ -138,9 +147,11 @@ func (e *Engine) queuePull(t *task.Task) {
 func (e *Engine) unholdPull(id task.ID) {
 	e.out.Lock()
 	defer e.out.Unlock()
-	if app, ok := e.out.pull.holding[id]; ok {
-		delete(e.out.pull.holding, id)
-		e.out.pull.unref(app)
+	if h, ok := e.out.pull.holding[id]; ok {
+		if h.n--; h.n == 0 {
+			delete(e.out.pull.holding, id)
+			e.out.pull.unref(h.app)
+		}
 	}
 }
 
@@ -156,9 +167,9 @@ func (e *Engine) dropQueued(id task.ID) {
 		delete(p.queued, id)
 		p.unref(q.App)
 	}
-	if app, ok := p.holding[id]; ok {
+	if h, ok := p.holding[id]; ok {
 		delete(p.holding, id)
-		p.unref(app)
+		p.unref(h.app)
 	}
 }
 
