@@ -18,7 +18,9 @@ import (
 // within one batch: the first creates, the others get it back.
 
 // createWriters bounds the create writes in flight: with two, one gathers
-// while the other commits.
+// while the other commits. A store may ask for another bound
+// ([store.CreateWriters]: pebblestore asks for one, as its log's syncs
+// gather the writes themselves).
 const createWriters = 2
 
 // createGatherMax bounds the tasks one gathered write carries.
@@ -27,8 +29,9 @@ const createGatherMax = 4 * MaxBatch
 // createQueue is the requests waiting for a create write.
 type createQueue struct {
 	sync.Mutex
-	pending []*createReq
-	writers int // create writes in flight
+	pending    []*createReq
+	writers    int // create writes in flight
+	maxWriters int // their bound: createWriters, or the store's
 }
 
 // createReq is one request's tasks, waiting to be written.
@@ -52,7 +55,7 @@ func (e *Engine) create(ctx context.Context, tasks []*task.Task) ([]store.Create
 	c := &e.creates
 	c.Lock()
 	c.pending = append(c.pending, r)
-	writer := c.writers < createWriters
+	writer := c.writers < c.maxWriters
 	if writer {
 		c.writers++
 	}

@@ -116,6 +116,59 @@ func TestCreatesGather(t *testing.T) {
 	}
 }
 
+// oneWriter is heldCreates for a store that asks for one Create at a
+// time (store.CreateWriters), as pebblestore does.
+type oneWriter struct{ *heldCreates }
+
+func (oneWriter) CreateWriters() int { return 1 }
+
+// TestCreatesOneWriter: with a store that asks for one create write at a
+// time, the requests that come while it runs wait, none starts a write of
+// its own, and the next write takes them all.
+func TestCreatesOneWriter(t *testing.T) {
+	var held *heldCreates
+	b := setup(t, func(c *Config) {
+		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
+		c.Store = oneWriter{held}
+	})
+	p := func(key string) ScheduleParams {
+		return ScheduleParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	req := func(i int) {
+		wg.Go(func() { _, errs[i] = b.eng.Schedule(context.Background(), []ScheduleParams{p(fmt.Sprintf("k%d", i))}) })
+	}
+	req(0)
+	if n := <-held.entered; n != 1 {
+		t.Fatalf("the first write carries %d tasks, want 1", n)
+	}
+	for i := 1; i < 6; i++ {
+		req(i)
+	}
+	waitFor(t, func() bool {
+		b.eng.creates.Lock()
+		defer b.eng.creates.Unlock()
+		return len(b.eng.creates.pending) == 5
+	})
+	if n := held.calls.Load(); n != 1 {
+		t.Fatalf("%d store writes started while the first ran, want 1", n)
+	}
+	close(held.release)
+	if n := <-held.entered; n != 5 {
+		t.Errorf("the next write carries %d tasks, want the 5 that waited", n)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	if n := held.calls.Load(); n != 2 {
+		t.Errorf("%d store writes for 6 requests, want 2", n)
+	}
+}
+
 // TestCreatesUnderLoad: many concurrent requests, each of its own key, all
 // get their own task, with fewer store writes than requests, and no slot
 // is left taken.

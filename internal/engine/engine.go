@@ -329,6 +329,10 @@ func New(cfg Config) (*Engine, error) {
 		deliverKick: make(chan struct{}, 1),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
+	e.creates.maxWriters = createWriters
+	if cw, ok := store.As[store.CreateWriters](cfg.Store); ok && cw.CreateWriters() > 0 {
+		e.creates.maxWriters = cw.CreateWriters()
+	}
 	if cfg.Index == nil {
 		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
 		e.noteErrs.Every = noteErrorsEvery

@@ -167,6 +167,10 @@ func New(cfg Config) *Handler {
 	for pattern, handler := range cfg.Public {
 		h.public.Handle(pattern, handler)
 	}
+	// Every other request goes to the API: one routing step decides, where
+	// asking the public mux first whether it has the route cost a lookup
+	// that, for the API's routes, also listed the methods the path allows.
+	h.public.HandleFunc("/", h.serveAPI)
 	h.access.Store(cfg.Access)
 	if err := h.SetAllowedOrigins(cfg.AllowedOrigins); err != nil {
 		panic("httpapi: " + err.Error()) // the config file's validation lets none through
@@ -188,7 +192,7 @@ func (h *Handler) allowed(r *http.Request) string {
 		}
 		probe := *r
 		probe.Method = method
-		if _, p := h.public.Handler(&probe); p != "" {
+		if _, p := h.public.Handler(&probe); p != "" && p != "/" { // "/": the API's
 			allow = append(allow, method)
 		} else if _, p := h.mux.Handler(&probe); p != "" && p != "/" {
 			allow = append(allow, method)
@@ -207,10 +211,11 @@ func IsAdmin(r *http.Request) bool { return who(r.Context()).admin }
 // ServeHTTP serves the health routes to anyone and everything else to
 // authenticated requests that pass the rules for web pages (browser.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := h.public.Handler(r); pattern != "" {
-		h.public.ServeHTTP(w, r)
-		return
-	}
+	h.public.ServeHTTP(w, r) // the API's requests: serveAPI
+}
+
+// serveAPI serves the requests that no public route takes.
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if err := h.checkBrowserWrite(r); err != nil {
 		// Only a route that may change state is refused: an unknown path
 		// or a known one with another method gets its 404 or 405.

@@ -169,6 +169,20 @@ type Sharded interface {
 	Shards() int
 }
 
+// CreateWriters is an optional interface of a Store that says how many
+// Create calls the engine should have in flight at once. The engine
+// gathers the creates of concurrent requests into its next Create call
+// (a group commit); a store that group-commits its own log, like Pebble,
+// does best with one call at a time: the next call then takes every
+// request that came during the previous one's sync, and each sync serves
+// them all, instead of a second call entering early with the few that
+// came first and costing a sync of its own. Without it the engine keeps
+// two in flight, so that one gathers while the other commits (a SQL
+// transaction's round trips).
+type CreateWriters interface {
+	CreateWriters() int
+}
+
 // Wrapper is implemented by a Store that wraps another (metrics do), so
 // that [As] finds the optional interfaces of the store underneath.
 type Wrapper interface {
