@@ -146,7 +146,7 @@ func TestCreatesOneWriter(t *testing.T) {
 	for i := 1; i < 6; i++ {
 		req(i)
 	}
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "five requests queued behind the first write", func() bool {
 		b.eng.creates.Lock()
 		defer b.eng.creates.Unlock()
 		return len(b.eng.creates.pending) == 5

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -47,7 +48,7 @@ func doTraced(t *testing.T, method, u, body, traceparent, tracestate string) (in
 func TestCreateKeepsTraceContext(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	url := rcv.URL + "/hook"
 	create := func(key, traceparent, tracestate string) *task.Task {
 		t.Helper()
@@ -87,12 +88,12 @@ func TestCreateKeepsTraceContext(t *testing.T) {
 			t.Errorf("task %s (%s): trace context %q %q, want %q %q", id, got.Key, tp, ts, w[0], w[1])
 		}
 	}
-	waitFor(t, 10*time.Second, "five pushes", func() bool { return len(rcv.arrivals()) >= 5 })
-	for _, a := range rcv.arrivals() {
-		id, _ := task.ParseID(a.header.Get("Toc-Task-Id"))
+	rcv.WaitCount(t, 5, 10*time.Second)
+	for _, a := range rcv.Deliveries() {
+		id, _ := task.ParseID(a.Header.Get("Toc-Task-Id"))
 		w := want[id]
-		if a.header.Get("traceparent") != w[0] || a.header.Get("tracestate") != w[1] || len(a.header.Values("traceparent")) > 1 {
-			t.Errorf("push of %s: traceparent %q tracestate %q, want %q %q", id, a.header.Values("traceparent"), a.header.Get("tracestate"), w[0], w[1])
+		if a.Header.Get("traceparent") != w[0] || a.Header.Get("tracestate") != w[1] || len(a.Header.Values("traceparent")) > 1 {
+			t.Errorf("push of %s: traceparent %q tracestate %q, want %q %q", id, a.Header.Values("traceparent"), a.Header.Get("tracestate"), w[0], w[1])
 		}
 	}
 }
@@ -102,7 +103,7 @@ func TestCreateKeepsTraceContext(t *testing.T) {
 func TestScheduleKeepsTraceContext(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, "", nil)
-	rcv := newReceiver(t)
+	rcv := testkit.NewReceiver(t)
 	code, b := doTraced(t, "POST", s.url+"/v1/schedules",
 		`{"app":"tr","key":"every","every":"1s","target":{"http":{"url":"`+rcv.URL+`/hook"}}}`, testParent, testState)
 	var sc task.Schedule
@@ -112,10 +113,10 @@ func TestScheduleKeepsTraceContext(t *testing.T) {
 	if sc.TraceParent != testParent || sc.TraceState != testState {
 		t.Errorf("schedule's trace context %q %q, want the creator's", sc.TraceParent, sc.TraceState)
 	}
-	waitFor(t, 10*time.Second, "an occurrence's push", func() bool { return len(rcv.arrivals()) >= 1 })
-	a := rcv.arrivals()[0]
-	if a.header.Get("traceparent") != testParent || a.header.Get("tracestate") != testState {
-		t.Errorf("occurrence's push: traceparent %q tracestate %q, want the schedule's", a.header.Get("traceparent"), a.header.Get("tracestate"))
+	rcv.WaitCount(t, 1, 10*time.Second)
+	a := rcv.Deliveries()[0]
+	if a.Header.Get("traceparent") != testParent || a.Header.Get("tracestate") != testState {
+		t.Errorf("occurrence's push: traceparent %q tracestate %q, want the schedule's", a.Header.Get("traceparent"), a.Header.Get("tracestate"))
 	}
 	occ := occurrencesOf(t, s, "tr", "every")
 	if len(occ) == 0 || occ[0].Trace == nil || occ[0].Trace.Parent != testParent {
