@@ -231,7 +231,7 @@ func TestCrashWithPullClaimed(t *testing.T) {
 	// returns the leases, failing on a task claimed twice or unknown.
 	claimAll := func(cl *client.Client, round string) map[task.ID]string {
 		leases := map[task.ID]string{}
-		waitFor(t, 30*time.Second, round+": every task claimed", func() bool {
+		testkit.WaitFor(t, 30*time.Second, round+": every task claimed", func() bool {
 			got, err := cl.Claim(ctx, "pulls", client.ClaimRequest{Max: 1000, Lease: task.Duration(time.Hour), Wait: task.Duration(time.Second)})
 			if err != nil {
 				t.Logf("%s: claim: %v", round, err)

@@ -24,6 +24,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/internal/testsvc"
 )
 
@@ -205,7 +206,7 @@ func traceparentParts(tp string) (traceID, spanID string) {
 func checkTrace(t *testing.T, o *otlpServer, traceID, callerSpan, id, kind string, received []string) {
 	t.Helper()
 	var creates, attempts []otlpSpan
-	waitFor(t, 20*time.Second, "the create's and the attempts' spans", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the create's and the attempts' spans", func() bool {
 		creates = o.find(func(s otlpSpan) bool { return s.traceID == traceID && s.name == "POST /v1/tasks" })
 		attempts = o.find(func(s otlpSpan) bool { return s.name == "toc deliver" && s.attrs["toc.task.id"] == id })
 		return len(creates) == 1 && len(attempts) >= len(received)
@@ -286,7 +287,7 @@ func traceHTTP(t *testing.T, o *otlpServer, base string) {
 	id := createTraced(t, base, `{"app":"orders","key":"t-http","delay":"0s","payload":{"n":1},`+retryFast+
 		`,"target":{"http":{"url":"`+hooks.URL+`"}}}`, tp, "e2e=1")
 	var parents, states []string
-	waitFor(t, 20*time.Second, "two pushes", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "two pushes", func() bool {
 		parents, states = hooks.pushes(id)
 		return len(parents) >= 2
 	})
@@ -329,7 +330,7 @@ func TestTracingAMQP(t *testing.T) {
 	traceID, callerSpan, tp := callerContext(t)
 	id := createTraced(t, c.url, `{"app":"orders","key":"t-amqp","delay":"0s","target":{"amqp":{"exchange":"`+exchange+`"}}}`, tp, "e2e=1")
 	var got string
-	waitFor(t, 20*time.Second, "the message", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the message", func() bool {
 		msg, ok, err := ch.Get(queue, true)
 		if err != nil {
 			t.Fatal(err)
@@ -387,7 +388,7 @@ func TestTracingNATS(t *testing.T) {
 	traceID, callerSpan, tp := callerContext(t)
 	id := createTraced(t, c.url, `{"app":"orders","key":"t-nats","delay":"0s","target":{"nats":{"subject":"`+subject+`"}}}`, tp, "e2e=1")
 	var got string
-	waitFor(t, 20*time.Second, "the message", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the message", func() bool {
 		msg, err := stream.GetLastMsgForSubject(context.Background(), subject)
 		if err != nil {
 			return false
@@ -413,7 +414,7 @@ func TestTracingOff(t *testing.T) {
 	_, _, tp := callerContext(t)
 	traced := createTraced(t, c.url, `{"app":"orders","key":"off-1","delay":"0s",`+retryFast+`,"target":{"http":{"url":"`+hooks.URL+`"}}}`, tp, "e2e=1")
 	plain := createTraced(t, c.url, `{"app":"orders","key":"off-2","delay":"0s",`+retryFast+`,"target":{"http":{"url":"`+hooks.URL+`"}}}`, "", "")
-	waitFor(t, 20*time.Second, "two pushes of each task", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "two pushes of each task", func() bool {
 		a, _ := hooks.pushes(traced)
 		b, _ := hooks.pushes(plain)
 		return len(a) >= 2 && len(b) >= 2
