@@ -108,11 +108,6 @@ func (e *Engine) AdvanceClock(ctx context.Context, to time.Time) (now time.Time,
 	if now := tc.Now(); to.Before(now) {
 		return now, 0, &ClockBackError{Now: now, To: to}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.loopCtx, cancel) // the engine stops: so does the advance
-	defer stop()
-
 	start, from := e.tclock.fired.Load(), tc.Now()
 	defer func() {
 		e.log.InfoContext(ctx, "test clock advanced", slog.Time("from", from), slog.Time("to", now), slog.Int("fired", fired), slog.Any("error", err))
@@ -209,6 +204,9 @@ func (e *Engine) awaitQuiet(ctx context.Context, now time.Time, passes uint64) (
 		quiet, next := e.quietAt(now, passes)
 		if quiet {
 			return next, nil
+		}
+		if err := e.checkReady(); err != nil {
+			return time.Time{}, err // stopping: the loops will not get quiet
 		}
 		t.Reset(quietPoll)
 		select {
