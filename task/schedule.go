@@ -83,7 +83,7 @@ type Schedule struct {
 	Retry         RetryPolicy `json:"retry"`
 	DeadlineAfter Duration    `json:"deadline_after,omitempty"`
 	// TraceParent and TraceState are the W3C trace context the schedule
-	// was created in; every occurrence is created in it (Task.TraceParent).
+	// was created in; every occurrence is created in it (Task.Trace).
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
 
