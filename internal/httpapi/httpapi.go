@@ -230,7 +230,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 // Route returns the pattern of the route r goes to, like "POST /v1/tasks"
 // ("" for none): the name of the request's span (telemetry.Handler).
 func (h *Handler) Route(r *http.Request) string {
-	if _, pattern := h.public.Handler(r); pattern != "" {
+	if _, pattern := h.public.Handler(r); pattern != "" && pattern != "/" { // "/": the API's (serveAPI)
 		return pattern
 	}
 	_, pattern := h.mux.Handler(r)
