@@ -238,7 +238,15 @@ func (e *Engine) quietAt(now time.Time, passes uint64) (bool, time.Time) {
 		return false, next
 	}
 	e.out.Lock()
-	busy := len(e.out.attempts) > 0 || len(e.out.pending) > 0 || e.out.settlers > 0 || len(e.out.waiting.ring) > 0
+	busy := len(e.out.pending) > 0 || e.out.settlers > 0 || len(e.out.waiting.ring) > 0
+	for _, a := range e.out.attempts {
+		// A pull task's lease held here (pull.go) waits for its consumer,
+		// not for the engine: it ends by an ack or by the clock.
+		if busy || a == nil || !a.pull || a.ending {
+			busy = true
+			break
+		}
+	}
 	e.out.Unlock()
 	if busy {
 		return false, next
