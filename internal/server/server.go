@@ -291,7 +291,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	m := metrics.New(reg, func() engine.Stats { return eng.Stats() }, counts)
 	m.SetWindow(c.Window)
 
-	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.AMQP, Logger: log,
+	amqpSink := amqpsink.New(amqpsink.Config{DefaultURL: c.AMQP, Logger: log, Clock: s.clk,
 		Resolve: lv.broker("amqp", c.AMQP), Guard: lv.policy})
 	s.closers = append(s.closers, func() { _ = amqpSink.Close() })
 	natsSink := natssink.New(natssink.Config{DefaultURL: c.NATS, Logger: log,

@@ -14,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/telemetry"
@@ -82,6 +83,9 @@ type Config struct {
 	// ConnectionName is shown by the broker (management UI, rabbitmqctl
 	// list_connections). Default [ConnectionNameDefault].
 	ConnectionName string
+	// Clock dates the messages (Timestamp): the engine's, so that a test
+	// clock's deliveries carry its time. Nil: the wall clock.
+	Clock clock.Clock
 }
 
 // Validate reports the first invalid field of c.
@@ -128,6 +132,7 @@ func New(cfg Config) *Sink {
 	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
 	cfg.MaxChannels = cmp.Or(cfg.MaxChannels, MaxChannelsDefault)
 	cfg.ConnectionName = cmp.Or(cfg.ConnectionName, ConnectionNameDefault)
+	cfg.Clock = clock.Or(cfg.Clock)
 	s := &Sink{cfg: cfg, log: cfg.Logger}
 	s.mu.conns = make(map[string]*dial)
 	return s
@@ -234,7 +239,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		return fmt.Errorf("publish to exchange %q on %s: open a channel: %w", a.Exchange, redact(rawURL), err)
 	}
 	dc, err := guard(ctx, c, func() (*amqp.DeferredConfirmation, error) {
-		return ch.ch.PublishWithDeferredConfirm(a.Exchange, key, true, false, publishing(ctx, t))
+		return ch.ch.PublishWithDeferredConfirm(a.Exchange, key, true, false, publishing(ctx, t, s.cfg.Clock.Now()))
 	})
 	if err != nil {
 		// Nothing is pending on the channel: the library takes back a
@@ -295,8 +300,8 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 
 // publishing builds the message for t, with the trace context of ctx's
 // attempt span, or the one t was created in (telemetry.Outgoing), as the
-// traceparent and tracestate headers.
-func publishing(ctx context.Context, t *task.Task) amqp.Publishing {
+// traceparent and tracestate headers, dated now.
+func publishing(ctx context.Context, t *task.Task, now time.Time) amqp.Publishing {
 	ct := "application/octet-stream"
 	if len(t.Payload) > 0 && json.Valid(t.Payload) {
 		ct = "application/json"
@@ -324,7 +329,7 @@ func publishing(ctx context.Context, t *task.Task) amqp.Publishing {
 		ContentType:  ct,
 		DeliveryMode: amqp.Persistent,
 		MessageId:    t.ID.String(),
-		Timestamp:    time.Now().UTC(),
+		Timestamp:    now.UTC(),
 		Body:         t.Payload,
 	}
 }

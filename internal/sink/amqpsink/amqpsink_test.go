@@ -23,6 +23,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/goleak"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -839,5 +840,16 @@ func TestConfigValidate(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%+v: got %v, want an error naming %s", tt.cfg, err, tt.want)
 		}
+	}
+}
+
+// A message is dated by the sink's clock: on a test clock, its time.
+func TestPublishingDatedByClock(t *testing.T) {
+	at := time.Date(2027, 3, 14, 9, 0, 0, 0, time.UTC)
+	s := New(Config{Clock: clock.NewTest(at)})
+	tk := &task.Task{ID: new(task.IDGenerator).New(at, 0), App: "billing", Payload: []byte(`{}`)}
+	p := publishing(t.Context(), tk, s.cfg.Clock.Now())
+	if !p.Timestamp.Equal(at) {
+		t.Errorf("Timestamp %s, want the clock's %s", p.Timestamp, at)
 	}
 }
