@@ -474,6 +474,7 @@ type Stats struct {
 	Wheel  int       // tasks in the timing wheel
 	Ready  int       // due tasks waiting for a worker, in all apps' queues
 	Cursor time.Time // the loader has loaded everything due up to here
+	Now    time.Time // the engine's clock's time (a test clock's, on one)
 }
 
 // Stats returns a snapshot.
@@ -484,7 +485,7 @@ func (e *Engine) Stats() Stats {
 		return Stats{}
 	}
 	s := e.mu.core.Stats()
-	return Stats{Wheel: s.Wheel, Ready: s.Ready, Cursor: s.Cursor}
+	return Stats{Wheel: s.Wheel, Ready: s.Ready, Cursor: s.Cursor, Now: e.clock.Now()}
 }
 
 // callTimeout bounds a store or index call that must run to its end even

@@ -24,6 +24,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"sync"
@@ -368,7 +369,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(wheelDesc, prometheus.GaugeValue, float64(s.Wheel))
 		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, float64(s.Ready))
 		if !s.Cursor.IsZero() { // zero until the engine has started
-			lag := time.Now().Add(time.Duration(m.window.Load())).Sub(s.Cursor)
+			lag := cmp.Or(s.Now, time.Now()).Add(time.Duration(m.window.Load())).Sub(s.Cursor) // on the engine's clock
 			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
 		}
 	}
