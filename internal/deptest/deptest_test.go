@@ -23,7 +23,7 @@ import (
 var (
 	// wiring assembles the program: it opens the backends and hands them
 	// to the packages that use them.
-	wiring = []string{"cmd", "internal/cli"}
+	wiring = []string{"cmd", "internal/cli", "internal/server"}
 	// testHelpers start and clean the services the tests use (testsvc),
 	// or are tests only (e2e, which has no non-test files).
 	testHelpers = []string{"internal/testsvc", "internal/e2e"}
@@ -101,7 +101,7 @@ var rules = []rule{{
 	deps:   true,
 	forbid: []string{"internal/engine"},
 	// Each declares the interface it needs of the other (engine.Index,
-	// engine.Limiter, cluster.Engine); internal/cli wires them.
+	// engine.Limiter, cluster.Engine); internal/server wires them.
 }}
 
 // pkg is what go list says of a package.
