@@ -345,7 +345,7 @@ their other clients counts too.
 
 | nodes | fire/s | fire p50 | fire p99 | fire max | missing | dup | single sched/s | single drain p99 | batch sched/s | batch drain p99 | CPU µs/fire | toc | postgres | redis | SQL xacts/fire | Redis cmds/fire |
 |--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
-`, len(rep.ClusterNodes), strings.Join(nodes, " "), durationString(rep.ClusterMaxWait))
+`, len(rep.ClusterNodes), strings.Join(nodes, " "), DurationString(rep.ClusterMaxWait))
 	for _, row := range clusterRows(rep.Results) {
 		writeRow(b, row)
 	}
@@ -689,9 +689,9 @@ func mibCell(b int64) string {
 	return num(math.Floor(float64(b)/(1<<20)*10) / 10)
 }
 
-// durationString is d as the flags take it, without zero units: "60s",
+// DurationString is d as the flags take it, without zero units: "60s",
 // "1m30s", "5m".
-func durationString(d time.Duration) string {
+func DurationString(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -587,16 +587,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // dur is d as a flag takes it, without zero units: "60s" is "1m".
-func dur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+func dur(d time.Duration) string { return report.DurationString(d) }
 
 // Module is toc's module path, which FindRoot looks for.
 const Module = "github.com/toc-dev/toc"

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toc-dev/toc/internal/engine"
-	"github.com/toc-dev/toc/internal/httpapi"
 	"github.com/toc-dev/toc/internal/reqlog"
-	"github.com/toc-dev/toc/internal/sink"
-	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
+	"github.com/toc-dev/toc/internal/testkit/stack"
 )
 
 // The create benchmarks run the server's side of a create, as `toc serve`
@@ -37,7 +33,8 @@ import (
 // parallel runs (16 requests at once, as the bench's 16 clients) share
 // fsyncs through the group commit.
 
-// benchAPI is the handler over an engine over a Pebble store.
+// benchAPI is the handler over an engine over a Pebble store, behind the
+// request-id middleware, as the server wires it.
 func benchAPI(b *testing.B, noSync bool) http.Handler {
 	b.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -45,28 +42,14 @@ func benchAPI(b *testing.B, noSync bool) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng, err := engine.New(engine.Config{
-		Store:  st,
-		Sinks:  map[string]sink.Sink{"http": httpsink.New(httpsink.Config{})},
-		Logger: log,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := eng.Stop(ctx); err != nil {
-			b.Error(err)
-		}
+	b.Cleanup(func() { // after the stack's Stop (cleanups run last first)
 		if err := st.Close(); err != nil {
 			b.Error(err)
 		}
 	})
-	return reqlog.RequestID(httpapi.New(httpapi.Config{Engine: eng, Logger: log}), log)
+	s := stack.Start(b, stack.Options{Store: st, Logger: log,
+		Handler: func(h http.Handler) http.Handler { return reqlog.RequestID(h, log) }})
+	return s.Handler
 }
 
 var benchSeq atomic.Int64
