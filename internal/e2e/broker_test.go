@@ -12,7 +12,6 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/toc-dev/toc/client"
@@ -73,33 +72,8 @@ func TestAMQPThroughTheEngine(t *testing.T) {
 // saying so.
 func TestNATSThroughTheEngine(t *testing.T) {
 	url := cmp.Or(os.Getenv("TOC_NATS_URL"), "nats://127.0.0.1:4222")
-	const start = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
-	if err != nil {
-		testsvc.Missing(t, "NATS", url, start, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream, subject := natsStream(t)
 	ctx := context.Background()
-	if _, err := js.AccountInfo(ctx); err != nil {
-		testsvc.Missing(t, "NATS JetStream", url, start+" (with -js)", err)
-	}
-	tok := testsvc.Token()
-	subject := "toc.e2e." + tok
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "toc-e2e-" + tok, Subjects: []string{subject}, Storage: jetstream.MemoryStorage,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := js.DeleteStream(context.Background(), "toc-e2e-"+tok); err != nil {
-			t.Errorf("delete stream: %v", err)
-		}
-	}()
 
 	c := startChild(t, t.TempDir(), "--nats", url)
 	cl := c.client()
@@ -108,7 +82,7 @@ func TestNATSThroughTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nowhere := "toc.e2e.nowhere." + tok
+	nowhere := "toc.e2e.nowhere." + testsvc.Token()
 	lost, _, err := cl.Schedule(ctx, client.ScheduleRequest{App: "orders", Key: "n-2",
 		Target: task.Target{NATS: &task.NATSTarget{Subject: nowhere}},
 		Retry:  &task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(20 * time.Millisecond), MaxBackoff: task.Duration(50 * time.Millisecond)}})
