@@ -38,6 +38,8 @@ func decodeJSON(b []byte) (*task.Task, error) {
 	t := task.Task(r.taskFields)
 	t.Payload = r.Payload
 	t.WakeAt = r.WakeAt
-	t.Trace = r.Trace
+	if r.Trace != nil && (r.Trace.Parent != "" || r.Trace.State != "") {
+		t.Trace = r.Trace // an empty one is none, as version 2 stores it
+	}
 	return &t, nil
 }
