@@ -44,7 +44,7 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 	if be.node != nil {
 		opts.Engine = func(cfg *engine.Config) {
 			cfg.Index, cfg.ShardFor = be.node, be.shardFor
-			// As serve.go wires it: the node steps its shards' schedules.
+			// As the server wires it: the node steps its shards' schedules.
 			cfg.OwnsSchedule = func(id task.ID) bool { return be.node.OwnsShard(int(id.Shard())) }
 			if mod != nil {
 				mod(cfg)

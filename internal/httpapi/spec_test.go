@@ -42,7 +42,7 @@ var httpHeaders = []string{"Content-Type", "Content-Length", "Date", "Accept-Ran
 // body (a backup, an export) has its status and headers checked only.
 const maxChecked = 1 << 20
 
-// specChecked serves next (wrapped as serve.go wraps the API, with request
+// specChecked serves next (wrapped as the server wraps the API, with request
 // ids) and checks every answer the behaviour suite gets from a route of
 // internal/openapi's spec against the spec: its status is one the
 // operation names, and its headers and body match. The requests are not

@@ -41,7 +41,7 @@ func digest(token string) string {
 	return hex.EncodeToString(s[:])
 }
 
-// stack is the real thing, wired as serve.go wires it: an engine over a
+// stack is the real thing, wired as the server wires it: an engine over a
 // Pebble store with the metrics' hooks, and the API with /metrics mounted.
 type stack struct {
 	url string
@@ -378,7 +378,7 @@ func (b bothCounter) CountSchedules(ctx context.Context) (map[string]map[task.Sc
 	return b.schedules(ctx)
 }
 
-// TestSchedulesThroughBackend: serve.go hands New the measured store as
+// TestSchedulesThroughBackend: the server hands New the measured store as
 // its counter; toc_schedules finds the schedules of the store under it.
 func TestSchedulesThroughBackend(t *testing.T) {
 	inner := memstore.New()

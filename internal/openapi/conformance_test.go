@@ -809,7 +809,7 @@ func (r readSignal) Read(p []byte) (int, error) {
 }
 
 // TestRoutesInSpec checks that every route httpapi registers (read from
-// httpapi.go's HandleFunc calls) and every route serve.go mounts is in the
+// httpapi.go's HandleFunc calls) and every route the server mounts is in the
 // spec, and that the spec has no route the server lacks.
 func TestRoutesInSpec(t *testing.T) {
 	doc := loadSpec(t)

@@ -26,12 +26,12 @@ func digest(token string) string {
 	return hex.EncodeToString(s[:])
 }
 
-// mounted are the routes serve.go adds to httpapi's own (Config.Mount and
+// mounted are the routes the server adds to httpapi's own (Config.Mount and
 // Config.Public), as wired here. The dashboard's assets (GET /ui/) are not
 // API and not in the spec.
 var mounted = []string{"GET /v1/stats", "GET /metrics", "GET /openapi.json"}
 
-// stack is toc wired as serve.go wires it.
+// stack is toc wired as the server wires it.
 type stack struct {
 	url  string
 	eng  *engine.Engine

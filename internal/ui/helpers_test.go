@@ -32,7 +32,7 @@ func digest(token string) string {
 	return hex.EncodeToString(s[:])
 }
 
-// stack is toc wired as serve.go wires it: engine over Pebble with the
+// stack is toc wired as the server wires it: engine over Pebble with the
 // metrics' hooks, the API with the stats, metrics, dashboard and OpenAPI
 // routes, behind the request-id middleware.
 type stack struct {

@@ -61,7 +61,7 @@ type Options struct {
 	Metrics bool
 	// Dashboard (with Metrics) also mounts GET /v1/stats, serves the
 	// dashboard (GET /ui/) and GET /openapi.json, and puts the request-id
-	// middleware in front, as serve.go does.
+	// middleware in front, as the server (internal/server) does.
 	Dashboard bool
 	// Access is the API's tokens; nil: no tokens needed.
 	Access *httpapi.Access
