@@ -41,5 +41,5 @@ func (f *testClockFlag) Set(s string) error {
 // IsBoolFlag lets the flag stand alone.
 func (f *testClockFlag) IsBoolFlag() bool { return true }
 
-const testClockUsage = "run on a test clock that stands still until POST /v1/admin/clock (or `toc clock advance`) moves it; " +
+const testClockUsage = "run on a test clock that stands still until POST /v1/admin/clock (or toc clock advance) moves it; " +
 	"=RFC3339 sets its start (default: now). Embedded store only; with tokens configured, an admin token moves it"
