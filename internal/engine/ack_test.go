@@ -51,8 +51,7 @@ func TestAckManyOneWrite(t *testing.T) {
 		var mu sync.Mutex
 		finished := map[task.State]int{}
 		b := setup(t, func(c *Config) {
-			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
-			c.Store = wc
+			wc = countWrites(c)
 			c.Hooks.Finished = func(app string, s task.State) {
 				mu.Lock()
 				defer mu.Unlock()

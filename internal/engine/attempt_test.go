@@ -25,6 +25,13 @@ type writeCounter struct {
 	calls  map[string]int // "Update", "UpdateMany"
 }
 
+// countWrites puts a writeCounter in front of c's store and returns it.
+func countWrites(c *Config) *writeCounter {
+	wc := &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
+	c.Store = wc
+	return wc
+}
+
 func (c *writeCounter) called(method string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -79,8 +86,7 @@ func setupCounted(t *testing.T) (*bundle, *writeCounter, *blockingSink) {
 	snk := newBlockingSink()
 	var wc *writeCounter
 	b := setup(t, func(c *Config) {
-		wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
-		c.Store = wc
+		wc = countWrites(c)
 		c.Sinks = map[string]sink.Sink{"http": snk}
 	})
 	return b, wc, snk

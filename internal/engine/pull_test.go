@@ -20,8 +20,7 @@ func TestPullHeldUntilAck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wc *writeCounter
 		b := setup(t, func(c *Config) {
-			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
-			c.Store = wc
+			wc = countWrites(c)
 		})
 		ctx := t.Context()
 		start := time.Now()
@@ -114,8 +113,7 @@ func TestPullLeaseRunsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wc *writeCounter
 		b := setup(t, func(c *Config) {
-			wc = &writeCounter{Store: c.Store, writes: map[task.ID]int{}}
-			c.Store = wc
+			wc = countWrites(c)
 		})
 		ctx := t.Context()
 		tk := b.claimPull(t, "app", 1, 2*time.Second)[0]
