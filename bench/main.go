@@ -2,7 +2,11 @@
 // "bash bench/run.sh" runs it ("go run ." in this module; flags: -h). It
 // drives toc through its binary, `toc serve` and the load generator
 // `toc bench`, and is its own module so that the product binary carries
-// none of it.
+// none of it. "bash bench/run.sh baseline" runs one baseline (no toc: the
+// push ceiling, timers + HTTP, the create and the pull claim servers; flags:
+// "baseline -h"), as the suite does, each in a process of its own; "bash
+// bench/run.sh loadgen" is `toc bench` with the flags that read a cluster's
+// Redis and PostgreSQL (--redis, --sql), which toc's binary does not carry.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"unicode"
 
 	"github.com/toc-dev/toc/bench/suite"
+	"github.com/toc-dev/toc/internal/cli"
 )
 
 // errUsage is wrapped by the errors of the command line itself; the exit
@@ -35,13 +40,21 @@ func usagef(format string, args ...any) error {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := runBenchSuite(ctx, os.Args[1:], os.Stderr)
+	var err error
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "baseline":
+		err = runBaseline(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case len(os.Args) > 1 && os.Args[1] == "loadgen":
+		err = runLoadgen(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	default:
+		err = runBenchSuite(ctx, os.Args[1:], os.Stderr)
+	}
 	stop()
 	if err == nil {
 		return
 	}
 	fmt.Fprintln(os.Stderr, err)
-	if errors.Is(err, errUsage) {
+	if errors.Is(err, errUsage) || errors.Is(err, cli.ErrUsage) {
 		os.Exit(2)
 	}
 	os.Exit(1)
@@ -55,16 +68,19 @@ the bench module). It drives toc through its binary (--toc: by default one
 built from the repository with go build). The default run takes about ten
 minutes:
 
-  1. toc embedded: first the push ceiling ("toc bench --baseline
+  1. toc embedded: first the push ceiling ("bash bench/run.sh baseline
      --workload ceiling": 64 senders POSTing back to back for
      --ceiling-duration); then fire (push at R = min(--fire-n over
      --fire-spread, half the ceiling), and pull at min(5 R, 0.3x the pull
      baseline's drain rate), at most --pull-n), a burst (--burst-n tasks due
-     at one instant, by push and by pull), schedule (one task per request
+     at one instant, by push and by pull), a hot instant (--hot-n tasks
+     due within one second, drained against the push ceiling while a
+     task is read by id 50 times a second: the GETs' p99 and the server's
+     peak RSS), schedule (one task per request
      from 16 clients, and in batches of 1000 from 4), each a "toc bench
      --embedded" process, and beside each push fire, burst and schedule run
-     its baseline of the same size ("toc bench --baseline": no toc, the
-     physical limit; the pull burst's is "--baseline --pull"), which
+     its baseline of the same size ("bash bench/run.sh baseline": no toc,
+     the physical limit; the pull burst's is "baseline --pull"), which
      RESULTS.md sets it beside as a ratio, with the CPU per operation of
      the processes and of the whole machine, and issue 25's targets;
   2. toc pending: --pending-n far-future tasks on a separate "toc serve";
@@ -79,10 +95,16 @@ minutes:
      afterwards) and River on --pg (database toc_bench_river is created and
      dropped). A peer whose service does not answer is skipped and said so.
 
-Every process it starts (toc, go and the peers) is bounded in time
+Every process it starts (toc, the baselines, go and the peers) is bounded in time
 (--run-timeout) and stopped by its pid only. All traffic stays on loopback:
 --pg and --cluster-redis must be there. Run it from the repository (for the
 peers, the commit and the default --out), with Go installed for the peers.
+
+"bash bench/run.sh baseline" runs one baseline alone (flags: "baseline
+-h"); the suite runs each in a process of its own that way. "bash
+bench/run.sh loadgen" is toc bench with the flags that read a cluster's
+Redis and PostgreSQL (--redis, --sql; flags: "loadgen -h"): the suite's
+cluster fire and pending runs.
 
 Examples:
   bash bench/run.sh
@@ -101,6 +123,7 @@ func benchSuiteFlags(fs *flag.FlagSet, c *suite.Config) (embedded, peers, cluste
 	fs.DurationVar(&c.FireSpread, "fire-spread", suite.FireSpreadDefault, "fire: spread the due times over this `duration` (embedded and the peers)")
 	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: the most tasks over --fire-spread (the run is at min(5 R, 0.3x the pull baseline's drain rate))")
 	fs.IntVar(&c.BurstN, "burst-n", suite.BurstNDefault, "embedded burst, by push and by pull consumers: tasks due at one instant")
+	fs.IntVar(&c.HotN, "hot-n", suite.HotNDefault, "embedded hot instant: tasks due within one second, by push, while a task is read by id 50 times a second")
 	fs.IntVar(&c.SingleN, "single-n", suite.SingleNDefault, "embedded schedule, one task per request from 16 clients: tasks")
 	fs.DurationVar(&c.SingleHold, "single-hold", suite.SingleHoldDefault, "embedded schedule, one per request: the tasks are due this `long` after the start")
 	fs.IntVar(&c.BatchN, "batch-n", suite.BatchNDefault, "embedded schedule in batches of 1000: tasks")
@@ -236,6 +259,11 @@ func runBenchSuite(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: the baselines run this command again: %w", err)
+	}
+	c.Bench = []string{self}
 	if exe == "" {
 		dir, err := os.MkdirTemp("", "toc-bench-bin-")
 		if err != nil {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toc-dev/toc/bench/storesize"
 	"github.com/toc-dev/toc/bench/suite"
-	"github.com/toc-dev/toc/internal/bench/storesize"
 	"github.com/toc-dev/toc/internal/testsvc"
 )
 
@@ -32,7 +32,7 @@ func TestBenchSuiteFlags(t *testing.T) {
 	}
 	want := suite.Config{
 		Exe: "/bin/toc", Root: "/src/toc", Out: "/src/toc/bench/RESULTS.md", Command: "bash bench/run.sh --toc /bin/toc", Stderr: io.Discard,
-		CeilingDuration: 3 * time.Second, FireN: 50_000, FireSpread: 5 * time.Second, PullN: 250_000, BurstN: 100_000, SingleN: 20_000, SingleHold: 6 * time.Second,
+		CeilingDuration: 3 * time.Second, FireN: 50_000, FireSpread: 5 * time.Second, PullN: 250_000, BurstN: 100_000, HotN: 1_000_000, SingleN: 20_000, SingleHold: 6 * time.Second,
 		BatchN: 100_000, BatchHold: 10 * time.Second, PendingN: 1_000_000,
 		PeerFireN: 50_000, PeerSingleN: 10_000, PeerBatchN: 50_000, RedisDB: 13, PGURL: "postgres://postgres@127.0.0.1:5432/postgres",
 		ClusterNodes: []int{1, 2, 3}, ClusterFireN: 20_000, ClusterFireSpread: 5 * time.Second, ClusterFireLead: 8 * time.Second,
@@ -106,11 +106,18 @@ func TestBenchSuiteHelp(t *testing.T) {
 
 // tinySuite are the sizes of a suite that takes seconds.
 var tinySuite = []string{
-	"--ceiling-duration", "300ms", "--fire-n", "200", "--fire-spread", "500ms", "--pull-n", "100", "--burst-n", "300", "--single-n", "200", "--single-hold", "1s",
+	"--ceiling-duration", "300ms", "--fire-n", "200", "--fire-spread", "500ms", "--pull-n", "100", "--burst-n", "300", "--hot-n", "2000", "--single-n", "200", "--single-hold", "1s",
 	"--batch-n", "1000", "--batch-hold", "1s", "--pending-n", "2000", "--peers=false",
 }
 
 func TestMain(m *testing.M) {
+	// The suite runs the baselines and the cluster's load generator with
+	// this binary again (Config.Bench is os.Executable()): then it is the
+	// command.
+	if len(os.Args) > 1 && (os.Args[1] == "baseline" || os.Args[1] == "loadgen") {
+		main()
+		os.Exit(0)
+	}
 	code := m.Run()
 	if tocBuilt.Load() { // else tocBinary would build it now
 		if exe, err := tocBinary(); err == nil {
@@ -215,8 +222,8 @@ func TestBenchSuite(t *testing.T) {
 	doc := runSuite(t, "--cluster=false")
 
 	fire := tableRows(t, doc, "## Fire and schedule")
-	if len(fire) != 12 {
-		t.Fatalf("fire and schedule: %d rows, want 12:\n%s", len(fire), doc)
+	if len(fire) != 13 {
+		t.Fatalf("fire and schedule: %d rows, want 13:\n%s", len(fire), doc)
 	}
 	// The push ceiling first: its n is the POSTs it made.
 	if c := fire[0]; c[0] != "baseline" || c[1] != "back-to-back HTTP POSTs" || c[2] != "ceiling" || c[6] != "64" || c[3] != c[7] {
@@ -231,6 +238,7 @@ func TestBenchSuite(t *testing.T) {
 		{"toc", "pull, embedded", "fire", "100", "0.5", "1000", "16", "100", "0"},
 		{"toc", "push, embedded", "fire", "300", "", "1000", "16", "300", "0"},
 		{"baseline", "timers + HTTP push", "fire", "300", "", "1000", "16", "300", "0"},
+		{"toc", "push, embedded", "hot", "2000", "1", "1000", "16", "2000", "0"},
 		{"toc", "push, embedded", "schedule", "200", "", "1", "16", "200", "0"},
 		{"baseline", "HTTP + log fsync, group commit", "schedule", "200", "", "1", "16", "0", "0"},
 		{"toc", "push, embedded", "schedule", "1000", "", "1000", "4", "1000", "0"},
@@ -249,8 +257,8 @@ func TestBenchSuite(t *testing.T) {
 	// issue #25: each toc figure beside its baseline's, with the CPU per
 	// operation of the processes and of the machine.
 	cost := tableRows(t, doc, "## Cost against the machine")
-	if len(cost) != 6 || !strings.HasPrefix(cost[0][0], "push ceiling") {
-		t.Fatalf("cost: %d rows, want the ceiling and the 5 toc runs with a baseline:\n%s", len(cost), doc)
+	if len(cost) != 7 || !strings.HasPrefix(cost[0][0], "push ceiling") || !strings.HasPrefix(cost[1][0], "hot, push, embedded, n 2000") {
+		t.Fatalf("cost: %d rows, want the ceiling, the hot instant against it and the 5 toc runs with a baseline:\n%s", len(cost), doc)
 	}
 	checkNumbers(t, "cost", cost[0], 3, 6, 8)
 	for _, row := range cost[1:] {
@@ -260,6 +268,8 @@ func TestBenchSuite(t *testing.T) {
 		"- #25: push fire p99 <= max(2x the timers baseline's, it + 5 ms), none missing or early at 400 fires/s: **",
 		"- #25: push CPU per fire of the processes <= 1.5x the timers baseline's at 400 fires/s: **",
 		"- #25: a push burst of 300 drained at >= 0.8x the push ceiling: **",
+		"- #25: a hot instant of 2000 due within 1s drained at >= 0.8x the push ceiling: **",
+		"- #25: GETs by id during a hot instant's drain (50/s) p99 <= 50 ms: **",
 		"- #25: a pull burst of 300 drained at >= 0.5x the pull baseline's, each acked once: **",
 		"- #25: pull p99 <= 50 ms, none missing, due evenly at min(5 R, 0.3x the pull baseline's drain rate): **",
 		"- #25: creates one per request >= 0.7x the create baseline (16 clients): **",
@@ -300,8 +310,8 @@ func TestBenchSuite(t *testing.T) {
 		"- rss <= 200 B per pending task: ",
 		"- #13 goal: fire p99 <= 3x the baseline's at 400 fires/s: ",
 		"- toc pending server n=2000 batch 1000: ",
-		"\ntoc bench --baseline --workload fire --n 200 --spread 500ms\n",
-		"```sh\ntoc bench --baseline --workload ceiling --duration 300ms\ntoc bench --embedded --workload fire --n 200 --spread 500ms\n",
+		"\nbash bench/run.sh baseline --workload fire --n 200 --spread 500ms\n",
+		"```sh\nbash bench/run.sh baseline --workload ceiling --duration 300ms\ntoc bench --embedded --workload fire --n 200 --spread 500ms\n",
 		"\ntoc serve --data DIR --listen 127.0.0.1:0   # pid ",
 		" --workload pending --n 2000\n```\n",
 	} {

@@ -10,7 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // asynq's settings for the tight variant. asynq sets no minimum; 1ms is as
@@ -31,7 +31,7 @@ type asynqPeer struct {
 	variant string
 }
 
-func newAsynq(ctx context.Context, o options, rec *bench.Recorder) (*asynqPeer, error) {
+func newAsynq(ctx context.Context, o options, rec *loadgen.Recorder) (*asynqPeer, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: o.redisAddr, DB: o.redisDB})
 	n, err := rdb.DBSize(ctx).Result()
 	if err != nil {
@@ -80,7 +80,7 @@ func newAsynq(ctx context.Context, o options, rec *bench.Recorder) (*asynqPeer, 
 func (p *asynqPeer) Variant() string { return p.variant }
 
 // Schedule enqueues each job; asynq has no batch enqueue.
-func (p *asynqPeer) Schedule(ctx context.Context, jobs []bench.Job) error {
+func (p *asynqPeer) Schedule(ctx context.Context, jobs []loadgen.Job) error {
 	for _, j := range jobs {
 		b, err := json.Marshal(payload{Seq: j.Seq, Due: j.DueAt.UnixNano()})
 		if err != nil {

@@ -1,5 +1,5 @@
 // Command peers runs toc's fire and schedule workloads (package
-// internal/bench) through hibiken/asynq on Redis and riverqueue/river on
+// internal/loadgen) through hibiken/asynq on Redis and riverqueue/river on
 // PostgreSQL, and prints the same result as `toc bench`.
 //
 //	go run . --system asynq --poll tight --workload fire --n 50000 --spread 5s --json
@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // Settings of a peer.
@@ -33,7 +33,7 @@ const (
 
 // peer is a system under test that must be shut down.
 type peer interface {
-	bench.System
+	loadgen.System
 	// Close stops the peer's workers and removes what the run stored.
 	Close(ctx context.Context) error
 	// Variant describes the peer's settings, like "tight poll (...)".
@@ -68,14 +68,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.system, "system", "asynq", "peer to run: asynq or river")
 	fs.StringVar(&o.poll, "poll", PollDefaults, "poll settings: defaults or tight")
-	fs.StringVar(&o.workload, "workload", bench.WorkloadFire, "workload: fire or schedule")
+	fs.StringVar(&o.workload, "workload", loadgen.WorkloadFire, "workload: fire or schedule")
 	fs.IntVar(&o.n, "n", 50_000, "number of jobs")
 	fs.IntVar(&o.batch, "batch", 0, "jobs per insert call (default 1 for schedule, 1000 for fire)")
-	fs.IntVar(&o.concurrency, "concurrency", bench.ConcurrencyDefault, "concurrent scheduling clients")
+	fs.IntVar(&o.concurrency, "concurrency", loadgen.ConcurrencyDefault, "concurrent scheduling clients")
 	fs.IntVar(&o.workers, "workers", 1000, "concurrent job handlers (asynq Config.Concurrency, River MaxWorkers); toc's --max-in-flight is 1024")
 	fs.DurationVar(&o.spread, "spread", 5*time.Second, "fire: spread the due times over this duration")
 	fs.DurationVar(&o.lead, "lead", 0, "fire: the first job is due this long after the start (default 2s plus 100µs per job)")
-	fs.DurationVar(&o.grace, "grace", bench.GraceDefault, "after the last due time, stop waiting once no delivery has come for this long (at most 5m)")
+	fs.DurationVar(&o.grace, "grace", loadgen.GraceDefault, "after the last due time, stop waiting once no delivery has come for this long (at most 5m)")
 	fs.DurationVar(&o.hold, "hold", 0, "schedule: the jobs are due this long after the start (default 2s plus 25µs per job, 10µs in batches)")
 	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "asynq: Redis address")
 	fs.IntVar(&o.redisDB, "redis-db", 13, "asynq: Redis database number; must be empty, flushed afterwards")
@@ -95,8 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--poll must be %s or %s, got %q", PollDefaults, PollTight, o.poll)
 	}
 	if o.batch == 0 {
-		o.batch = bench.BatchDefault
-		if o.workload == bench.WorkloadSchedule {
+		o.batch = loadgen.BatchDefault
+		if o.workload == loadgen.WorkloadSchedule {
 			o.batch = 1
 		}
 	}
@@ -104,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("--n and --workers must be at least 1")
 	}
 
-	rec := bench.NewRecorder(o.n)
+	rec := loadgen.NewRecorder(o.n)
 	var p peer
 	var err error
 	switch o.system {
@@ -124,14 +124,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			progress = stdout
 		}
 	}
-	var res *bench.Result
+	var res *loadgen.Result
 	switch o.workload {
-	case bench.WorkloadFire:
-		res, err = bench.Fire(ctx, p, rec, bench.FireOptions{
+	case loadgen.WorkloadFire:
+		res, err = loadgen.Fire(ctx, p, rec, loadgen.FireOptions{
 			N: o.n, Spread: o.spread, Lead: o.lead, Batch: o.batch, Concurrency: o.concurrency, Grace: o.grace, Progress: progress,
 		})
-	case bench.WorkloadSchedule:
-		res, err = bench.Schedule(ctx, p, rec, bench.ScheduleOptions{
+	case loadgen.WorkloadSchedule:
+		res, err = loadgen.Schedule(ctx, p, rec, loadgen.ScheduleOptions{
 			N: o.n, Batch: o.batch, Concurrency: o.concurrency, Hold: o.hold, Grace: o.grace, Progress: progress,
 		})
 	default:
@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err = fmt.Fprintf(stdout, "%s\n", b)
 		return err
 	}
-	return bench.WriteTable(stdout, res)
+	return loadgen.WriteTable(stdout, res)
 }
 
 // payload is what a job carries to its handler.

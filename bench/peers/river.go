@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // riverArgs is the job: the payload, under River's JobArgs.
@@ -24,7 +24,7 @@ func (riverArgs) Kind() string { return "toc_bench" }
 
 type riverWorker struct {
 	river.WorkerDefaults[riverArgs]
-	rec *bench.Recorder
+	rec *loadgen.Recorder
 }
 
 // Work records lateness at the start of the job.
@@ -43,7 +43,7 @@ type riverPeer struct {
 	variant string
 }
 
-func newRiver(ctx context.Context, o options, rec *bench.Recorder) (p *riverPeer, err error) {
+func newRiver(ctx context.Context, o options, rec *loadgen.Recorder) (p *riverPeer, err error) {
 	p = &riverPeer{admin: o.pgURL, db: o.riverDB}
 	if err := p.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{p.db}.Sanitize()+" WITH (FORCE)", "CREATE DATABASE "+pgx.Identifier{p.db}.Sanitize()); err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func newRiver(ctx context.Context, o options, rec *bench.Recorder) (p *riverPeer
 func (p *riverPeer) Variant() string { return p.variant }
 
 // Schedule inserts one job with Insert, or a batch with InsertManyFast.
-func (p *riverPeer) Schedule(ctx context.Context, jobs []bench.Job) error {
+func (p *riverPeer) Schedule(ctx context.Context, jobs []loadgen.Job) error {
 	if len(jobs) == 1 {
 		j := jobs[0]
 		_, err := p.client.Insert(ctx, riverArgs{Seq: j.Seq, Due: j.DueAt.UnixNano()}, &river.InsertOpts{ScheduledAt: j.DueAt})

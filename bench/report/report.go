@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/bench/baseline"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // Toc's targets, from the benchmark issue. Nothing enforces them: the
@@ -56,14 +57,14 @@ const (
 
 // TocTargets returns the targets that apply to r, a run against toc, each
 // marked met or not. Fire targets apply from TargetFireRate on.
-func TocTargets(r *bench.Result) []bench.Check {
-	var cs []bench.Check
+func TocTargets(r *loadgen.Result) []loadgen.Check {
+	var cs []loadgen.Check
 	add := func(name string, met bool, format string, args ...any) {
-		cs = append(cs, bench.Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)})
+		cs = append(cs, loadgen.Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)})
 	}
 	switch r.Workload {
-	case bench.WorkloadFire:
-		pull := strings.HasPrefix(r.Variant, bench.DeliveryPull)
+	case loadgen.WorkloadFire:
+		pull := strings.HasPrefix(r.Variant, loadgen.DeliveryPull)
 		rate := 0.0 // fires/s; 0 for a burst
 		if r.SpreadSec > 0 {
 			rate = float64(r.N) / r.SpreadSec
@@ -89,7 +90,7 @@ func TocTargets(r *bench.Result) []bench.Check {
 			add(fmt.Sprintf("#13: push fire max <= %g ms at %d fires/s", Target13FireMaxMs, TargetFireRate), l.Max <= Target13FireMaxMs && r.Missing == 0, "%.2f ms", l.Max)
 		}
 		cs = append(cs, costTargets(r)...)
-	case bench.WorkloadSchedule:
+	case loadgen.WorkloadSchedule:
 		switch {
 		case r.Batch >= 1000:
 			add(fmt.Sprintf("schedule >= %d tasks/s in batches of 1000", TargetBatchPerSec), r.SchedulePerSec >= TargetBatchPerSec, "%.0f/s", r.SchedulePerSec)
@@ -98,7 +99,7 @@ func TocTargets(r *bench.Result) []bench.Check {
 			add(fmt.Sprintf("schedule >= %d tasks/s single from 16 clients", TargetSinglePerSec), r.SchedulePerSec >= TargetSinglePerSec, "%.0f/s", r.SchedulePerSec)
 			add(fmt.Sprintf("#13: schedule >= %d tasks/s single from 16 clients", Target13SinglePerSec), r.SchedulePerSec >= Target13SinglePerSec, "%.0f/s", r.SchedulePerSec)
 		}
-	case bench.WorkloadPending:
+	case loadgen.WorkloadPending:
 		if r.RSSBytes > 0 {
 			add(fmt.Sprintf("rss <= %g B per pending task", TargetRSSPerTask), r.RSSPerTask <= TargetRSSPerTask, "%.0f B", r.RSSPerTask)
 		}
@@ -108,7 +109,7 @@ func TocTargets(r *bench.Result) []bench.Check {
 
 // costTargets are #12's cost targets for a fire run on one node of a
 // cluster (one whose SQL or Redis was measured), each that was measured.
-func costTargets(r *bench.Result) []bench.Check {
+func costTargets(r *loadgen.Result) []loadgen.Check {
 	c := r.Cost
 	if c == nil || r.Nodes != 1 || (c.SQLXactsPerFire == nil && c.RedisCommandsPerFire == nil) {
 		return nil
@@ -117,17 +118,17 @@ func costTargets(r *bench.Result) []bench.Check {
 	if r.SpreadSec > 0 {
 		at = fmt.Sprintf(" at %.0f fires/s", float64(r.N)/r.SpreadSec)
 	}
-	var cs []bench.Check
+	var cs []loadgen.Check
 	if v := c.SQLXactsPerFire; v != nil {
-		cs = append(cs, bench.Check{Name: fmt.Sprintf("#12: SQL transactions per fire <= %g, one node", Target12SQLXactsPerFire),
+		cs = append(cs, loadgen.Check{Name: fmt.Sprintf("#12: SQL transactions per fire <= %g, one node", Target12SQLXactsPerFire),
 			Met: *v <= Target12SQLXactsPerFire, Got: fmt.Sprintf("%s%s", num(*v), at)})
 	}
 	if v := c.RedisCommandsPerFire; v != nil {
-		cs = append(cs, bench.Check{Name: fmt.Sprintf("#12: Redis commands per fire <= %g, one node", Target12RedisCmdsPerFire),
+		cs = append(cs, loadgen.Check{Name: fmt.Sprintf("#12: Redis commands per fire <= %g, one node", Target12RedisCmdsPerFire),
 			Met: *v <= Target12RedisCmdsPerFire, Got: fmt.Sprintf("%s%s", num(*v), at)})
 	}
 	if u := c.CPUUsPerFire; u.Toc != nil && u.SQL != nil && u.Redis != nil {
-		cs = append(cs, bench.Check{Name: fmt.Sprintf("#12: CPU per fire <= %g µs (node, PostgreSQL and Redis), one node", Target12CPUUsPerFire),
+		cs = append(cs, loadgen.Check{Name: fmt.Sprintf("#12: CPU per fire <= %g µs (node, PostgreSQL and Redis), one node", Target12CPUUsPerFire),
 			Met: u.Total <= Target12CPUUsPerFire, Got: fmt.Sprintf("%s µs%s", num(u.Total), at)})
 	}
 	return cs
@@ -145,7 +146,7 @@ type Report struct {
 	Machine Machine
 	// Results are the runs, in the order they ran. The cluster's have a
 	// variant that contains "cluster".
-	Results []*bench.Result
+	Results []*loadgen.Result
 	// ClusterNodes are the node counts of the cluster section (1 2 3), and
 	// ClusterMaxWait the --max-wait of its runs.
 	ClusterNodes   []int
@@ -180,10 +181,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	m := rep.Machine
 	fmt.Fprintf(b, `# Benchmark results
 
-Written by `+"`%s`"+` on %s in %ds; run it again to
-regenerate this file. What the workloads do: `+"`toc help bench`"+` and
-`+"`internal/bench`"+`. Go micro-benchmarks of the create path:
-`+"`go test -run - -bench Create ./internal/bench/`"+`.
+Written by `+"`%s`"+` (the bench module's command) on %s in %ds;
+run it again to regenerate this file. What the workloads do: `+"`toc help bench`"+`
+(the load generator, `+"`internal/loadgen`"+`) and `+"`bash bench/run.sh baseline -h`"+`
+(the baselines, `+"`bench/baseline`"+`). Go micro-benchmarks of the create path:
+`+"`go test -run - -bench Create ./internal/loadgen/`"+`.
 
 ## Machine
 
@@ -256,7 +258,7 @@ per create over the scheduling window for schedule runs.
 |---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `)
 	for _, r := range rep.Results {
-		if r.Workload == bench.WorkloadPending || r.Workload == bench.WorkloadTwoApp { // sections of their own
+		if r.Workload == loadgen.WorkloadPending || r.Workload == loadgen.WorkloadTwoApp { // sections of their own
 			continue
 		}
 		spread := ""
@@ -274,7 +276,7 @@ per create over the scheduling window for schedule runs.
 ## Baseline
 
 The physical limit of this machine, measured in the same run (issue #13):
-` + "`toc bench --baseline`" + ` runs the same workload with no toc. fire: a Go runtime
+` + "`bash bench/run.sh baseline`" + ` runs the same workload with no toc. fire: a Go runtime
 timer per task (time.AfterFunc) POSTs what toc's webhook sink sends to the
 same kind of receiver at the task's due time. schedule: the same create
 requests, answered by a handler that appends each body to a log file and
@@ -295,11 +297,11 @@ fired.
 ## Cost against the machine
 
 Issue #25's baselines, all without toc, in the same run: the *push ceiling*
-(` + "`toc bench --baseline --workload ceiling`" + `: 64 senders POSTing a 64-byte
+(` + "`bash bench/run.sh baseline --workload ceiling`" + `: 64 senders POSTing a 64-byte
 payload back to back to the receiver for 3 s); *timers + HTTP* at R = min(10 000/s,
 half the ceiling), at most 512 POSTs in flight (the suite's push fire runs at
 R); *create* (a server that decodes each create, appends a record per task to
-a file and answers after a group-committed fdatasync); *pull* (` + "`--baseline --pull`" + `:
+a file and answers after a group-committed fdatasync); *pull* (` + "`baseline --pull`" + `:
 a claim server holding the due tasks in memory, answering claims of 1000 in
 toc's form and batch acks after a group-committed fdatasync of the acked ids,
 4 consumers). Each row sets a toc figure beside its baseline's, then the CPU
@@ -368,7 +370,7 @@ sched/s is a probe scheduled on top of the pending tasks.
 |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|
 `)
 	for _, r := range rep.Results {
-		if r.Workload != bench.WorkloadPending {
+		if r.Workload != loadgen.WorkloadPending {
 			continue
 		}
 		var sqlMiB, sqlPer, redis, redisPer, prefix string
@@ -423,9 +425,9 @@ sched/s is a probe scheduled on top of the pending tasks.
 
 // tocCPUPerTask is the toc processes' CPU µs per fire (fire runs) or per
 // create (schedule runs), or "" when not measured.
-func tocCPUPerTask(r *bench.Result) string {
+func tocCPUPerTask(r *loadgen.Result) string {
 	c := r.Cost
-	if r.Workload == bench.WorkloadSchedule {
+	if r.Workload == loadgen.WorkloadSchedule {
 		c = r.CreateCost
 	}
 	if c == nil || c.CPUUsPerFire.Toc == nil {
@@ -435,12 +437,12 @@ func tocCPUPerTask(r *bench.Result) string {
 }
 
 // clusterRuns are a node count's runs in the cluster table.
-type clusterRuns struct{ fire, single, batch *bench.Result }
+type clusterRuns struct{ fire, single, batch *loadgen.Result }
 
 // clusterGroups groups the cluster's runs by node count: the first fire
 // run, the first schedule run of one task per request and the first in
 // batches of each.
-func clusterGroups(results []*bench.Result) map[int]*clusterRuns {
+func clusterGroups(results []*loadgen.Result) map[int]*clusterRuns {
 	byNodes := map[int]*clusterRuns{}
 	for _, r := range results {
 		if r.System != "toc" || !strings.Contains(r.Variant, "cluster") {
@@ -452,11 +454,11 @@ func clusterGroups(results []*bench.Result) map[int]*clusterRuns {
 			byNodes[r.Nodes] = g
 		}
 		switch {
-		case r.Workload == bench.WorkloadFire && g.fire == nil:
+		case r.Workload == loadgen.WorkloadFire && g.fire == nil:
 			g.fire = r
-		case r.Workload == bench.WorkloadSchedule && r.Batch == 1 && g.single == nil:
+		case r.Workload == loadgen.WorkloadSchedule && r.Batch == 1 && g.single == nil:
 			g.single = r
-		case r.Workload == bench.WorkloadSchedule && r.Batch > 1 && g.batch == nil:
+		case r.Workload == loadgen.WorkloadSchedule && r.Batch > 1 && g.batch == nil:
 			g.batch = r
 		}
 	}
@@ -465,14 +467,14 @@ func clusterGroups(results []*bench.Result) map[int]*clusterRuns {
 
 // clusterRows are the rows of the cluster table: one per node count, in
 // increasing order.
-func clusterRows(results []*bench.Result) [][]string {
+func clusterRows(results []*loadgen.Result) [][]string {
 	byNodes := clusterGroups(results)
 	var rows [][]string
 	for _, nodes := range slices.Sorted(maps.Keys(byNodes)) {
 		g := byNodes[nodes]
 		row := []string{itoa(nodes), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""}
 		var missing, dup int
-		for _, r := range []*bench.Result{g.fire, g.single, g.batch} {
+		for _, r := range []*loadgen.Result{g.fire, g.single, g.batch} {
 			if r != nil {
 				missing += r.Missing
 				dup += r.Duplicates
@@ -504,12 +506,12 @@ func clusterRows(results []*bench.Result) [][]string {
 // baselineOf returns the first baseline run of results that r, a toc run,
 // is set beside: the same workload, delivery (push or pull), n, batch,
 // clients and spread. Nil when there is none.
-func baselineOf(results []*bench.Result, r *bench.Result) *bench.Result {
-	if r.System != "toc" || (r.Workload != bench.WorkloadFire && r.Workload != bench.WorkloadSchedule) {
+func baselineOf(results []*loadgen.Result, r *loadgen.Result) *loadgen.Result {
+	if r.System != "toc" || (r.Workload != loadgen.WorkloadFire && r.Workload != loadgen.WorkloadSchedule) {
 		return nil
 	}
 	for _, b := range results {
-		if b.System == bench.SystemBaseline && b.Workload == r.Workload && isPull(b) == isPull(r) && b.N == r.N && b.Batch == r.Batch &&
+		if b.System == baseline.SystemBaseline && b.Workload == r.Workload && isPull(b) == isPull(r) && b.N == r.N && b.Batch == r.Batch &&
 			b.Concurrency == r.Concurrency && b.SpreadSec == r.SpreadSec {
 			return b
 		}
@@ -520,7 +522,7 @@ func baselineOf(results []*bench.Result, r *bench.Result) *bench.Result {
 // baselineRows are the rows of the baseline table: for each toc run with a
 // baseline, its fire p99 and max, or its schedule rate, beside the
 // baseline's.
-func baselineRows(results []*bench.Result) [][]string {
+func baselineRows(results []*loadgen.Result) [][]string {
 	var rows [][]string
 	for _, r := range results {
 		base := baselineOf(results, r)
@@ -535,10 +537,10 @@ func baselineRows(results []*bench.Result) [][]string {
 			rows = append(rows, []string{r.Workload, r.Variant, itoa(r.N), itoa(r.Batch), itoa(r.Concurrency), figure, num(round(b, 3)), num(round(t, 3)), ratio})
 		}
 		switch {
-		case r.Workload == bench.WorkloadFire && r.SpreadSec == 0:
+		case r.Workload == loadgen.WorkloadFire && r.SpreadSec == 0:
 			add("drained/s", base.DrainPerSec, r.DrainPerSec)
 			add("max ms", base.LatenessMs.Max, r.LatenessMs.Max)
-		case r.Workload == bench.WorkloadFire:
+		case r.Workload == loadgen.WorkloadFire:
 			add("p99 ms", base.LatenessMs.P99, r.LatenessMs.P99)
 			add("max ms", base.LatenessMs.Max, r.LatenessMs.Max)
 		default:
@@ -551,18 +553,18 @@ func baselineRows(results []*bench.Result) [][]string {
 // suiteTarget is a target that sets runs of one suite side by side; of
 // says which.
 type suiteTarget struct {
-	bench.Check
+	loadgen.Check
 	of string
 }
 
 // suiteTargets are the targets of runs side by side: #13's goal, a toc
 // push fire's p99 within Target13BaselineRatio times the baseline's; and
 // #12's, three nodes' fire p99 and CPU per fire against one node's.
-func suiteTargets(results []*bench.Result) []suiteTarget {
+func suiteTargets(results []*loadgen.Result) []suiteTarget {
 	var ts []suiteTarget
 	for _, r := range results {
 		base := baselineOf(results, r)
-		if base == nil || r.Workload != bench.WorkloadFire || r.SpreadSec == 0 {
+		if base == nil || r.Workload != loadgen.WorkloadFire || r.SpreadSec == 0 {
 			continue
 		}
 		ratio := math.Inf(1)
@@ -574,7 +576,7 @@ func suiteTargets(results []*bench.Result) []suiteTarget {
 			at = fmt.Sprintf(" at %.0f fires/s", float64(r.N)/r.SpreadSec)
 		}
 		ts = append(ts, suiteTarget{
-			Check: bench.Check{
+			Check: loadgen.Check{
 				Name: fmt.Sprintf("#13 goal: fire p99 <= %gx the baseline's%s", Target13BaselineRatio, at),
 				Met:  ratio <= Target13BaselineRatio && r.Missing == 0,
 				Got:  fmt.Sprintf("%.2f ms, %.1fx the baseline's %.2f ms", r.LatenessMs.P99, ratio, base.LatenessMs.P99),
@@ -590,7 +592,7 @@ func suiteTargets(results []*bench.Result) []suiteTarget {
 	}
 	of := "fire, cluster, 3 nodes against 1"
 	p1, p3 := one.fire.LatenessMs.P99, three.fire.LatenessMs.P99
-	ts = append(ts, suiteTarget{Check: bench.Check{
+	ts = append(ts, suiteTarget{Check: loadgen.Check{
 		Name: fmt.Sprintf("#12: three nodes' fire p99 <= %gx one node's", Target12NodesP99Ratio),
 		Met:  p3 <= Target12NodesP99Ratio*p1 && three.fire.Missing == 0,
 		Got:  fmt.Sprintf("%.2f ms, %sx one node's %.2f ms", p3, ratioString(p3, p1), p1),
@@ -598,7 +600,7 @@ func suiteTargets(results []*bench.Result) []suiteTarget {
 	c1, c3 := one.fire.Cost, three.fire.Cost
 	if c1 != nil && c3 != nil && c1.Fires > 0 && c3.Fires > 0 {
 		u1, u3 := c1.CPUUsPerFire.Total, c3.CPUUsPerFire.Total
-		ts = append(ts, suiteTarget{Check: bench.Check{
+		ts = append(ts, suiteTarget{Check: loadgen.Check{
 			Name: fmt.Sprintf("#12: three nodes' CPU per fire <= %gx one node's", Target12NodesCPURatio),
 			Met:  u3 <= Target12NodesCPURatio*u1,
 			Got:  fmt.Sprintf("%s µs, %sx one node's %s µs", num(u3), ratioString(u3, u1), num(u1)),
@@ -610,13 +612,13 @@ func suiteTargets(results []*bench.Result) []suiteTarget {
 // oneNodeTargets are #12's targets for one cluster node: fire lateness at
 // TargetFireRate (and never early), creates one per request and in
 // batches, and no Redis growth with far-future pending tasks.
-func oneNodeTargets(one *clusterRuns, results []*bench.Result) []suiteTarget {
+func oneNodeTargets(one *clusterRuns, results []*loadgen.Result) []suiteTarget {
 	if one == nil {
 		return nil
 	}
 	var ts []suiteTarget
 	add := func(of, name string, met bool, format string, args ...any) {
-		ts = append(ts, suiteTarget{Check: bench.Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
+		ts = append(ts, suiteTarget{Check: loadgen.Check{Name: name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
 	}
 	if f := one.fire; f != nil && f.SpreadSec > 0 && float64(f.N)/f.SpreadSec >= TargetFireRate*0.99 {
 		of := "fire, cluster, 1 node"
@@ -631,7 +633,7 @@ func oneNodeTargets(one *clusterRuns, results []*bench.Result) []suiteTarget {
 		add("schedule, cluster, 1 node", fmt.Sprintf("#12: one node's creates >= %d/s in batches of 1000", Target12BatchPerSec), r.SchedulePerSec >= Target12BatchPerSec, "%.0f/s", r.SchedulePerSec)
 	}
 	for _, r := range results {
-		if r.System == "toc" && r.Workload == bench.WorkloadPending && strings.Contains(r.Variant, "cluster") && r.RedisPrefixBytes != nil && r.N > 0 {
+		if r.System == "toc" && r.Workload == loadgen.WorkloadPending && strings.Contains(r.Variant, "cluster") && r.RedisPrefixBytes != nil && r.N > 0 {
 			per := float64(*r.RedisPrefixBytes) / float64(r.N)
 			add("pending, cluster, 1 node", fmt.Sprintf("#12: Redis does not grow with far-future pending tasks (<= %g B each under the prefix)", Target12RedisBytesPerTask), per <= Target12RedisBytesPerTask, "%.2f B per task", per)
 			break
@@ -703,11 +705,11 @@ func DurationString(d time.Duration) string {
 }
 
 // writeTwoApp writes the section of the twoapp runs, if any.
-func writeTwoApp(b *strings.Builder, results []*bench.Result) {
+func writeTwoApp(b *strings.Builder, results []*loadgen.Result) {
 	var rows [][]string
 	for _, r := range results {
 		q := r.Quiet
-		if r.Workload != bench.WorkloadTwoApp || q == nil {
+		if r.Workload != loadgen.WorkloadTwoApp || q == nil {
 			continue
 		}
 		pressure := ""

@@ -5,7 +5,8 @@ import (
 	"math"
 	"strings"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/bench/baseline"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // The targets of issue #25: toc's cost per timer set against what the work
@@ -26,6 +27,8 @@ const (
 	Target25ClusterP99Ms   = 10.0
 	Target25ClusterCPU     = 2.0 // one node's CPU per fire <= 2x embedded's
 	Target25ClusterCreate  = 0.5 // one node's creates >= 0.5x embedded's
+	Target25HotDrain       = 0.8 // a hot instant drained at >= 0.8x the push ceiling
+	Target25HotGetP99Ms    = 50.0
 	// Target25RateMax is the cap of R, the push rate the fire targets are
 	// measured at: R = min(Target25RateMax, half the push ceiling).
 	Target25RateMax = 10_000
@@ -51,7 +54,7 @@ func PullRate(r, pullBaseline float64) float64 {
 
 // embeddedRun is the first embedded toc run of workload whose variant
 // starts with delivery ("" for schedule runs) that match says is the one.
-func embeddedRun(results []*bench.Result, workload string, match func(*bench.Result) bool) *bench.Result {
+func embeddedRun(results []*loadgen.Result, workload string, match func(*loadgen.Result) bool) *loadgen.Result {
 	for _, r := range results {
 		if r.System == "toc" && r.Workload == workload && strings.Contains(r.Variant, "embedded") && match(r) {
 			return r
@@ -61,20 +64,20 @@ func embeddedRun(results []*bench.Result, workload string, match func(*bench.Res
 }
 
 // ceilingOf is the suite's push ceiling run, or nil.
-func ceilingOf(results []*bench.Result) *bench.Result {
+func ceilingOf(results []*loadgen.Result) *loadgen.Result {
 	for _, r := range results {
-		if r.System == bench.SystemBaseline && r.Workload == bench.WorkloadCeiling {
+		if r.System == baseline.SystemBaseline && r.Workload == baseline.WorkloadCeiling {
 			return r
 		}
 	}
 	return nil
 }
 
-func isPull(r *bench.Result) bool { return strings.HasPrefix(r.Variant, bench.DeliveryPull) }
+func isPull(r *loadgen.Result) bool { return strings.HasPrefix(r.Variant, loadgen.DeliveryPull) }
 
 // processCPU is the CPU per operation of the measured processes (toc's
 // part: with embedded runs and the baselines the bench process), or 0.
-func processCPU(r *bench.Result) float64 {
+func processCPU(r *loadgen.Result) float64 {
 	if p := processCPUOf(r); p != nil {
 		return *p
 	}
@@ -82,9 +85,9 @@ func processCPU(r *bench.Result) float64 {
 }
 
 // processCPUOf is processCPU, nil when not measured.
-func processCPUOf(r *bench.Result) *float64 {
+func processCPUOf(r *loadgen.Result) *float64 {
 	c := r.Cost
-	if r.Workload == bench.WorkloadSchedule {
+	if r.Workload == loadgen.WorkloadSchedule {
 		c = r.CreateCost
 	}
 	if c == nil {
@@ -94,9 +97,9 @@ func processCPUOf(r *bench.Result) *float64 {
 }
 
 // machineCPUOf is the machine's CPU per operation of r, or nil.
-func machineCPUOf(r *bench.Result) *float64 {
+func machineCPUOf(r *loadgen.Result) *float64 {
 	c := r.Cost
-	if r.Workload == bench.WorkloadSchedule {
+	if r.Workload == loadgen.WorkloadSchedule {
 		c = r.CreateCost
 	}
 	if c == nil {
@@ -106,13 +109,13 @@ func machineCPUOf(r *bench.Result) *float64 {
 }
 
 // issue25Targets are issue #25's targets, each whose runs are in results.
-func issue25Targets(results []*bench.Result) []suiteTarget {
+func issue25Targets(results []*loadgen.Result) []suiteTarget {
 	var ts []suiteTarget
 	add := func(of, name string, met bool, format string, args ...any) {
-		ts = append(ts, suiteTarget{Check: bench.Check{Name: "#25: " + name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
+		ts = append(ts, suiteTarget{Check: loadgen.Check{Name: "#25: " + name, Met: met, Got: fmt.Sprintf(format, args...)}, of: of})
 	}
 	ceil := ceilingOf(results)
-	fire := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return !isPull(r) && r.SpreadSec > 0 })
+	fire := embeddedRun(results, loadgen.WorkloadFire, func(r *loadgen.Result) bool { return !isPull(r) && r.SpreadSec > 0 })
 	if fire != nil {
 		if base := baselineOf(results, fire); base != nil {
 			of := joinSet(", ", fire.Workload, fire.Variant)
@@ -128,20 +131,32 @@ func issue25Targets(results []*bench.Result) []suiteTarget {
 			}
 		}
 	}
-	if burst := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return !isPull(r) && r.SpreadSec == 0 }); burst != nil && ceil != nil {
+	if burst := embeddedRun(results, loadgen.WorkloadFire, func(r *loadgen.Result) bool { return !isPull(r) && r.SpreadSec == 0 }); burst != nil && ceil != nil {
 		add(joinSet(", ", burst.Workload, burst.Variant), fmt.Sprintf("a push burst of %d drained at >= %gx the push ceiling", burst.N, Target25BurstPush),
 			burst.DrainPerSec >= Target25BurstPush*ceil.DrainPerSec && burst.Missing == 0,
 			"%.0f/s, %sx the ceiling's %.0f/s", burst.DrainPerSec, ratioString(burst.DrainPerSec, ceil.DrainPerSec), ceil.DrainPerSec)
 	}
-	var pullBase *bench.Result
-	if pb := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return isPull(r) && r.SpreadSec == 0 }); pb != nil {
+	if hot := embeddedRun(results, loadgen.WorkloadHot, func(r *loadgen.Result) bool { return r.Hot != nil }); hot != nil {
+		of, h := joinSet(", ", hot.Workload, hot.Variant), hot.Hot
+		if ceil != nil {
+			add(of, fmt.Sprintf("a hot instant of %d due within %gs drained at >= %gx the push ceiling", hot.N, hot.SpreadSec, Target25HotDrain),
+				hot.DrainPerSec >= Target25HotDrain*ceil.DrainPerSec && hot.Missing == 0,
+				"%.0f/s, %sx the ceiling's %.0f/s, %d missing; the server's RSS %s at the first due time, peak %s during the drain",
+				hot.DrainPerSec, ratioString(hot.DrainPerSec, ceil.DrainPerSec), ceil.DrainPerSec, hot.Missing, mibOf(h.RSSAtDueBytes), mibOf(h.PeakRSSBytes))
+		}
+		add(of, fmt.Sprintf("GETs by id during a hot instant's drain (%s/s) p99 <= %g ms", num(h.GetRate), Target25HotGetP99Ms),
+			h.Gets > 0 && h.GetErrors == 0 && h.GetMs.P99 <= Target25HotGetP99Ms,
+			"p99 %.2f ms, max %.2f ms, %d GETs, %d failed", h.GetMs.P99, h.GetMs.Max, h.Gets, h.GetErrors)
+	}
+	var pullBase *loadgen.Result
+	if pb := embeddedRun(results, loadgen.WorkloadFire, func(r *loadgen.Result) bool { return isPull(r) && r.SpreadSec == 0 }); pb != nil {
 		if pullBase = baselineOf(results, pb); pullBase != nil {
 			add(joinSet(", ", pb.Workload, pb.Variant), fmt.Sprintf("a pull burst of %d drained at >= %gx the pull baseline's, each acked once", pb.N, Target25BurstPull),
 				pb.DrainPerSec >= Target25BurstPull*pullBase.DrainPerSec && pb.Missing == 0 && pb.Duplicates == 0,
 				"%.0f/s, %sx the baseline's %.0f/s; %d missing, %d duplicates", pb.DrainPerSec, ratioString(pb.DrainPerSec, pullBase.DrainPerSec), pullBase.DrainPerSec, pb.Missing, pb.Duplicates)
 		}
 	}
-	if pf := embeddedRun(results, bench.WorkloadFire, func(r *bench.Result) bool { return isPull(r) && r.SpreadSec > 0 }); pf != nil {
+	if pf := embeddedRun(results, loadgen.WorkloadFire, func(r *loadgen.Result) bool { return isPull(r) && r.SpreadSec > 0 }); pf != nil {
 		rate := float64(pf.N) / pf.SpreadSec
 		got := fmt.Sprintf("%.2f ms at %.0f/s, %d missing", pf.LatenessMs.P99, rate, pf.Missing)
 		met := pf.LatenessMs.P99 <= Target25PullP99Ms && pf.Missing == 0
@@ -163,7 +178,7 @@ func issue25Targets(results []*bench.Result) []suiteTarget {
 		{1, Target25Single, "creates one per request >= %gx the create baseline"},
 		{1000, Target25Batch, "creates in batches of 1000 >= %gx the batched create baseline"},
 	} {
-		r := embeddedRun(results, bench.WorkloadSchedule, func(r *bench.Result) bool { return r.Batch == c.batch })
+		r := embeddedRun(results, loadgen.WorkloadSchedule, func(r *loadgen.Result) bool { return r.Batch == c.batch })
 		if r == nil {
 			continue
 		}
@@ -192,10 +207,10 @@ func issue25Targets(results []*bench.Result) []suiteTarget {
 		}
 	}
 	for _, c := range []struct {
-		r     *bench.Result
+		r     *loadgen.Result
 		batch int
 	}{{one.single, 1}, {one.batch, 1000}} {
-		e := embeddedRun(results, bench.WorkloadSchedule, func(r *bench.Result) bool { return r.Batch == c.batch })
+		e := embeddedRun(results, loadgen.WorkloadSchedule, func(r *loadgen.Result) bool { return r.Batch == c.batch })
 		if c.r == nil || e == nil {
 			continue
 		}
@@ -206,7 +221,7 @@ func issue25Targets(results []*bench.Result) []suiteTarget {
 	return ts
 }
 
-func rateOf(r *bench.Result) float64 {
+func rateOf(r *loadgen.Result) float64 {
 	if r.SpreadSec <= 0 {
 		return 0
 	}
@@ -216,7 +231,7 @@ func rateOf(r *bench.Result) float64 {
 // costRows are the rows of the cost table: each toc run with a baseline,
 // its headline figure beside the baseline's, and what each cost per
 // operation, the measured processes' CPU and the whole machine's.
-func costRows(results []*bench.Result) [][]string {
+func costRows(results []*loadgen.Result) [][]string {
 	var rows [][]string
 	cell := func(f *float64) string {
 		if f == nil {
@@ -228,6 +243,11 @@ func costRows(results []*bench.Result) [][]string {
 		rows = append(rows, []string{"push ceiling (" + itoa(c.Concurrency) + " senders)", "POSTs/s", "", floor(c.DrainPerSec), "",
 			"", cell(processCPUOf(c)), "", cell(machineCPUOf(c))})
 	}
+	if c, hot := ceilingOf(results), embeddedRun(results, loadgen.WorkloadHot, func(r *loadgen.Result) bool { return r.Hot != nil }); c != nil && hot != nil {
+		what := joinSet(", ", hot.Workload, hot.Variant, "n "+itoa(hot.N), "due within "+num(hot.SpreadSec)+" s", "against the push ceiling")
+		rows = append(rows, []string{what, "drained/s", num(math.Round(hot.DrainPerSec)), floor(c.DrainPerSec), ratioString(hot.DrainPerSec, c.DrainPerSec),
+			cell(processCPUOf(hot)), cell(processCPUOf(c)), cell(machineCPUOf(hot)), cell(machineCPUOf(c))})
+	}
 	for _, r := range results {
 		base := baselineOf(results, r)
 		if base == nil {
@@ -237,9 +257,9 @@ func costRows(results []*bench.Result) [][]string {
 		var figure string
 		var t, b float64
 		switch {
-		case r.Workload == bench.WorkloadFire && r.SpreadSec == 0:
+		case r.Workload == loadgen.WorkloadFire && r.SpreadSec == 0:
 			figure, t, b = "drained/s", r.DrainPerSec, base.DrainPerSec
-		case r.Workload == bench.WorkloadFire:
+		case r.Workload == loadgen.WorkloadFire:
 			figure, t, b = "p99 ms", r.LatenessMs.P99, base.LatenessMs.P99
 		default:
 			figure, t, b = "tasks/s", math.Floor(r.SchedulePerSec), math.Floor(base.SchedulePerSec)
@@ -248,4 +268,12 @@ func costRows(results []*bench.Result) [][]string {
 			cell(processCPUOf(r)), cell(processCPUOf(base)), cell(machineCPUOf(r)), cell(machineCPUOf(base))})
 	}
 	return rows
+}
+
+// mibOf is b bytes in MiB, "?" when unknown (0).
+func mibOf(b int64) string {
+	if b <= 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // suiteResults are results as `toc bench --json` and the peers print them,
@@ -53,7 +53,7 @@ func suiteReport(t *testing.T) *report.Report {
 		},
 	}
 	for line := range strings.Lines(strings.TrimSpace(suiteResults)) {
-		r := new(bench.Result)
+		r := new(loadgen.Result)
 		if err := json.Unmarshal([]byte(line), r); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
@@ -79,7 +79,7 @@ func TestWriteMarkdown(t *testing.T) {
 
 	// Key rows, each exactly as run.sh wrote it.
 	for _, want := range []string{
-		"Written by `bash bench/run.sh` on 2026-11-23 18:31 UTC in 336s; run it again to",
+		"Written by `bash bench/run.sh` (the bench module's command) on 2026-11-23 18:31 UTC in 336s;",
 		"| CPUs (`nproc`) | 2 (AMD EPYC) |",
 		"| memory | 23.5 GiB |",
 		"| OS | Linux 6.18.44-fc-v769 |",
@@ -231,12 +231,12 @@ func TestWriteMarkdownEmpty(t *testing.T) {
 func TestWriteMarkdownTwoApp(t *testing.T) {
 	t.Parallel()
 	const line = `{"system":"toc","variant":"push, embedded","workload":"twoapp","nodes":1,"n":50000,"batch":1000,"concurrency":16,"fired":50000,"missing":0,"duplicates":0,"early":0,"schedule_per_sec":20000,"lateness_ms":{"min":60,"p50":3700,"p90":5600,"p99":6055,"p999":6120,"max":6125},"drain_per_sec":8163,"quiet":{"n":501,"fired":501,"missing":0,"lateness_ms":{"min":0.2,"p50":30.5,"p90":94.6,"p99":135.8,"p999":171.3,"max":171.3},"during_drain_n":501,"during_drain_lateness_ms":{"min":0.2,"p50":30.5,"p90":94.6,"p99":135.8,"p999":171.3,"max":171.3}},"cpu_pressure":0.99,"rss_bytes":0,"disk_bytes":0}`
-	r := new(bench.Result)
+	r := new(loadgen.Result)
 	if err := json.Unmarshal([]byte(line), r); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := report.WriteMarkdown(&b, &report.Report{Command: "bash bench/run.sh", Results: []*bench.Result{r}}); err != nil {
+	if err := report.WriteMarkdown(&b, &report.Report{Command: "bash bench/run.sh", Results: []*loadgen.Result{r}}); err != nil {
 		t.Fatal(err)
 	}
 	want := "| push, embedded | 50000 | 8163 | 6125 | 501 | 0 | 30.5 | 135.8 | 171.3 | 501 | 135.8 | 99% |"

@@ -4,36 +4,37 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/bench/baseline"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 func f64(f float64) *float64 { return &f }
 
 // suite25 is a suite's runs as issue #25's targets read them: R 8000/s
 // (ceiling 16 000/s), the pull baseline draining 30 000/s.
-func suite25() []*bench.Result {
-	cost := func(toc, machine float64) *bench.Cost {
-		return &bench.Cost{Fires: 1, CPUUsPerFire: bench.CPUCost{Total: toc, Toc: f64(toc)}, MachineCPUUsPerFire: f64(machine)}
+func suite25() []*loadgen.Result {
+	cost := func(toc, machine float64) *loadgen.Cost {
+		return &loadgen.Cost{Fires: 1, CPUUsPerFire: loadgen.CPUCost{Total: toc, Toc: f64(toc)}, MachineCPUUsPerFire: f64(machine)}
 	}
-	return []*bench.Result{
-		{System: bench.SystemBaseline, Variant: bench.VariantCeiling, Workload: bench.WorkloadCeiling, N: 48000, Concurrency: 64, DrainPerSec: 16000, Cost: cost(50, 80)},
-		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: bench.Lateness{P99: 8.5}, Cost: cost(100, 150)},
-		{System: bench.SystemBaseline, Variant: bench.VariantTimers, Workload: bench.WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: bench.Lateness{P99: 3}, Cost: cost(60, 90)},
-		{System: bench.SystemBaseline, Variant: bench.VariantClaimServer, Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 30000},
-		{System: "toc", Variant: "pull, embedded", Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 10000},
-		{System: "toc", Variant: "pull, embedded", Workload: bench.WorkloadFire, N: 45000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: bench.Lateness{P99: 30}},
-		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 13000},
-		{System: bench.SystemBaseline, Variant: bench.VariantTimers, Workload: bench.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 15000},
-		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 5000},
-		{System: bench.SystemBaseline, Variant: bench.VariantGroupLog, Workload: bench.WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 6000},
-		{System: "toc", Variant: "push, embedded", Workload: bench.WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 20000},
-		{System: bench.SystemBaseline, Variant: bench.VariantGroupLog, Workload: bench.WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 50000},
+	return []*loadgen.Result{
+		{System: baseline.SystemBaseline, Variant: baseline.VariantCeiling, Workload: baseline.WorkloadCeiling, N: 48000, Concurrency: 64, DrainPerSec: 16000, Cost: cost(50, 80)},
+		{System: "toc", Variant: "push, embedded", Workload: loadgen.WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: loadgen.Lateness{P99: 8.5}, Cost: cost(100, 150)},
+		{System: baseline.SystemBaseline, Variant: baseline.VariantTimers, Workload: loadgen.WorkloadFire, N: 40000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: loadgen.Lateness{P99: 3}, Cost: cost(60, 90)},
+		{System: baseline.SystemBaseline, Variant: baseline.VariantClaimServer, Workload: loadgen.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 30000},
+		{System: "toc", Variant: "pull, embedded", Workload: loadgen.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 10000},
+		{System: "toc", Variant: "pull, embedded", Workload: loadgen.WorkloadFire, N: 45000, SpreadSec: 5, Batch: 1000, Concurrency: 16, LatenessMs: loadgen.Lateness{P99: 30}},
+		{System: "toc", Variant: "push, embedded", Workload: loadgen.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 13000},
+		{System: baseline.SystemBaseline, Variant: baseline.VariantTimers, Workload: loadgen.WorkloadFire, N: 100000, Batch: 1000, Concurrency: 16, DrainPerSec: 15000},
+		{System: "toc", Variant: "push, embedded", Workload: loadgen.WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 5000},
+		{System: baseline.SystemBaseline, Variant: baseline.VariantGroupLog, Workload: loadgen.WorkloadSchedule, N: 20000, Batch: 1, Concurrency: 16, SchedulePerSec: 6000},
+		{System: "toc", Variant: "push, embedded", Workload: loadgen.WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 20000},
+		{System: baseline.SystemBaseline, Variant: baseline.VariantGroupLog, Workload: loadgen.WorkloadSchedule, N: 100000, Batch: 1000, Concurrency: 4, SchedulePerSec: 50000},
 	}
 }
 
 // marks25 are issue #25's targets of results, met or not, by a word of
 // their names.
-func marks25(t *testing.T, results []*bench.Result) map[string]bool {
+func marks25(t *testing.T, results []*loadgen.Result) map[string]bool {
 	t.Helper()
 	m := map[string]bool{}
 	for _, st := range issue25Targets(results) {
@@ -83,9 +84,9 @@ func TestIssue25Targets(t *testing.T) {
 
 	// One cluster node against embedded.
 	results = append(suite25(),
-		&bench.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: bench.WorkloadFire, N: 20000, SpreadSec: 5, LatenessMs: bench.Lateness{P99: 35}, Cost: &bench.Cost{Fires: 20000, CPUUsPerFire: bench.CPUCost{Total: 250}}},
-		&bench.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: bench.WorkloadSchedule, Batch: 1, Concurrency: 16, SchedulePerSec: 2400},
-		&bench.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: bench.WorkloadSchedule, Batch: 1000, Concurrency: 4, SchedulePerSec: 19000},
+		&loadgen.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: loadgen.WorkloadFire, N: 20000, SpreadSec: 5, LatenessMs: loadgen.Lateness{P99: 35}, Cost: &loadgen.Cost{Fires: 20000, CPUUsPerFire: loadgen.CPUCost{Total: 250}}},
+		&loadgen.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: loadgen.WorkloadSchedule, Batch: 1, Concurrency: 16, SchedulePerSec: 2400},
+		&loadgen.Result{System: "toc", Variant: "push, cluster, 1 node", Nodes: 1, Workload: loadgen.WorkloadSchedule, Batch: 1000, Concurrency: 4, SchedulePerSec: 19000},
 	)
 	got = marks25(t, results)
 	for k, v := range map[string]bool{
@@ -135,12 +136,12 @@ func TestPushAndPullRate(t *testing.T) {
 }
 
 func TestParseMachineCPU(t *testing.T) {
-	got, err := bench.ParseMachineCPU([]byte("cpu  100 2 30 9999 77 4 5 6 1 0\ncpu0 50 1 15 5000 40 2 2 3 0 0\nintr 1\n"))
+	got, err := loadgen.ParseMachineCPU([]byte("cpu  100 2 30 9999 77 4 5 6 1 0\ncpu0 50 1 15 5000 40 2 2 3 0 0\nintr 1\n"))
 	if err != nil || got != 100+2+30+4+5+6 {
 		t.Errorf("ParseMachineCPU = %d, %v; want 147 (user nice system irq softirq steal)", got, err)
 	}
 	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 3\n", "cpu a 2 3 4 5 6 7 8 9 10\n"} {
-		if _, err := bench.ParseMachineCPU([]byte(bad)); err == nil {
+		if _, err := loadgen.ParseMachineCPU([]byte(bad)); err == nil {
 			t.Errorf("ParseMachineCPU(%q): no error", bad)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toc-dev/toc/internal/bench/storesize"
+	"github.com/toc-dev/toc/bench/storesize"
 )
 
 // clearTimeout bounds clearing the cluster's database and keys, also after

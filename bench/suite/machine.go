@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/bench/report"
-	"github.com/toc-dev/toc/internal/bench/storesize"
+	"github.com/toc-dev/toc/bench/storesize"
 )
 
 // machine describes this machine, toc's commit and the peers' and

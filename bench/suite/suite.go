@@ -4,9 +4,10 @@
 //   - toc embedded: fire (push and pull), a burst due at one instant (push
 //     and pull) and schedule (one task per request and in batches), each a
 //     `toc bench --embedded` process, and the baselines of the same sizes
-//     (`toc bench --baseline`: no toc), after the push ceiling (`toc bench
-//     --baseline --workload ceiling`) that sets the push rate R and the
-//     pull baseline that sets the pull rate (issue #25);
+//     (`bash bench/run.sh baseline`, [Config.Bench]: no toc), after the
+//     push ceiling (`bash bench/run.sh baseline --workload ceiling`) that
+//     sets the push rate R and the pull baseline that sets the pull rate
+//     (issue #25);
 //   - toc pending: far-future tasks on a separate `toc serve` process, so
 //     that its RSS is the server's alone;
 //   - toc's cluster mode: each workload on a fresh cluster of 1, 2 and 3
@@ -17,8 +18,9 @@
 // # Processes and services
 //
 // Every process it starts is the toc binary it is given ([Config.Exe]: the
-// bench module's command builds it), the go command (to build the peers)
-// or the peers' binary; each is bounded in time ([Config.RunTimeout], and [StartTimeout] and
+// bench module's command builds it), the bench module's command
+// ([Config.Bench]: the baselines and the cluster's load generator), the go command (to build the peers) or the peers'
+// binary; each is bounded in time ([Config.RunTimeout], and [StartTimeout] and
 // [StopTimeout] for servers) and is stopped by its pid only, also when the
 // suite fails or its context is cancelled. Servers listen on 127.0.0.1 and
 // the services must be on loopback: traffic stays on this machine.
@@ -45,13 +47,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/toc-dev/toc/bench/baseline"
 	"github.com/toc-dev/toc/bench/report"
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // Defaults of [Config]. The embedded figures are the issue's (10,000 fires/s);
@@ -63,10 +67,11 @@ const (
 	FireSpreadDefault = 5 * time.Second
 	PullNDefault      = 250_000 // the same through pull consumers: 50,000/s at most (see Config.PullN)
 	// CeilingDurationDefault: the push ceiling's senders POST this long.
-	CeilingDurationDefault = bench.CeilingDurationDefault
+	CeilingDurationDefault = baseline.CeilingDurationDefault
 	// BatchConcurrency: the clients creating in batches of 1000 (issue #25).
 	BatchConcurrency = 4
-	BurstNDefault    = 100_000 // due at one instant, by push and by pull
+	BurstNDefault    = 100_000   // due at one instant, by push and by pull
+	HotNDefault      = 1_000_000 // a hot instant: due within one second, by push
 	// pullLeadPerJob: the pull fire run's lead is bench.LeadBase and this
 	// much a job, enough to schedule them in batches (12 s for
 	// PullNDefault; the default of 100 µs a job would wait 27 s).
@@ -113,6 +118,13 @@ type Config struct {
 	// Exe is the toc binary the suite runs (`toc bench`, `toc serve`).
 	// Required.
 	Exe string
+	// Bench is the bench module's command (this program, and the
+	// arguments that come before its own): the suite runs the baselines
+	// (no toc) as `Bench baseline ARGS`, and the cluster's runs, which
+	// read its Redis and PostgreSQL, as `Bench loadgen ARGS` (`toc bench`
+	// with the stores' flags). Required unless SkipEmbedded and
+	// SkipCluster.
+	Bench []string
 	// Root is the repository's root: the peers are built from
 	// Root/bench/peers, and the commit is read from its git. Required unless
 	// SkipPeers.
@@ -138,6 +150,9 @@ type Config struct {
 	FireSpread time.Duration
 	PullN      int
 	BurstN     int
+	// HotN tasks are due within one second (a hot instant, issue #25),
+	// while the API is asked for a task by id 50 times a second.
+	HotN       int
 	SingleN    int
 	SingleHold time.Duration
 	BatchN     int
@@ -193,6 +208,7 @@ func (c *Config) EnsureDefaults() {
 	c.FireSpread = cmp.Or(c.FireSpread, FireSpreadDefault)
 	c.PullN = cmp.Or(c.PullN, PullNDefault)
 	c.BurstN = cmp.Or(c.BurstN, BurstNDefault)
+	c.HotN = cmp.Or(c.HotN, HotNDefault)
 	c.SingleN = cmp.Or(c.SingleN, SingleNDefault)
 	c.SingleHold = cmp.Or(c.SingleHold, SingleHoldDefault)
 	c.BatchN = cmp.Or(c.BatchN, BatchNDefault)
@@ -252,7 +268,7 @@ func (c *Config) Validate() error {
 		name string
 		v    int
 	}{
-		{"FireN", c.FireN}, {"PullN", c.PullN}, {"BurstN", c.BurstN}, {"SingleN", c.SingleN}, {"BatchN", c.BatchN}, {"PendingN", c.PendingN},
+		{"FireN", c.FireN}, {"PullN", c.PullN}, {"BurstN", c.BurstN}, {"HotN", c.HotN}, {"SingleN", c.SingleN}, {"BatchN", c.BatchN}, {"PendingN", c.PendingN},
 		{"PeerFireN", c.PeerFireN}, {"PeerSingleN", c.PeerSingleN}, {"PeerBatchN", c.PeerBatchN}, {"RedisDB", c.RedisDB},
 		{"ClusterFireN", c.ClusterFireN}, {"ClusterSingleN", c.ClusterSingleN}, {"ClusterBatchN", c.ClusterBatchN},
 		{"ClusterPendingN", c.ClusterPendingN},
@@ -393,13 +409,17 @@ func (s *suite) all(ctx context.Context) error {
 // both.
 func (s *suite) embedded(ctx context.Context) error {
 	c := &s.cfg
-	run := func(args ...string) (*bench.Result, error) {
-		if err := s.benchToc(ctx, "", args...); err != nil {
+	run := func(args ...string) (*loadgen.Result, error) {
+		bench := s.benchToc
+		if args[0] == "--baseline" {
+			bench, args = s.benchBaseline, args[1:]
+		}
+		if err := bench(ctx, "", args...); err != nil {
 			return nil, err
 		}
 		return s.rep.Results[len(s.rep.Results)-1], nil
 	}
-	ceiling, err := run("--baseline", "--workload", bench.WorkloadCeiling, "--duration", dur(c.CeilingDuration))
+	ceiling, err := run("--baseline", "--workload", baseline.WorkloadCeiling, "--duration", dur(c.CeilingDuration))
 	if err != nil {
 		return err
 	}
@@ -431,9 +451,10 @@ func (s *suite) embedded(ctx context.Context) error {
 	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", itoa(BatchConcurrency), "--hold", dur(c.BatchHold)}
 	for _, args := range [][]string{
 		append([]string{"--embedded", "--pull"}, burst...),
-		{"--embedded", "--workload", "fire", "--n", itoa(pullN), "--spread", dur(c.FireSpread), "--lead", dur(bench.LeadBase + time.Duration(pullN)*pullLeadPerJob), "--pull"},
+		{"--embedded", "--workload", "fire", "--n", itoa(pullN), "--spread", dur(c.FireSpread), "--lead", dur(loadgen.LeadBase + time.Duration(pullN)*pullLeadPerJob), "--pull"},
 		append([]string{"--embedded"}, burst...),
 		append([]string{"--baseline"}, burst...),
+		{"--embedded", "--workload", "hot", "--n", itoa(c.HotN)},                                     // against the push ceiling
 		{"--embedded", "--workload", "twoapp", "--n", itoa(c.BurstN), "--spread", dur(c.FireSpread)}, // the quiet app's tasks over the spread
 		append([]string{"--embedded"}, single...),
 		append([]string{"--baseline"}, single...),
@@ -472,12 +493,23 @@ func (s *suite) pending(ctx context.Context) (err error) {
 
 var serverVariant = regexp.MustCompile(`(server|[0-9]+ servers)$`)
 
-// benchToc runs `toc bench ARGS --json` and records the command and the
-// result, marked with the targets it meets. With where set (a cluster run), the result's variant says it
+// benchToc runs `toc bench ARGS --json` (Config.Exe) and records the
+// command and the result, marked with the targets it meets. With where set (a cluster run), the result's variant says it
 // instead of "server", and a failure is noted rather than returned.
+//
+// A run that reads a cluster's stores (--redis, --sql) is the bench
+// module's `bash bench/run.sh loadgen ARGS` (Config.Bench): toc bench with
+// the stores' flags, which toc's binary does not carry.
 func (s *suite) benchToc(ctx context.Context, where string, args ...string) error {
-	shown := "toc bench " + strings.Join(args, " ")
-	r, stderr, err := s.runJSON(ctx, shown, s.cfg.Exe, "", append(append([]string{"bench"}, args...), "--json")...)
+	shown, name, pre := "toc bench ", s.cfg.Exe, []string{"bench"}
+	if slices.Contains(args, "--redis") || slices.Contains(args, "--sql") {
+		if len(s.cfg.Bench) == 0 {
+			return fmt.Errorf("suite: loadgen %s: Config.Bench is not set", strings.Join(args, " "))
+		}
+		shown, name, pre = "bash bench/run.sh loadgen ", s.cfg.Bench[0], append(slices.Clone(s.cfg.Bench[1:]), "loadgen")
+	}
+	shown += strings.Join(args, " ")
+	r, stderr, err := s.runJSON(ctx, shown, name, "", append(append(pre, args...), "--json")...)
 	if err != nil {
 		if where == "" || ctx.Err() != nil {
 			return err
@@ -493,10 +525,28 @@ func (s *suite) benchToc(ctx context.Context, where string, args ...string) erro
 	return nil
 }
 
+// benchBaseline runs `bash bench/run.sh baseline ARGS --json` (Config.Bench)
+// and records the command and the result. where is unused: it is
+// benchToc's.
+func (s *suite) benchBaseline(ctx context.Context, where string, args ...string) error {
+	shown := "bash bench/run.sh baseline " + strings.Join(args, " ")
+	c := s.cfg.Bench
+	if len(c) == 0 {
+		return fmt.Errorf("suite: %s: Config.Bench is not set", shown)
+	}
+	r, _, err := s.runJSON(ctx, shown, c[0], "", append(append(slices.Clone(c[1:]), "baseline"), append(args, "--json")...)...)
+	if err != nil {
+		return err
+	}
+	r.Targets = report.TocTargets(r) // as for toc's runs
+	s.record(r)
+	return nil
+}
+
 // runJSON runs one benchmark process with a timeout and decodes the result
 // it prints; stderr is what it wrote there, also passed on to
 // Config.Stderr.
-func (s *suite) runJSON(ctx context.Context, shown, name, dir string, args ...string) (r *bench.Result, stderr string, err error) {
+func (s *suite) runJSON(ctx context.Context, shown, name, dir string, args ...string) (r *loadgen.Result, stderr string, err error) {
 	fmt.Fprintln(s.cfg.Stderr, shown)
 	s.command(shown)
 	var out, errOut bytes.Buffer
@@ -506,7 +556,7 @@ func (s *suite) runJSON(ctx context.Context, shown, name, dir string, args ...st
 	if err != nil {
 		return nil, stderr, fmt.Errorf("suite: %s: %w: %s", shown, err, strings.TrimSpace(stderr))
 	}
-	r = new(bench.Result)
+	r = new(loadgen.Result)
 	if err := json.Unmarshal(out.Bytes(), r); err != nil {
 		return nil, stderr, fmt.Errorf("suite: %s: its output is not a result: %w", shown, err)
 	}
@@ -523,7 +573,7 @@ func stderrOr(stderr string, err error) string {
 }
 
 // record adds r to the report and says how it went.
-func (s *suite) record(r *bench.Result) {
+func (s *suite) record(r *loadgen.Result) {
 	s.rep.Results = append(s.rep.Results, r)
 	fmt.Fprintf(s.cfg.Stderr, "  -> fired %d/%d, %d/s, p99 %s ms, max %s ms\n",
 		r.Fired, r.N, int64(r.SchedulePerSec), num(r.LatenessMs.P99), num(r.LatenessMs.Max))

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -18,11 +17,11 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
-	"github.com/toc-dev/toc/internal/bench"
-	"github.com/toc-dev/toc/internal/bench/storesize"
 	"github.com/toc-dev/toc/internal/engine"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/internal/store/redisindex"
+	"github.com/toc-dev/toc/task"
 )
 
 const benchHelp = `
@@ -57,9 +56,10 @@ Workloads:
             this process with --embedded) and disk (--data-dir, known with
             --embedded) per pending task, and the schedule rate on top of them.
             Of a cluster: the nodes' memory (--server-pid PID1,PID2,...,
-            summed), the growth of its Redis's used_memory and of the keys
-            under its prefix (--redis, --redis-prefix) and of its PostgreSQL
-            databases (--sql), in all and per pending task.
+            summed), and with the stores' flags (below) the growth of its
+            Redis's used_memory and of the keys under its prefix (--redis,
+            --redis-prefix) and of its PostgreSQL databases (--sql), in all
+            and per pending task.
   twoapp    fair dispatch: --n tasks of app --app due at one instant (a
             burst) and, from that instant for --spread (default 5s), a task
             of app <--app>-quiet every 10 ms; reports the burst as fire
@@ -67,9 +67,17 @@ Workloads:
             lateness, of all its tasks and of those due while the burst
             drained, with how busy the machine was (/proc/pressure/cpu: the
             share of the run some task waited for a CPU). Push only.
+  hot       a hot instant: --n tasks due within one second (--spread,
+            default 1s), the first --lead from now, by push; reports the
+            lateness, "drained" (the tasks fired per second from the first
+            due time to the last first delivery), the server's RSS at the
+            first due time and its peak during the drain (--server-pid, or
+            this process with --embedded), and the latency (p50 to max) of
+            GETs of a task by id at --get-rate per second during the drain,
+            each its own request. Push only.
 
 Cost per fire (fire) and per create (schedule): with --embedded,
---server-pid, --redis or --sql, what the fires cost over the firing window
+--server-pid, or the stores' --redis or --sql, what the fires cost over the firing window
 (from just before the first task is due to a second after the last
 delivery), per task delivered, or what the creates cost over the
 scheduling window, per task accepted (their SQL transactions and
@@ -86,19 +94,9 @@ MySQL: the whole server's Com_commit + Com_rollback) and their statements
 and the Redis commands (INFO commandstats over every master, those of Lua
 scripts included, the benchmark's own INFO calls left out).
 
-Baseline (--baseline: fire, schedule, ceiling): the same workload with no
-toc, the physical limit of this machine; the cost's toc CPU is this
-process's. fire: a Go runtime timer per task POSTs what toc's webhook sink
-would send, at the due time, to the same kind of receiver, at most 512 at
-once. fire --pull: pull consumers (--consumers) claiming 1000 at a time from
-a server in this process that holds the tasks in memory and answers batch
-acks once an fdatasync has covered the acked ids. schedule: the same create
-requests to a server in this process that decodes each task and appends it
-to a log file, answering once an fdatasync has covered it (group commit:
-the requests that come during a sync share the next). ceiling (the push
-ceiling): --concurrency senders (default 64) POST a 64-byte payload back to
-back to the receiver for --duration (default 3s); drain_per_sec is the
-POSTs answered per second.
+The stores' flags (--redis, --redis-prefix, --sql, --sql-stats-wait) are
+not toc's: their benchmark code is in the bench module of toc's
+repository, whose "bash bench/run.sh loadgen" is this command with them.
 
 Prints a table, or with --json one object with the keys workload, nodes, n,
 fired, missing, duplicates, schedule_per_sec, lateness_ms {p50, p90, p99,
@@ -112,61 +110,104 @@ redis_commands_per_fire, and the totals}). The benchmark suite
 ("bash bench/run.sh") marks each run against the project's targets.
 
 The benchmark suite (toc embedded, pending, cluster and the peers asynq
-and River), which rewrites bench/RESULTS.md, is the bench module of toc's
-repository: "bash bench/run.sh" (flags: "bash bench/run.sh -h").
+and River), which rewrites bench/RESULTS.md, and the baselines that run no
+toc (the push ceiling, timers + HTTP, the create and pull claim servers)
+are the bench module of toc's repository: "bash bench/run.sh" (flags:
+"bash bench/run.sh -h") and "bash bench/run.sh baseline" (flags:
+"bash bench/run.sh baseline -h").
 
 Examples:
   toc bench --embedded --workload fire --n 100000 --spread 10s
   toc bench --embedded --workload schedule --batch 1000 --n 500000
   toc bench --server http://127.0.0.1:7070 --server-pid 1234 --data-dir ./toc-data --workload pending --n 1000000
   toc bench --server http://127.0.0.1:7070,http://127.0.0.1:7071 --workload fire --n 20000 --spread 5s
-  toc bench --server http://127.0.0.1:7070,http://127.0.0.1:7071 --server-pid 1234,1235 --workload pending \
-    --n 100000 --redis 127.0.0.1:6379 --redis-prefix toc --sql postgres://postgres@127.0.0.1:5432/toc
-  toc bench --server http://127.0.0.1:7070 --server-pid 1234 --workload fire --n 20000 --spread 5s \
+  bash bench/run.sh loadgen --server http://127.0.0.1:7070,http://127.0.0.1:7071 --server-pid 1234,1235 \
+    --workload pending --n 100000 --redis 127.0.0.1:6379 --redis-prefix toc --sql postgres://postgres@127.0.0.1:5432/toc
+  bash bench/run.sh loadgen --server http://127.0.0.1:7070 --server-pid 1234 --workload fire --n 20000 --spread 5s \
     --redis 127.0.0.1:6379 --sql postgres://postgres@127.0.0.1:5432/toc
-  toc bench --baseline --workload fire --n 50000 --spread 5s
-  toc bench --baseline --workload schedule --n 20000
-  toc bench --baseline --workload ceiling
-  toc bench --baseline --pull --workload fire --n 100000 --spread 0s
 `
 
 // Defaults of --n per workload.
 var benchNDefault = map[string]int{
-	bench.WorkloadFire:     100_000,
-	bench.WorkloadSchedule: 100_000,
-	bench.WorkloadPending:  1_000_000,
-	bench.WorkloadTwoApp:   50_000,
+	loadgen.WorkloadFire:     100_000,
+	loadgen.WorkloadSchedule: 100_000,
+	loadgen.WorkloadPending:  1_000_000,
+	loadgen.WorkloadTwoApp:   50_000,
+	loadgen.WorkloadHot:      1_000_000,
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+// BenchStores reads a cluster's Redis and SQL databases for the load
+// generator: their growth under pending tasks and their cost counters per
+// fire. toc has none, so that its binary carries no benchmark code for
+// them, and its `toc bench` lacks the flags; the bench module's command
+// ("bash bench/run.sh loadgen") gives one to [RunBench].
+type BenchStores struct {
+	// OpenRedis opens the Redis masters addrs, whose cluster keys are under
+	// prefix, and returns it with what closes it.
+	OpenRedis func(addrs []string, prefix string) (BenchRedis, func())
+	// SQLSize is the size of the SQL databases dsns together.
+	SQLSize func(ctx context.Context, dsns []string) (int64, error)
+	// SQLCounters returns what reads the cost counters of the SQL
+	// databases dsns.
+	SQLCounters func(dsns []string) func(context.Context) (loadgen.SQLCounters, error)
+}
+
+// BenchRedis is a cluster's Redis, as [BenchStores] opens it.
+type BenchRedis interface {
+	// UsedMemory is the masters' used_memory summed; Prefix the keys
+	// under the cluster's prefix and their bytes.
+	UsedMemory(context.Context) (int64, error)
+	Prefix(context.Context) (keys, bytes int64, err error)
+	// Counters reads the cost counters.
+	Counters(context.Context) (loadgen.RedisCounters, error)
+}
+
+// RunBench runs `toc bench ARGS` with the stores' flags when stores is not
+// nil (the bench module's command); usage errors wrap [ErrUsage].
+func RunBench(ctx context.Context, args []string, stdout, stderr io.Writer, stores *BenchStores) error {
+	return runBench(ctx, args, stdout, stderr, stores)
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stores *BenchStores) (err error) {
 	if len(args) > 0 && args[0] == "suite" {
 		return usagef("bench suite: the benchmark suite is its own module now: run \"bash bench/run.sh\" in toc's repository")
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && name == "baseline" {
+			return usagef("bench: the baselines (no toc) are in the bench module now: run \"bash bench/run.sh baseline\" in toc's repository")
+		}
 	}
 	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	fs := newFlagSet(e, "bench", benchHelp)
 	conn := addConnFlags(fs)
 	embedded := fs.Bool("embedded", false, "start a server in this process on a temporary data directory (instead of --server)")
-	workload := fs.String("workload", bench.WorkloadFire, "`workload`: fire, schedule, pending, twoapp, or ceiling (with --baseline)")
+	workload := fs.String("workload", loadgen.WorkloadFire, "`workload`: fire, schedule, pending, twoapp or hot")
 	n := fs.Int("n", 0, "number of tasks (default 100000 for fire and schedule, 1000000 for pending)")
 	spread := fs.Duration("spread", 10*time.Second, "fire: spread the due times over this `duration`")
 	timeline := fs.Duration("timeline", 0, "fire: also report the lateness per bucket of due time this `wide` (like 100ms; default none)")
 	lead := fs.Duration("lead", 0, "fire: the first task is due this long after the start (default 2s plus 100µs per task)")
-	grace := fs.Duration("grace", bench.GraceDefault, "fire, schedule: after the last due time, stop waiting once no delivery has come for this long (at most --max-wait)")
-	maxWait := fs.Duration("max-wait", bench.MaxWait, "fire, schedule: stop waiting this `long` after the last due time; tasks not delivered by then count as missing")
+	grace := fs.Duration("grace", loadgen.GraceDefault, "fire, schedule: after the last due time, stop waiting once no delivery has come for this long (at most --max-wait)")
+	maxWait := fs.Duration("max-wait", loadgen.MaxWait, "fire, schedule: stop waiting this `long` after the last due time; tasks not delivered by then count as missing")
 	hold := fs.Duration("hold", 0, "schedule: the tasks are due this long after the start (default 2s plus 25µs per task, 10µs in batches)")
 	batch := fs.Int("batch", 0, "tasks per request (default 1 for schedule, 1000 otherwise; at most 1000)")
-	concurrency := fs.Int("concurrency", bench.ConcurrencyDefault, "concurrent scheduling clients")
+	concurrency := fs.Int("concurrency", loadgen.ConcurrencyDefault, "concurrent scheduling clients")
 	pull := fs.Bool("pull", false, "fire, schedule: deliver to pull consumers instead of a webhook")
-	consumers := fs.Int("consumers", bench.ConsumersDefault, "with --pull: concurrent claiming consumers")
-	app := fs.String("app", bench.TocAppDefault, "`app` of the benchmark's tasks")
+	consumers := fs.Int("consumers", loadgen.ConsumersDefault, "with --pull: concurrent claiming consumers")
+	app := fs.String("app", loadgen.TocAppDefault, "`app` of the benchmark's tasks")
 	serverPIDs := fs.String("server-pid", "", "`pid`[,pid...] of the --server processes, to read their memory from /proc (summed)")
 	dataDir := fs.String("data-dir", "", "data `directory` of the --server, to measure its size")
-	redisAddr := fs.String("redis", "", "pending and fire on a cluster: its Redis `address`[,address...], to measure its memory (pending) or its commands and CPU per fire (fire)")
-	redisPrefix := fs.String("redis-prefix", redisindex.PrefixDefault, "pending on a cluster: the nodes' --redis-prefix")
-	sqlDSN := fs.String("sql", "", "pending and fire on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size (pending) or their transactions and CPU per fire (fire; MySQL too)")
-	sqlStatsWait := fs.Duration("sql-stats-wait", bench.PostgresStatsWait, "fire with --sql: read the SQL counters this `long` after the last delivery (PostgreSQL flushes its backends' statistics up to 10 s late)")
-	baseline := fs.Bool("baseline", false, "fire, schedule, ceiling: run the workload with no toc, the physical-limit baseline (see above)")
-	duration := fs.Duration("duration", bench.CeilingDurationDefault, "ceiling: how `long` the senders POST")
+	redisAddr, redisPrefix, sqlDSN, sqlStatsWait := new(string), new(string), new(string), new(time.Duration)
+	*redisPrefix, *sqlStatsWait = redisindex.PrefixDefault, loadgen.PostgresStatsWait
+	if stores != nil {
+		fs.StringVar(redisAddr, "redis", "", "pending and fire on a cluster: its Redis `address`[,address...], to measure its memory (pending) or its commands and CPU per fire (fire)")
+		fs.StringVar(redisPrefix, "redis-prefix", redisindex.PrefixDefault, "pending on a cluster: the nodes' --redis-prefix")
+		fs.StringVar(sqlDSN, "sql", "", "pending and fire on a cluster: its PostgreSQL `DSN`[,DSN...], to measure the databases' size (pending) or their transactions and CPU per fire (fire; MySQL too)")
+		fs.DurationVar(sqlStatsWait, "sql-stats-wait", loadgen.PostgresStatsWait, "fire with --sql: read the SQL counters this `long` after the last delivery (PostgreSQL flushes its backends' statistics up to 10 s late)")
+	}
+	getRate := fs.Float64("get-rate", loadgen.HotGetRateDefault, "hot: GETs of a task by id per second during the drain")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
 	memProfile := fs.String("memprofile", "", "write the allocations of this process, from its start to the workload's end, to `file` (go tool pprof -sample_index=alloc_space)")
@@ -180,63 +221,32 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	if *workload == bench.WorkloadCeiling {
-		switch {
-		case !*baseline:
-			return usagef("bench: --workload ceiling needs --baseline (it runs no toc)")
-		case *duration <= 0:
-			return usagef("bench: --duration must be positive, got %s", *duration)
-		case set["concurrency"] && *concurrency < 1:
-			return usagef("bench: --concurrency must be at least 1, got %d", *concurrency)
-		}
-		defaultGC()
-		senders := bench.CeilingSendersDefault
-		if set["concurrency"] {
-			senders = *concurrency
-		}
-		stopProfile, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		res, err := bench.PushCeiling(ctx, bench.CeilingOptions{Senders: senders, Duration: *duration, App: *app})
-		stopProfile()
-		if err == nil && *memProfile != "" {
-			err = writeHeapProfile(*memProfile)
-		}
-		if err != nil {
-			return err
-		}
-		return printResult(stdout, res, *asJSON)
-	}
-	if set["duration"] {
-		return usagef("bench: --duration is for --workload ceiling")
-	}
 	if _, ok := benchNDefault[*workload]; !ok {
-		return usagef("bench: --workload must be fire, schedule, pending, twoapp or ceiling, got %q", *workload)
+		return usagef("bench: --workload must be fire, schedule, pending, twoapp or hot, got %q", *workload)
 	}
 	if *n == 0 {
 		*n = benchNDefault[*workload]
 	}
 	if *batch == 0 {
-		*batch = bench.BatchDefault
-		if *workload == bench.WorkloadSchedule {
+		*batch = loadgen.BatchDefault
+		if *workload == loadgen.WorkloadSchedule {
 			*batch = 1
 		}
 	}
 	switch {
-	case *baseline && (*embedded || set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
-		return usagef("bench: --baseline runs no toc: give it without --embedded, --server, --server-pid, --data-dir, --redis and --sql")
-	case *baseline && *pull && *workload != bench.WorkloadFire:
-		return usagef("bench: --baseline --pull is for --workload fire")
-	case *baseline && (*workload == bench.WorkloadPending || *workload == bench.WorkloadTwoApp):
-		return usagef("bench: --baseline is for fire and schedule")
-	case *workload == bench.WorkloadTwoApp && (*pull || set["redis"] || set["sql"] || set["timeline"] || set["hold"]):
+	case *workload == loadgen.WorkloadHot && (*pull || set["redis"] || set["sql"] || set["timeline"] || set["hold"]):
+		return usagef("bench: --workload hot is push only, without --pull, --redis, --sql, --timeline and --hold")
+	case set["get-rate"] && *workload != loadgen.WorkloadHot:
+		return usagef("bench: --get-rate is for --workload hot")
+	case *getRate <= 0:
+		return usagef("bench: --get-rate must be positive, got %v", *getRate)
+	case *workload == loadgen.WorkloadTwoApp && (*pull || set["redis"] || set["sql"] || set["timeline"] || set["hold"]):
 		return usagef("bench: --workload twoapp is push only, without --pull, --redis, --sql, --timeline and --hold")
 	case *embedded && (set["server"] || set["server-pid"] || set["data-dir"] || set["redis"] || set["sql"]):
 		return usagef("bench: give --embedded or --server (with --server-pid, --data-dir, --redis, --sql), not both")
-	case (set["redis"] || set["sql"]) && *workload == bench.WorkloadSchedule:
+	case (set["redis"] || set["sql"]) && *workload == loadgen.WorkloadSchedule:
 		return usagef("bench: --redis and --sql are for --workload pending and fire")
-	case set["redis-prefix"] && *workload != bench.WorkloadPending:
+	case set["redis-prefix"] && *workload != loadgen.WorkloadPending:
 		return usagef("bench: --redis-prefix is for --workload pending")
 	case set["sql-stats-wait"] && !set["sql"]:
 		return usagef("bench: --sql-stats-wait needs --sql")
@@ -252,46 +262,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return usagef("bench: --consumers must be at least 1, got %d", *consumers)
 	case *spread < 0 || *lead < 0 || *grace < 0 || *hold < 0 || *maxWait < 0 || *sqlStatsWait < 0:
 		return usagef("bench: --spread, --lead, --grace, --hold, --max-wait and --sql-stats-wait must not be negative")
-	case *pull && *workload == bench.WorkloadPending:
+	case *pull && *workload == loadgen.WorkloadPending:
 		return usagef("bench: --pull is for fire and schedule")
-	case set["timeline"] && *workload != bench.WorkloadFire:
+	case set["timeline"] && *workload != loadgen.WorkloadFire:
 		return usagef("bench: --timeline is for --workload fire")
 	case *timeline < 0:
 		return usagef("bench: --timeline must not be negative")
 	}
 
-	delivery := bench.DeliveryPush
+	delivery := loadgen.DeliveryPush
 	switch {
-	case *workload == bench.WorkloadPending:
-		delivery = bench.DeliveryNone
+	case *workload == loadgen.WorkloadPending:
+		delivery = loadgen.DeliveryNone
 	case *pull:
-		delivery = bench.DeliveryPull
+		delivery = loadgen.DeliveryPull
 	}
 	var progress io.Writer
 	if !*asJSON && isTerminal(stdout) {
 		progress = stdout
 	}
-	fire := bench.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Timeline: *timeline, Progress: progress}
-	schedule := bench.ScheduleOptions{N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress}
-	defaultGC() // the baselines and the bench clients run as toc serve does
+	fire := loadgen.FireOptions{N: *n, Spread: *spread, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Timeline: *timeline, Progress: progress}
+	schedule := loadgen.ScheduleOptions{N: *n, Batch: *batch, Concurrency: *concurrency, Hold: *hold, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	defaultGC() // the bench clients run as toc serve does
 	if *memProfile != "" {
 		defer func() {
 			if perr := writeHeapProfile(*memProfile); perr != nil && err == nil {
 				err = perr
 			}
 		}()
-	}
-	if *baseline {
-		stopProfile, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stopProfile()
-		res, err := runBaseline(ctx, *workload, *app, *pull, *consumers, fire, schedule)
-		if err != nil {
-			return err
-		}
-		return printResult(stdout, res, *asJSON)
 	}
 	pids, err := parsePIDs(*serverPIDs)
 	if err != nil {
@@ -305,7 +303,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		conns   = *concurrency + *consumers*2 + 8 // a consumer claims on one connection and acks on another
 		where   = "server"
 	)
-	hc := bench.NewHTTPClient(conns)
+	hc := loadgen.NewHTTPClient(conns)
 	defer hc.CloseIdleConnections()
 	if *embedded {
 		srv, err := startEmbedded(ctx, stderr, nil)
@@ -318,7 +316,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			}
 		}()
 		clients = []*client.Client{client.New(client.Config{BaseURL: srv.url, HTTPClient: hc})}
-		rss, dir = bench.SelfRSS, srv.dir
+		rss, dir = loadgen.SelfRSS, srv.dir
 		where = "embedded"
 		notes = append(notes, "embedded: the server runs in the bench process; rss_bytes is that process (server, bench clients and receiver)")
 		if os.Getenv("TOC_NOSYNC") != "" {
@@ -349,34 +347,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			return fmt.Errorf("bench: server %d of %d not ready: %w", i+1, len(clients), err)
 		}
 	}
-	pending := bench.PendingOptions{N: *n, Batch: *batch, Concurrency: *concurrency, RSS: rss, DataDir: dir, Progress: progress}
-	if *redisAddr != "" && *workload == bench.WorkloadPending {
-		r := storesize.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
-		defer r.Close()
+	pending := loadgen.PendingOptions{N: *n, Batch: *batch, Concurrency: *concurrency, RSS: rss, DataDir: dir, Progress: progress}
+	if *redisAddr != "" && *workload == loadgen.WorkloadPending {
+		r, closeRedis := stores.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
+		defer closeRedis()
 		pending.Redis, pending.RedisPrefix = r.UsedMemory, r.Prefix
 		notes = append(notes, "redis_bytes is the growth of the whole Redis's used_memory (other clients of a shared Redis count too); redis_prefix_bytes that of the keys under the cluster's prefix")
 	}
-	if *sqlDSN != "" && *workload == bench.WorkloadPending {
+	if *sqlDSN != "" && *workload == loadgen.WorkloadPending {
 		dsns := strings.Split(*sqlDSN, ",")
-		pending.SQL = func(ctx context.Context) (int64, error) { return storesize.PostgresSize(ctx, dsns) }
+		pending.SQL = func(ctx context.Context) (int64, error) { return stores.SQLSize(ctx, dsns) }
 	}
-	if *workload != bench.WorkloadPending && *workload != bench.WorkloadTwoApp && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
-		probe := &bench.CostProbe{Toc: pids}
+	if *workload != loadgen.WorkloadPending && *workload != loadgen.WorkloadTwoApp && (*embedded || len(pids) > 0 || *redisAddr != "" || *sqlDSN != "") {
+		probe := &loadgen.CostProbe{Toc: pids}
 		if *embedded {
 			probe.Toc = []int{os.Getpid()}
 			notes = append(notes, "embedded: the cost's toc CPU is this process's (server, bench clients and receiver)")
 		}
 		if *redisAddr != "" {
-			r := storesize.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
-			defer r.Close()
-			probe.Redis = redisCounters(r)
+			r, closeRedis := stores.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)
+			defer closeRedis()
+			probe.Redis = r.Counters
 		}
 		if *redisAddr != "" || *sqlDSN != "" {
 			notes = append(notes, "cost: the SQL server's CPU and transactions and the Redis's commands count all their clients' work, not the cluster's alone")
 		}
 		if *sqlDSN != "" {
 			dsns := strings.Split(*sqlDSN, ",")
-			probe.SQL = sqlCounters(dsns)
+			probe.SQL = stores.SQLCounters(dsns)
 			probe.SQLWait = *sqlStatsWait
 			if !set["sql-stats-wait"] && !strings.HasPrefix(dsns[0], "postgres") {
 				probe.SQLWait = 0 // MySQL's status counters are current
@@ -391,38 +389,53 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	defer stopProfile()
 
-	var rec *bench.Recorder
-	if delivery != bench.DeliveryNone {
-		rec = bench.NewRecorder(*n)
+	var rec *loadgen.Recorder
+	if delivery != loadgen.DeliveryNone {
+		rec = loadgen.NewRecorder(*n)
 	}
-	sys, err := bench.NewToc(bench.TocConfig{Clients: clients, Recorder: rec, Delivery: delivery, App: *app, Consumers: *consumers})
+	tc := loadgen.TocConfig{Clients: clients, Recorder: rec, Delivery: delivery, App: *app, Consumers: *consumers}
+	if *workload == loadgen.WorkloadHot {
+		tc.KeepIDsEvery = max(1, *n/1000) // about 1000 tasks to GET
+	}
+	sys, err := loadgen.NewToc(tc)
 	if err != nil {
 		return err
 	}
-	twoApp := bench.TwoAppOptions{N: *n, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress}
+	twoApp := loadgen.TwoAppOptions{N: *n, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait, Progress: progress}
 	if set["spread"] {
 		twoApp.Spread = *spread
 	}
-	var quiet *bench.Toc
-	var quietRec *bench.Recorder
-	if *workload == bench.WorkloadTwoApp {
-		quietRec = bench.NewRecorder(twoApp.QuietN())
-		quiet, err = bench.NewToc(bench.TocConfig{Clients: clients, Recorder: quietRec, Delivery: delivery, App: *app + "-quiet"})
+	var quiet *loadgen.Toc
+	var quietRec *loadgen.Recorder
+	if *workload == loadgen.WorkloadTwoApp {
+		quietRec = loadgen.NewRecorder(twoApp.QuietN())
+		quiet, err = loadgen.NewToc(loadgen.TocConfig{Clients: clients, Recorder: quietRec, Delivery: delivery, App: *app + "-quiet"})
 		if err != nil {
 			_ = sys.Close()
 			return err
 		}
 	}
-	var res *bench.Result
+	var res *loadgen.Result
 	switch *workload {
-	case bench.WorkloadFire:
-		res, err = bench.Fire(ctx, sys, rec, fire)
-	case bench.WorkloadSchedule:
-		res, err = bench.Schedule(ctx, sys, rec, schedule)
-	case bench.WorkloadPending:
-		res, err = bench.Pending(ctx, sys, pending)
-	case bench.WorkloadTwoApp:
-		res, err = bench.TwoApp(ctx, sys, rec, quiet, quietRec, twoApp)
+	case loadgen.WorkloadFire:
+		res, err = loadgen.Fire(ctx, sys, rec, fire)
+	case loadgen.WorkloadSchedule:
+		res, err = loadgen.Schedule(ctx, sys, rec, schedule)
+	case loadgen.WorkloadPending:
+		res, err = loadgen.Pending(ctx, sys, pending)
+	case loadgen.WorkloadTwoApp:
+		res, err = loadgen.TwoApp(ctx, sys, rec, quiet, quietRec, twoApp)
+	case loadgen.WorkloadHot:
+		hot := loadgen.HotOptions{N: *n, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait,
+			Cost: fire.Cost, Progress: progress, GetRate: *getRate, IDs: sys.IDs, RSS: rss,
+			Get: func(ctx context.Context, id task.ID) error {
+				_, err := clients[0].Get(ctx, id)
+				return err
+			}}
+		if set["spread"] {
+			hot.Spread = *spread
+		}
+		res, err = loadgen.Hot(ctx, sys, rec, hot)
 	}
 	if cerr := sys.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("stop receiver: %w", cerr)
@@ -436,7 +449,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return fmt.Errorf("bench: %w", err)
 	}
 	res.System, res.Variant, res.Nodes = "toc", where, len(clients)
-	if delivery != bench.DeliveryNone {
+	if delivery != loadgen.DeliveryNone {
 		res.Variant = delivery + ", " + where
 	}
 	res.Notes = append(res.Notes, sys.Notes()...)
@@ -446,7 +459,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 	}
 	if res.DiskBytes == 0 && dir != "" {
-		if res.DiskBytes, err = bench.DiskUsage(dir); err != nil {
+		if res.DiskBytes, err = loadgen.DiskUsage(dir); err != nil {
 			res.Notes = append(res.Notes, err.Error())
 		}
 	}
@@ -475,7 +488,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 }
 
 // printResult prints res as JSON or as a table.
-func printResult(stdout io.Writer, res *bench.Result, asJSON bool) error {
+func printResult(stdout io.Writer, res *loadgen.Result, asJSON bool) error {
 	if asJSON {
 		b, err := res.MarshalIndent()
 		if err != nil {
@@ -484,155 +497,7 @@ func printResult(stdout io.Writer, res *bench.Result, asJSON bool) error {
 		_, err = fmt.Fprintf(stdout, "%s\n", b)
 		return err
 	}
-	return bench.WriteTable(stdout, res)
-}
-
-// runBaseline runs the fire or schedule workload with no toc: Go timers
-// POSTing to a receiver (fire), or a server that only appends the requests
-// to a log with group commit (schedule).
-func runBaseline(ctx context.Context, workload, app string, pull bool, consumers int, fire bench.FireOptions, schedule bench.ScheduleOptions) (*bench.Result, error) {
-	var (
-		res *bench.Result
-		err error
-	)
-	switch {
-	case workload == bench.WorkloadFire && pull:
-		res, err = baselinePull(ctx, app, consumers, fire)
-	case workload == bench.WorkloadFire:
-		res, err = baselineFire(ctx, app, fire)
-	case workload == bench.WorkloadSchedule:
-		res, err = baselineSchedule(ctx, app, schedule)
-	default:
-		return nil, usagef("bench: --baseline is for fire and schedule")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bench: baseline: %w", err)
-	}
-	res.System = bench.SystemBaseline
-	return res, nil
-}
-
-func baselineFire(ctx context.Context, app string, o bench.FireOptions) (*bench.Result, error) {
-	rec := bench.NewRecorder(o.N)
-	sys, err := bench.NewTimers(bench.TimersConfig{Recorder: rec, App: app})
-	if err != nil {
-		return nil, err
-	}
-	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
-	res, err := bench.Fire(ctx, sys, rec, o)
-	if cerr := sys.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("stop receiver: %w", cerr)
-	}
-	if err != nil {
-		return nil, err
-	}
-	res.Variant = bench.VariantTimers
-	res.Notes = append(append(res.Notes, sys.Notes()...),
-		"baseline: no toc; the cost's toc CPU is this process's (the timers, their HTTP client and the receiver)")
-	return res, nil
-}
-
-func baselineSchedule(ctx context.Context, app string, o bench.ScheduleOptions) (res *bench.Result, err error) {
-	dir, err := os.MkdirTemp("", "toc-bench-baseline-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(dir, "log"), Preallocate: bench.PreallocateDefault})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, srv.Close()) }()
-	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 8)
-	defer hc.CloseIdleConnections()
-	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
-	// Push tasks, as toc's runs create; their receiver gets nothing.
-	sys, err := bench.NewToc(bench.TocConfig{
-		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
-		Recorder: bench.NewRecorder(o.N), App: app,
-	})
-	if err != nil {
-		return nil, err
-	}
-	res, err = bench.Schedule(ctx, sys, nil, o)
-	if err = errors.Join(err, sys.Close()); err != nil {
-		return nil, err
-	}
-	res.Variant = bench.VariantGroupLog
-	res.Notes = append(res.Notes, srv.Notes()...)
-	res.Notes = append(res.Notes, "baseline: no toc; the cost's toc CPU is this process's (the clients and the log server)")
-	return res, nil
-}
-
-// baselinePull runs the fire workload through pull consumers against
-// [bench.ClaimServer]: tasks in memory, claims answered at once, acks made
-// durable with group commit.
-func baselinePull(ctx context.Context, app string, consumers int, o bench.FireOptions) (res *bench.Result, err error) {
-	dir, err := os.MkdirTemp("", "toc-bench-baseline-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: filepath.Join(dir, "acks"), Preallocate: bench.PreallocateDefault})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, srv.Close()) }()
-	hc := bench.NewHTTPClient(cmp.Or(o.Concurrency, bench.ConcurrencyDefault) + 2*consumers + 8)
-	defer hc.CloseIdleConnections()
-	rec := bench.NewRecorder(o.N)
-	sys, err := bench.NewToc(bench.TocConfig{
-		Clients:  []*client.Client{client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})},
-		Recorder: rec, Delivery: bench.DeliveryPull, App: app, Consumers: consumers,
-	})
-	if err != nil {
-		return nil, err
-	}
-	o.Cost = &bench.CostProbe{Toc: []int{os.Getpid()}}
-	res, err = bench.Fire(ctx, sys, rec, o)
-	if err = errors.Join(err, sys.Close()); err != nil {
-		return nil, err
-	}
-	res.Variant = bench.VariantClaimServer
-	res.Notes = append(append(append(res.Notes, sys.Notes()...), srv.Notes()...),
-		"baseline: no toc; the cost's toc CPU is this process's (the consumers and the claim server)")
-	return res, nil
-}
-
-// redisCounters reads the cost counters of the Redis of r.
-func redisCounters(r *storesize.Redis) func(context.Context) (bench.RedisCounters, error) {
-	return func(ctx context.Context) (bench.RedisCounters, error) {
-		a, err := r.Activity(ctx)
-		if err != nil {
-			return bench.RedisCounters{}, err
-		}
-		// A process_id of another PID namespace (Redis in a container)
-		// names no redis-server here.
-		return bench.RedisCounters{Commands: a.Calls, OwnCommands: a.Own, Servers: bench.PIDsNamed(a.PIDs, "redis-server")}, nil
-	}
-}
-
-// sqlCounters reads the cost counters of the SQL databases of dsns.
-func sqlCounters(dsns []string) func(context.Context) (bench.SQLCounters, error) {
-	return func(ctx context.Context) (bench.SQLCounters, error) {
-		a, err := storesize.ReadSQLActivity(ctx, dsns)
-		if err != nil {
-			return bench.SQLCounters{}, err
-		}
-		c := bench.SQLCounters{Xacts: a.Xacts, Statements: a.Statements, OwnXacts: a.OwnXacts, OwnStatements: a.OwnStatements}
-		if a.MySQL {
-			c.Servers, err = bench.ProcsNamed("mysqld", "mariadbd")
-			return c, err
-		}
-		// Each server's postmaster: the parent of its backends and
-		// workers.
-		for _, pids := range a.Servers {
-			if pm := bench.ParentNamed(pids, "postgres"); pm != 0 {
-				c.Servers = append(c.Servers, pm)
-			}
-		}
-		return c, nil
-	}
+	return loadgen.WriteTable(stdout, res)
 }
 
 // embeddedServer is a toc server run in this process.
@@ -721,7 +586,7 @@ func parsePIDs(list string) ([]int, error) {
 func sumRSS(pids []int) (int64, error) {
 	var total int64
 	for _, pid := range pids {
-		n, err := bench.ReadRSS(pid)
+		n, err := loadgen.ReadRSS(pid)
 		if err != nil {
 			return 0, err
 		}

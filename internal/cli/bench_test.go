@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/server"
-	"github.com/toc-dev/toc/internal/testsvc"
 )
 
 // benchKeys are the keys `toc bench --json` promises, each with the JSON
@@ -129,58 +127,16 @@ func TestBenchTwoApp(t *testing.T) {
 	}
 }
 
-// TestBenchBaseline: the fire and schedule workloads with no toc.
-func TestBenchBaseline(t *testing.T) {
+// TestBenchHot: a small hot instant on an embedded server reports the
+// drain, the GETs during it and the server's RSS.
+func TestBenchHot(t *testing.T) {
 	t.Parallel()
-	type result struct {
-		System   string               `json:"system"`
-		Variant  string               `json:"variant"`
-		Workload string               `json:"workload"`
-		N        int                  `json:"n"`
-		Fired    int                  `json:"fired"`
-		Missing  int                  `json:"missing"`
-		Early    int                  `json:"early"`
-		Rate     float64              `json:"schedule_per_sec"`
-		Drain    float64              `json:"drain_per_sec"`
-		Clients  int                  `json:"concurrency"`
-		Dup      int                  `json:"duplicates"`
-		Cost     *struct{ Fires int } `json:"cost"`
-		Notes    []string             `json:"notes"`
-	}
-	run := func(args ...string) result {
-		t.Helper()
-		stdout, stderr, err := runCLI(t, nil, append([]string{"bench", "--baseline", "--json"}, args...)...)
-		if err != nil {
-			t.Fatalf("%q: %v\nstderr: %s", args, err, stderr)
-		}
-		var r result
-		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-			t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
-		}
-		return r
-	}
-	fire := run("--workload", "fire", "--n", "200", "--spread", "500ms", "--lead", "500ms")
-	if fire.System != "baseline" || fire.Variant != "timers + HTTP push" || fire.Fired != 200 || fire.Missing != 0 || fire.Early != 0 ||
-		fire.Cost == nil || fire.Cost.Fires != 200 {
-		t.Errorf("fire baseline %+v, want all 200 fired by the timers, none early, with the cost", fire)
-	}
-	for _, batch := range []string{"1", "100"} {
-		r := run("--workload", "schedule", "--n", "300", "--batch", batch)
-		if r.System != "baseline" || r.Variant != "HTTP + log fsync, group commit" || r.N != 300 || r.Rate <= 0 ||
-			!slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "requests made durable by") }) {
-			t.Errorf("schedule baseline, batch %s: %+v, want 300 accepted and the fsyncs in the notes", batch, r)
-		}
-	}
-	ceil := run("--workload", "ceiling", "--duration", "200ms", "--concurrency", "4")
-	if ceil.System != "baseline" || ceil.Workload != "ceiling" || ceil.Clients != 4 || ceil.N < 1 || ceil.Fired != ceil.N || ceil.Drain <= 0 ||
-		ceil.Cost == nil || ceil.Cost.Fires != ceil.N {
-		t.Errorf("push ceiling %+v, want POSTs from 4 senders, their rate and their cost", ceil)
-	}
-	pull := run("--pull", "--workload", "fire", "--n", "500", "--spread", "0s", "--lead", "500ms", "--consumers", "2")
-	if pull.System != "baseline" || !strings.HasPrefix(pull.Variant, "pull, ") || pull.Fired != 500 || pull.Missing != 0 || pull.Dup != 0 ||
-		pull.Drain <= 0 || pull.Cost == nil || pull.Cost.Fires != 500 ||
-		!slices.ContainsFunc(pull.Notes, func(n string) bool { return strings.Contains(n, "500 tasks claimed, 500 acked") }) {
-		t.Errorf("pull baseline %+v, want 500 claimed and acked once each, the drain rate and the cost", pull)
+	got := runBenchJSON(t, "hot", 2000, "--n", "2000", "--get-rate", "100")
+	h, _ := got["hot"].(map[string]any)
+	l, _ := h["get_ms"].(map[string]any)
+	if got["spread_sec"] != 1.0 || jsonType(got["drain_per_sec"]) != "number" || h["get_rate"] != 100.0 || jsonType(h["gets"]) != "number" ||
+		jsonType(l["p99"]) != "number" || jsonType(h["peak_rss_bytes"]) != "number" || jsonType(h["rss_at_due_bytes"]) != "number" {
+		t.Errorf("spread %v, drain %v, hot %v: want 1 s, a drain rate, the GETs at 100/s and the RSS", got["spread_sec"], got["drain_per_sec"], got["hot"])
 	}
 }
 
@@ -282,13 +238,11 @@ func TestBenchUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--embedded", "--workload", "nap"}, "--workload must be fire, schedule, pending, twoapp or ceiling"},
-		{[]string{"--embedded", "--workload", "ceiling"}, "--workload ceiling needs --baseline"},
-		{[]string{"--baseline", "--workload", "ceiling", "--duration", "0s"}, "--duration must be positive"},
-		{[]string{"--baseline", "--duration", "1s"}, "--duration is for --workload ceiling"},
-		{[]string{"--baseline", "--pull", "--workload", "schedule"}, "--baseline --pull is for --workload fire"},
+		{[]string{"--embedded", "--workload", "nap"}, "--workload must be fire, schedule, pending, twoapp or hot"},
+		{[]string{"--embedded", "--workload", "ceiling"}, "--workload must be fire, schedule, pending, twoapp or hot"},
+		{[]string{"--baseline", "--workload", "ceiling"}, "the baselines (no toc) are in the bench module now"},
+		{[]string{"--embedded", "-baseline=true"}, "the baselines (no toc) are in the bench module now"},
 		{[]string{"--embedded", "--workload", "twoapp", "--pull"}, "--workload twoapp is push only"},
-		{[]string{"--baseline", "--workload", "twoapp"}, "--baseline is for fire and schedule"},
 		{[]string{"--embedded", "--server", "http://127.0.0.1:1"}, "give --embedded or --server"},
 		{[]string{"--embedded", "--n", "-1"}, "--n must be at least 1"},
 		{[]string{"--embedded", "--batch", "1001"}, "--batch must be between 1 and 1000"},
@@ -298,17 +252,14 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"--server", "http://127.0.0.1:1,ftp://x"}, "want http:// or https:// URLs"},
 		{[]string{"--server", "http://127.0.0.1:1,http://127.0.0.1:1"}, "is given twice"},
 		{[]string{"--server", "http://127.0.0.1:1", "--server-pid", "12,x"}, "--server-pid: want process ids"},
-		{[]string{"--server", "http://127.0.0.1:1", "--workload", "schedule", "--redis", "127.0.0.1:6379"}, "are for --workload pending and fire"},
-		{[]string{"--server", "http://127.0.0.1:1", "--redis", "127.0.0.1:6379", "--redis-prefix", "p"}, "--redis-prefix is for --workload pending"},
-		{[]string{"--server", "http://127.0.0.1:1", "--sql-stats-wait", "1s"}, "--sql-stats-wait needs --sql"},
-		{[]string{"--baseline", "--embedded"}, "--baseline runs no toc"},
-		{[]string{"--baseline", "--server", "http://127.0.0.1:1"}, "--baseline runs no toc"},
-		{[]string{"--baseline", "--workload", "pending"}, "--baseline is for fire and schedule"},
-		{[]string{"--server", "http://127.0.0.1:1", "--workload", "pending", "--redis-prefix", "p"}, "--redis-prefix needs --redis"},
-		{[]string{"--embedded", "--workload", "pending", "--sql", "postgres://x/y"}, "give --embedded or --server"},
+		{[]string{"--server", "http://127.0.0.1:1", "--workload", "pending", "--redis", "127.0.0.1:6379"}, "flag provided but not defined: -redis"},
+		{[]string{"--server", "http://127.0.0.1:1", "--sql", "postgres://x/y"}, "flag provided but not defined: -sql"},
 		{[]string{"--embedded", "--max-wait", "-1s"}, "must not be negative"},
 		{[]string{"--embedded", "--workload", "schedule", "--timeline", "100ms"}, "--timeline is for --workload fire"},
 		{[]string{"--embedded", "--timeline", "-1s"}, "--timeline must not be negative"},
+		{[]string{"--embedded", "--workload", "hot", "--pull"}, "--workload hot is push only"},
+		{[]string{"--embedded", "--get-rate", "10"}, "--get-rate is for --workload hot"},
+		{[]string{"--embedded", "--workload", "hot", "--get-rate", "0"}, "--get-rate must be positive"},
 	} {
 		_, _, err := runCLI(t, nil, append([]string{"bench"}, tc.args...)...)
 		checkUsageError(t, err, tc.want)
@@ -362,81 +313,12 @@ func TestBenchServers(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
 	}
-	rss, err := bench.ReadRSS(os.Getpid())
+	rss, err := loadgen.ReadRSS(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The pid twice: the sum is about twice this process's RSS.
 	if got.Variant != "push, 2 servers" || got.Nodes != 2 || got.Fired != 100 || got.RSSBytes < rss {
 		t.Errorf("got %+v, want push, 2 servers, 2 nodes, 100 fired, rss about twice %d", got, rss)
-	}
-}
-
-// TestBenchCluster runs the fire and pending workloads against a cluster of
-// two nodes over PostgreSQL and Redis (skipped when either is absent).
-func TestBenchCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 2-node cluster; skipped with -short")
-	}
-	t.Parallel()
-	_, prefix := testsvc.Redis(t)
-	dsn := testsvc.PostgresDB(t)
-	urls := startNodes(t, 2, func(o *server.Options) {
-		o.SQL, o.SQLTables, o.Redis, o.RedisPrefix, o.Slots = []string{dsn}, 2, []string{testsvc.RedisAddr()}, prefix, 8
-	})
-
-	// With the nodes' pid (this process's), the Redis and the database: the
-	// cost per fire.
-	self := strconv.Itoa(os.Getpid())
-	got := runBenchJSONAt(t, urls, "fire", 200, "--n", "200", "--spread", "500ms", "--server-pid", self+","+self,
-		"--redis", testsvc.RedisAddr(), "--sql", dsn, "--sql-stats-wait", "2s")
-	if got["nodes"] != 2.0 {
-		t.Errorf("nodes = %v, want 2", got["nodes"])
-	}
-	cost, _ := got["cost"].(map[string]any)
-	cpu, _ := cost["cpu_us_per_fire"].(map[string]any)
-	for k, v := range map[string]any{"fires": cost["fires"], "sql_xacts_per_fire": cost["sql_xacts_per_fire"],
-		"redis_commands_per_fire": cost["redis_commands_per_fire"], "cpu_us_per_fire.toc": cpu["toc"]} {
-		if jsonType(v) != "number" {
-			t.Errorf("cost.%s = %v, want a number; cost %v, notes %v", k, v, got["cost"], got["notes"])
-		}
-	}
-	// Every fire writes its outcome and moves its task in Redis.
-	if x, _ := cost["sql_xacts"].(float64); x < 1 {
-		t.Errorf("cost.sql_xacts = %v, want some", cost["sql_xacts"])
-	}
-	if c, _ := cost["redis_commands"].(float64); c < 200 {
-		t.Errorf("cost.redis_commands = %v, want at least one per fire", cost["redis_commands"])
-	}
-	if cpu["sql"] == nil || cpu["redis"] == nil {
-		t.Logf("cost %v: PostgreSQL's or Redis's processes not found here (another PID namespace?)", got["cost"])
-	}
-
-	stdout, stderr, err := runCLI(t, nil, "bench", "--server", urls, "--workload", "pending", "--n", "1000", "--json",
-		"--redis", testsvc.RedisAddr(), "--redis-prefix", prefix, "--sql", dsn)
-	if err != nil {
-		t.Fatalf("%v\nstderr: %s", err, stderr)
-	}
-	var pending struct {
-		Nodes            int      `json:"nodes"`
-		RedisBytes       *int64   `json:"redis_bytes"`
-		RedisPerTask     *float64 `json:"redis_bytes_per_task"`
-		RedisPrefixBytes *int64   `json:"redis_prefix_bytes"`
-		SQLBytes         *int64   `json:"sql_bytes"`
-		SQLPerTask       *float64 `json:"sql_bytes_per_task"`
-		Notes            []string `json:"notes"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &pending); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
-	}
-	if pending.Nodes != 2 || pending.RedisBytes == nil || pending.RedisPerTask == nil || pending.RedisPrefixBytes == nil ||
-		pending.SQLBytes == nil || pending.SQLPerTask == nil {
-		t.Fatalf("pending on a cluster: %s\nwant nodes 2 and the redis and sql figures", stdout)
-	}
-	// Far-future tasks are SQL rows only: the cluster's keys in Redis do
-	// not grow with them.
-	if *pending.SQLBytes <= 0 || *pending.RedisPrefixBytes > 1000 {
-		t.Errorf("sql grew %d bytes, the cluster's Redis keys %d: want sql > 0 and Redis about flat; notes %q",
-			*pending.SQLBytes, *pending.RedisPrefixBytes, pending.Notes)
 	}
 }

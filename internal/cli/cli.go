@@ -71,7 +71,9 @@ func commands() []command {
 		{"import", "[--from FILE] [flags] < tasks.ndjson", "re-create exported tasks on a server, keeping their ids", runImport},
 		{"clock", "[advance (DURATION | --to TIME)] [flags]", "show the server's clock, or move a test clock forward", runClock},
 		{"version", "", "print the version and revision toc was built from", runVersion},
-		{"bench", "(--embedded | --server URL) [--workload fire|schedule|pending] [flags]", "benchmark a server: lateness, throughput, memory", func(ctx context.Context, e *env, args []string) error { return runBench(ctx, args, e.stdout, e.stderr) }},
+		{"bench", "(--embedded | --server URL) [--workload fire|schedule|pending|twoapp|hot] [flags]", "benchmark a server: lateness, throughput, memory", func(ctx context.Context, e *env, args []string) error {
+			return runBench(ctx, args, e.stdout, e.stderr, nil)
+		}},
 	}
 }
 

@@ -163,7 +163,8 @@ func splitList(s string) []string {
 }
 
 // defaultGC sets the collector's target to gcPercentDefault unless GOGC is
-// set. toc bench does so too, so that its baselines run as toc does.
+// set. toc bench does so too, and so do the baselines of the bench module
+// (bench/baseline), so that they run as toc does.
 func defaultGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercentDefault)

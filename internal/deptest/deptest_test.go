@@ -27,9 +27,6 @@ var (
 	// testHelpers start and clean the services the tests use (testsvc),
 	// or are tests only (e2e, which has no non-test files).
 	testHelpers = []string{"internal/testsvc", "internal/e2e"}
-	// storesize measures what a cluster keeps in Redis and PostgreSQL for
-	// `toc bench`; the rest of internal/bench imports no driver.
-	storesize = "internal/bench/storesize"
 )
 
 // rule says which packages may not import what.
@@ -66,11 +63,11 @@ var (
 var rules = []rule{{
 	name:   "the Redis client only in internal/store/redisindex and internal/cluster",
 	forbid: redisClient,
-	allow:  concat(driverOwner, []string{"internal/store/redisindex", "internal/cluster", storesize}),
+	allow:  concat(driverOwner, []string{"internal/store/redisindex", "internal/cluster"}),
 }, {
 	name:   "the SQL drivers (pgx, mysql) only in internal/store/sqlstore",
 	forbid: sqlDrivers,
-	allow:  concat(driverOwner, []string{"internal/store/sqlstore", storesize}),
+	allow:  concat(driverOwner, []string{"internal/store/sqlstore"}),
 }, {
 	name:   "the AMQP client only in internal/sink/amqpsink",
 	forbid: amqpClient,

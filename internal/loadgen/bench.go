@@ -1,4 +1,4 @@
-// Package bench is the workload logic of `toc bench`: it schedules jobs on a
+// Package loadgen is the load generator of `toc bench`: it schedules jobs on a
 // system under test (toc, or a peer such as asynq or River in bench/peers),
 // records when each one is delivered, and summarises throughput, lateness,
 // memory and disk in a [Result].
@@ -23,11 +23,10 @@
 //
 // # Baselines
 //
-// The physical limit of the machine, measured in the same run as toc: the
-// same workload with no toc. [Timers] fires jobs from Go runtime timers that
-// POST what toc's webhook sink would to the same kind of receiver;
-// [LogServer] answers toc's create requests once a [GroupLog] has appended
-// and fsynced them, concurrent requests sharing an fsync.
+// The physical limit of the machine, measured in the same run as toc with
+// no toc, is the benchmark suite's (package baseline of the bench module,
+// bench/baseline); it drives its servers with this package's workloads and
+// receives on its [Receiver].
 //
 // # Cost per fire
 //
@@ -37,7 +36,7 @@
 // and the Redis commands, each per fire. The counters of the services are
 // read by functions the caller gives ([CostProbe]): this package imports no
 // driver (package storesize does).
-package bench
+package loadgen
 
 import (
 	"context"
@@ -117,7 +116,8 @@ type Result struct {
 	// DrainPerSec, when every job was due at one instant (a fire run of no
 	// spread, a burst; and schedule runs), is the jobs delivered per second
 	// from that instant to the last first delivery: Fired over the max
-	// lateness. 0 otherwise, or when nothing fired.
+	// lateness; for a hot instant ([Hot]), from the first due time to the
+	// last first delivery. 0 otherwise, or when nothing fired.
 	DrainPerSec float64 `json:"drain_per_sec,omitempty"`
 
 	// RSSBytes is the server's resident memory at the end, summed over the
@@ -141,6 +141,9 @@ type Result struct {
 	SQLBytes         *int64   `json:"sql_bytes,omitempty"`
 	SQLPerTask       *float64 `json:"sql_bytes_per_task,omitempty"`
 
+	// Hot is what a hot instant ([Hot]) measures besides lateness: GETs
+	// during the drain and the server's peak RSS; nil for other runs.
+	Hot *HotStats `json:"hot,omitempty"`
 	// Quiet is the quiet app of a twoapp run ([TwoApp]); nil otherwise.
 	Quiet *QuietApp `json:"quiet,omitempty"`
 	// CPUPressure is the share of the run's wall time during which some
@@ -180,7 +183,7 @@ type Check struct {
 	Met  bool   `json:"met"`
 }
 
-func (r *Result) notef(format string, args ...any) {
+func (r *Result) Notef(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 

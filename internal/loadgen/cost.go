@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"cmp"
@@ -195,8 +195,8 @@ func cpuDelta(before map[procKey]int64, beforeAt int64, after map[procKey]int64)
 	return d
 }
 
-// costMeter measures one window.
-type costMeter struct {
+// CostMeter measures one window.
+type CostMeter struct {
 	p     CostProbe
 	start time.Time
 	roots [numParts][]int
@@ -212,14 +212,14 @@ type costMeter struct {
 
 // begin opens the window: it reads the counters and the CPU time, noting in
 // r what it could not read.
-func (p *CostProbe) begin(ctx context.Context, r *Result) *costMeter {
-	m := &costMeter{p: *p}
+func (p *CostProbe) Begin(ctx context.Context, r *Result) *CostMeter {
+	m := &CostMeter{p: *p}
 	m.p.Settle = cmp.Or(m.p.Settle, CostSettleDefault)
 	m.roots[partToc] = p.Toc
 	if p.SQL != nil {
 		c, err := p.SQL(ctx)
 		if err != nil {
-			r.notef("cost: sql: %v", err)
+			r.Notef("cost: sql: %v", err)
 		} else {
 			m.sql, m.roots[partSQL] = &c, c.Servers
 		}
@@ -227,19 +227,19 @@ func (p *CostProbe) begin(ctx context.Context, r *Result) *costMeter {
 	if p.Redis != nil {
 		c, err := p.Redis(ctx)
 		if err != nil {
-			r.notef("cost: redis: %v", err)
+			r.Notef("cost: redis: %v", err)
 		} else {
 			m.redis, m.roots[partRedis] = &c, c.Servers
 		}
 	}
 	if s, err := sampleCPU(m.roots); err != nil {
-		r.notef("cost: cpu: %v", err)
+		r.Notef("cost: cpu: %v", err)
 	} else {
 		m.cpu = &s
 	}
 	m.machine = -1
 	if t, err := ReadMachineCPU(); err != nil {
-		r.notef("cost: %v", err)
+		r.Notef("cost: %v", err)
 	} else {
 		m.machine = t
 	}
@@ -250,13 +250,13 @@ func (p *CostProbe) begin(ctx context.Context, r *Result) *costMeter {
 
 // end closes the window Settle after last, the last delivery, reads the
 // SQL counters SQLWait after it, and returns the cost of fires.
-func (m *costMeter) end(ctx context.Context, r *Result, last time.Time, fires int) *Cost {
+func (m *CostMeter) End(ctx context.Context, r *Result, last time.Time, fires int) *Cost {
 	sleep(ctx, time.Until(last.Add(m.p.Settle)))
 	var redis *RedisCounters
 	if m.redis != nil {
 		c, err := m.p.Redis(ctx)
 		if err != nil {
-			r.notef("cost: redis: %v", err)
+			r.Notef("cost: redis: %v", err)
 		} else {
 			redis = &c
 		}
@@ -266,7 +266,7 @@ func (m *costMeter) end(ctx context.Context, r *Result, last time.Time, fires in
 	if m.cpu != nil {
 		after, err := sampleCPU(m.roots)
 		if err != nil {
-			r.notef("cost: cpu: %v", err)
+			r.Notef("cost: cpu: %v", err)
 		}
 		for part := range numParts {
 			if err == nil && m.cpu.parts[part] != nil {
@@ -288,7 +288,7 @@ func (m *costMeter) end(ctx context.Context, r *Result, last time.Time, fires in
 		sleep(ctx, time.Until(last.Add(max(m.p.Settle, m.p.SQLWait))))
 		c, err := m.p.SQL(ctx)
 		if err != nil {
-			r.notef("cost: sql: %v", err)
+			r.Notef("cost: sql: %v", err)
 		} else {
 			sql = &c
 		}
@@ -313,10 +313,10 @@ func (m *costMeter) end(ctx context.Context, r *Result, last time.Time, fires in
 		}
 	}
 	if len(parts) > 0 {
-		r.notef("cost: CPU of %s processes over %.2fs", joinSet(", ", parts...), c.WindowSec)
+		r.Notef("cost: CPU of %s processes over %.2fs", joinSet(", ", parts...), c.WindowSec)
 	}
 	if m.sql != nil && m.sql.Servers == nil {
-		r.notef("cost: the SQL server's processes were not found: its CPU is not counted")
+		r.Notef("cost: the SQL server's processes were not found: its CPU is not counted")
 	}
 	return c
 }

@@ -1,4 +1,4 @@
-package bench
+package baseline
 
 import (
 	"container/heap"
@@ -16,7 +16,7 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// VariantClaimServer is the Variant of the pull baseline's [Result].
+// VariantClaimServer is the Variant of the pull baseline's [loadgen.Result].
 const VariantClaimServer = "pull, in-memory claims + ack fdatasync, group commit"
 
 // ClaimServer is the pull workload's baseline server (issue #25): what toc

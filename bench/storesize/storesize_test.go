@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"github.com/toc-dev/toc/internal/bench"
-	"github.com/toc-dev/toc/internal/bench/storesize"
+	"github.com/toc-dev/toc/bench/storesize"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/testsvc"
 )
 
@@ -120,7 +120,7 @@ func TestRedisActivity(t *testing.T) {
 	if before.Own != 2 || len(before.PIDs) != 1 || before.PIDs[0] < 1 {
 		t.Fatalf("activity %+v: want own 2 and the server's pid", before)
 	}
-	if s, err := bench.ReadProcStat(before.PIDs[0]); err == nil && s.Comm != "redis-server" {
+	if s, err := loadgen.ReadProcStat(before.PIDs[0]); err == nil && s.Comm != "redis-server" {
 		t.Errorf("process_id %d is %q, want redis-server", before.PIDs[0], s.Comm)
 	}
 }
@@ -178,7 +178,7 @@ func TestSQLActivity(t *testing.T) {
 	} else if grown > 7 {
 		t.Logf("transactions grew by %d: 7 and an autovacuum worker's, probably", grown)
 	}
-	if pm := bench.ParentNamed(before.Servers[0], "postgres"); pm == 0 {
+	if pm := loadgen.ParentNamed(before.Servers[0], "postgres"); pm == 0 {
 		t.Logf("no postmaster found among the parents of %v (PostgreSQL in another PID namespace?)", before.Servers[0])
 	}
 }

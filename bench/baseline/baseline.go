@@ -1,4 +1,14 @@
-package bench
+// Package baseline holds the workloads of toc's benchmark suite that run no
+// toc (issues #13 and #25): the physical limit of the machine, measured in
+// the same run as toc's figures and set beside them as ratios. [PushCeiling]
+// POSTs back to back; [Timers] fires jobs from Go runtime timers;
+// [LogServer] accepts create requests by appending them to a log with group
+// commit; [ClaimServer] answers pull claims from memory and makes acks
+// durable with group commit. Each drives, or is driven by, the load
+// generator of `toc bench` (internal/loadgen), so that its figures are
+// toc's in kind. The bench module's command runs them: "bash bench/run.sh
+// baseline".
+package baseline
 
 import (
 	"cmp"
@@ -18,6 +28,7 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/task"
 )
@@ -27,7 +38,7 @@ import (
 // jobs from Go runtime timers; [LogServer] accepts create requests by
 // appending them to a log with group commit.
 const (
-	// SystemBaseline is the System of a baseline's [Result].
+	// SystemBaseline is the System of a baseline's [loadgen.Result].
 	SystemBaseline = "baseline"
 	// VariantTimers and VariantGroupLog are the Variants of the fire and
 	// the schedule baseline.
@@ -43,21 +54,21 @@ const (
 // TimersConfig configures [NewTimers].
 type TimersConfig struct {
 	// Recorder receives the deliveries; required.
-	Recorder *Recorder
+	Recorder *loadgen.Recorder
 	// App and Run are as in [TocConfig]: the Toc-App header and the
-	// RUN-SEQ keys. Defaults [TocAppDefault] and the start time in base 36.
+	// RUN-SEQ keys. Defaults [loadgen.TocAppDefault] and the start time in base 36.
 	App, Run string
 }
 
-// Timers is the fire workload's baseline, as a [System] with no toc: each
+// Timers is the fire workload's baseline, as a [loadgen.System] with no toc: each
 // job is a Go runtime timer (time.AfterFunc) that at the job's due time
 // POSTs what toc's webhook sink would send for it (httpsink itself, with
 // the same payload and headers and a transport configured as toc's) to a
-// receiver like [Toc]'s, which measures lateness the same way, at most
+// receiver like [loadgen.Toc]'s, which measures lateness the same way, at most
 // [TimersMaxInFlight] at once. A failed POST is not retried: its job is
 // missing.
 type Timers struct {
-	recv   *receiver
+	recv   *loadgen.Receiver
 	hc     *http.Client
 	sink   *httpsink.Sink
 	app    string
@@ -81,16 +92,16 @@ type Timers struct {
 	}
 }
 
-var _ System = (*Timers)(nil)
+var _ loadgen.System = (*Timers)(nil)
 
 // NewTimers starts the receiver. Close stops it and the timers.
 func NewTimers(cfg TimersConfig) (*Timers, error) {
 	if cfg.Recorder == nil {
 		return nil, errors.New("bench: TimersConfig.Recorder is required")
 	}
-	cfg.App = cmp.Or(cfg.App, TocAppDefault)
+	cfg.App = cmp.Or(cfg.App, loadgen.TocAppDefault)
 	cfg.Run = cmp.Or(cfg.Run, strconv.FormatInt(time.Now().UnixMilli(), 36))
-	recv, err := startReceiver(cfg.Run, cfg.App, cfg.Recorder)
+	recv, err := loadgen.StartReceiver(cfg.Run, cfg.App, cfg.Recorder)
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +114,13 @@ func NewTimers(cfg TimersConfig) (*Timers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Timers{
 		recv: recv, hc: hc, sink: httpsink.New(httpsink.Config{Client: hc}),
-		app: cfg.App, run: cfg.Run, target: task.Target{HTTP: &task.HTTPTarget{URL: recv.url}},
+		app: cfg.App, run: cfg.Run, target: task.Target{HTTP: &task.HTTPTarget{URL: recv.URL}},
 		ctx: ctx, cancel: cancel, slots: make(chan struct{}, TimersMaxInFlight),
 	}, nil
 }
 
 // Schedule arms a timer for each job.
-func (t *Timers) Schedule(ctx context.Context, jobs []Job) error {
+func (t *Timers) Schedule(ctx context.Context, jobs []loadgen.Job) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed {
@@ -118,8 +129,8 @@ func (t *Timers) Schedule(ctx context.Context, jobs []Job) error {
 	now := time.Now()
 	for _, j := range jobs {
 		tk := &task.Task{
-			ID: t.ids.New(now, 0), App: t.app, Key: jobKey(t.run, j.Seq), State: task.Delivering,
-			Attempts: 1, DueAt: j.DueAt, Payload: jobPayload(j.Seq), Target: t.target,
+			ID: t.ids.New(now, 0), App: t.app, Key: loadgen.JobKey(t.run, j.Seq), State: task.Delivering,
+			Attempts: 1, DueAt: j.DueAt, Payload: loadgen.JobPayload(j.Seq), Target: t.target,
 		}
 		t.wg.Add(1)
 		t.mu.timers = append(t.mu.timers, time.AfterFunc(time.Until(j.DueAt), func() {
@@ -161,12 +172,7 @@ func (t *Timers) Close() error {
 	t.cancel()
 	t.wg.Wait()
 	t.hc.CloseIdleConnections()
-	return t.recv.close()
-}
-
-// jobPayload is the payload of job seq: {"seq":SEQ}.
-func jobPayload(seq int) []byte {
-	return append(strconv.AppendInt([]byte(`{"seq":`), int64(seq), 10), '}')
+	return t.recv.Close()
 }
 
 // ErrLogClosed is returned by [GroupLog.Append] after Close.

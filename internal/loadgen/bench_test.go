@@ -1,4 +1,4 @@
-package bench_test
+package loadgen_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 func TestMain(m *testing.M) {
@@ -28,14 +28,14 @@ func TestSummarize(t *testing.T) {
 	for i := 1000; i >= 1; i-- { // 1ms to 1000ms, out of order
 		ds = append(ds, time.Duration(i)*time.Millisecond)
 	}
-	want := bench.Lateness{Min: 1, P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000}
-	if d := cmp.Diff(want, bench.Summarize(ds)); d != "" {
+	want := loadgen.Lateness{Min: 1, P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000}
+	if d := cmp.Diff(want, loadgen.Summarize(ds)); d != "" {
 		t.Errorf("Summarize (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(bench.Lateness{}, bench.Summarize(nil)); d != "" {
+	if d := cmp.Diff(loadgen.Lateness{}, loadgen.Summarize(nil)); d != "" {
 		t.Errorf("Summarize(nil) (-want +got):\n%s", d)
 	}
-	one := bench.Summarize([]time.Duration{-1500 * time.Microsecond})
+	one := loadgen.Summarize([]time.Duration{-1500 * time.Microsecond})
 	if one.P50 != -1.5 || one.Max != -1.5 || one.Min != -1.5 {
 		t.Errorf("Summarize of one early delivery = %+v, want all -1.5", one)
 	}
@@ -44,7 +44,7 @@ func TestSummarize(t *testing.T) {
 func TestRecorder(t *testing.T) {
 	t.Parallel()
 	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := bench.NewRecorder(3)
+	r := loadgen.NewRecorder(3)
 	r.Record(0, due, due.Add(2*time.Millisecond))
 	r.Record(0, due, due.Add(9*time.Millisecond)) // a duplicate: lateness stays the first's
 	r.Record(2, due, due.Add(-time.Millisecond))  // early
@@ -56,8 +56,8 @@ func TestRecorder(t *testing.T) {
 	default:
 	}
 	got := r.Tally()
-	want := bench.Tally{Fired: 2, Missing: 1, Duplicates: 1, Early: 1, Foreign: 2,
-		Lateness: bench.Lateness{Min: -1, P50: -1, P90: 2, P99: 2, P999: 2, Max: 2}}
+	want := loadgen.Tally{Fired: 2, Missing: 1, Duplicates: 1, Early: 1, Foreign: 2,
+		Lateness: loadgen.Lateness{Min: -1, P50: -1, P90: 2, P99: 2, P999: 2, Max: 2}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Tally (-want +got):\n%s", d)
 	}
@@ -88,13 +88,13 @@ func TestRecorderTimeline(t *testing.T) {
 		8: 2500 * time.Microsecond, 9: 100 * time.Millisecond,
 		17: 9 * time.Millisecond,
 	}
-	r := bench.NewRecorder(18)
+	r := loadgen.NewRecorder(18)
 	for seq, l := range late {
 		at := due.Add(sinceFirst(seq))
 		r.Record(seq, at, at.Add(l))
 	}
 	r.Record(4, due, due.Add(time.Hour)) // a duplicate: the first delivery counts
-	want := []bench.Bucket{
+	want := []loadgen.Bucket{
 		{FromMs: 0, N: 4, P50: 2, P99: 4, Max: 4},
 		{FromMs: 100, N: 3, P50: 7, P99: 50, Max: 50},
 		{FromMs: 200, N: 2, P50: 2.5, P99: 100, Max: 100},
@@ -109,14 +109,14 @@ func TestRecorderTimeline(t *testing.T) {
 	if len(got) == 0 || got[0].FromMs != -100 || got[0].N != 2 {
 		t.Errorf("Timeline with offsets from -45ms starts %+v, want bucket -100 holding jobs 0 and 1", got)
 	}
-	if got := bench.NewRecorder(3).Timeline(time.Second, sinceFirst); len(got) != 0 {
+	if got := loadgen.NewRecorder(3).Timeline(time.Second, sinceFirst); len(got) != 0 {
 		t.Errorf("Timeline with nothing delivered = %+v, want none", got)
 	}
 }
 
 // fakeSystem delivers each job at its due time, by a timer, once or twice.
 type fakeSystem struct {
-	rec   *bench.Recorder
+	rec   *loadgen.Recorder
 	twice bool
 	fail  error
 	late  func(seq int) time.Duration // nil: on time
@@ -126,7 +126,7 @@ type fakeSystem struct {
 	timers []*time.Timer
 }
 
-func (f *fakeSystem) Schedule(ctx context.Context, jobs []bench.Job) error {
+func (f *fakeSystem) Schedule(ctx context.Context, jobs []loadgen.Job) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, len(jobs))
@@ -159,11 +159,11 @@ func (f *fakeSystem) stop() {
 
 func TestFire(t *testing.T) {
 	t.Parallel()
-	rec := bench.NewRecorder(250)
+	rec := loadgen.NewRecorder(250)
 	sys := &fakeSystem{rec: rec, twice: true}
 	defer sys.stop()
 	var progress bytes.Buffer
-	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{
+	res, err := loadgen.Fire(context.Background(), sys, rec, loadgen.FireOptions{
 		N: 250, Spread: 200 * time.Millisecond, Lead: 300 * time.Millisecond, Batch: 100, Concurrency: 2, Grace: time.Second, Progress: &progress,
 	})
 	if err != nil {
@@ -197,10 +197,10 @@ func TestFire(t *testing.T) {
 // of its due time, and the buckets cover the spread.
 func TestFireTimeline(t *testing.T) {
 	t.Parallel()
-	rec := bench.NewRecorder(100)
+	rec := loadgen.NewRecorder(100)
 	sys := &fakeSystem{rec: rec}
 	defer sys.stop()
-	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{
+	res, err := loadgen.Fire(context.Background(), sys, rec, loadgen.FireOptions{
 		N: 100, Spread: 200 * time.Millisecond, Lead: 100 * time.Millisecond, Grace: time.Second, Timeline: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -218,7 +218,7 @@ func TestFireTimeline(t *testing.T) {
 		t.Errorf("timeline of %g ms buckets from (-want +got):\n%s", res.TimelineMs, d)
 	}
 	var out bytes.Buffer
-	if err := bench.WriteTable(&out, res); err != nil {
+	if err := loadgen.WriteTable(&out, res); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"per 50 ms of due time", "+0.000s", "+0.150s"} {
@@ -230,11 +230,11 @@ func TestFireTimeline(t *testing.T) {
 
 func TestFireMissing(t *testing.T) {
 	t.Parallel()
-	rec := bench.NewRecorder(10)
-	sys := &fakeSystem{rec: bench.NewRecorder(10)} // delivers elsewhere: nothing arrives
+	rec := loadgen.NewRecorder(10)
+	sys := &fakeSystem{rec: loadgen.NewRecorder(10)} // delivers elsewhere: nothing arrives
 	defer sys.stop()
 	start := time.Now()
-	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{
+	res, err := loadgen.Fire(context.Background(), sys, rec, loadgen.FireOptions{
 		N: 10, Spread: 10 * time.Millisecond, Lead: 10 * time.Millisecond, Grace: 100 * time.Millisecond,
 	})
 	if err != nil {
@@ -250,10 +250,10 @@ func TestFireMissing(t *testing.T) {
 
 func TestScheduleVerifies(t *testing.T) {
 	t.Parallel()
-	rec := bench.NewRecorder(40)
+	rec := loadgen.NewRecorder(40)
 	sys := &fakeSystem{rec: rec}
 	defer sys.stop()
-	res, err := bench.Schedule(context.Background(), sys, rec, bench.ScheduleOptions{N: 40, Concurrency: 4, Hold: 100 * time.Millisecond})
+	res, err := loadgen.Schedule(context.Background(), sys, rec, loadgen.ScheduleOptions{N: 40, Concurrency: 4, Hold: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestScheduleError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	sys := &fakeSystem{fail: boom}
-	_, err := bench.Schedule(context.Background(), sys, nil, bench.ScheduleOptions{N: 100, Batch: 10})
+	_, err := loadgen.Schedule(context.Background(), sys, nil, loadgen.ScheduleOptions{N: 100, Batch: 10})
 	if !errors.Is(err, boom) {
 		t.Errorf("err = %v, want boom", err)
 	}
@@ -274,11 +274,11 @@ func TestScheduleError(t *testing.T) {
 
 func TestPending(t *testing.T) {
 	t.Parallel()
-	sys := &fakeSystem{rec: bench.NewRecorder(0)}
+	sys := &fakeSystem{rec: loadgen.NewRecorder(0)}
 	defer sys.stop()
 	dir := t.TempDir()
-	res, err := bench.Pending(context.Background(), sys, bench.PendingOptions{
-		N: 300, Batch: 100, RSS: bench.SelfRSS, DataDir: dir,
+	res, err := loadgen.Pending(context.Background(), sys, loadgen.PendingOptions{
+		N: 300, Batch: 100, RSS: loadgen.SelfRSS, DataDir: dir,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -299,10 +299,10 @@ func TestPending(t *testing.T) {
 // fill, and per pending job.
 func TestPendingCluster(t *testing.T) {
 	t.Parallel()
-	sys := &fakeSystem{rec: bench.NewRecorder(0)}
+	sys := &fakeSystem{rec: loadgen.NewRecorder(0)}
 	defer sys.stop()
 	var redisReads, sqlReads atomic.Int64
-	res, err := bench.Pending(context.Background(), sys, bench.PendingOptions{
+	res, err := loadgen.Pending(context.Background(), sys, loadgen.PendingOptions{
 		N: 100, Batch: 50,
 		Redis: func(context.Context) (int64, error) { return 1000 + 1100*(redisReads.Add(1)-1), nil },
 		RedisPrefix: func(context.Context) (int64, int64, error) {
@@ -335,7 +335,7 @@ func TestPendingCluster(t *testing.T) {
 		t.Errorf("redis read %d times, sql %d, want 2 each (before and after)", redisReads.Load(), sqlReads.Load())
 	}
 
-	plain, err := bench.Pending(context.Background(), sys, bench.PendingOptions{N: 10})
+	plain, err := loadgen.Pending(context.Background(), sys, loadgen.PendingOptions{N: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestPendingCluster(t *testing.T) {
 	}
 
 	down := errors.New("connection refused")
-	failed, err := bench.Pending(context.Background(), sys, bench.PendingOptions{N: 10,
+	failed, err := loadgen.Pending(context.Background(), sys, loadgen.PendingOptions{N: 10,
 		Redis: func(context.Context) (int64, error) { return 0, down },
 		SQL:   func(context.Context) (int64, error) { return 0, down },
 	})
@@ -361,13 +361,13 @@ func TestPendingCluster(t *testing.T) {
 
 func TestFireMaxWait(t *testing.T) {
 	t.Parallel()
-	rec := bench.NewRecorder(10)
+	rec := loadgen.NewRecorder(10)
 	sys := &fakeSystem{rec: rec}
 	defer sys.stop()
 	// Job 9 is due an hour late: the wait ends at MaxWait, not at the grace.
 	late := &lateSystem{fakeSystem: sys, seq: 9, by: time.Hour}
 	start := time.Now()
-	res, err := bench.Fire(context.Background(), late, rec, bench.FireOptions{
+	res, err := loadgen.Fire(context.Background(), late, rec, loadgen.FireOptions{
 		N: 10, Spread: 10 * time.Millisecond, Lead: 10 * time.Millisecond, Grace: time.Hour, MaxWait: 200 * time.Millisecond,
 	})
 	if err != nil {
@@ -391,7 +391,7 @@ type lateSystem struct {
 	by  time.Duration
 }
 
-func (l *lateSystem) Schedule(ctx context.Context, jobs []bench.Job) error {
+func (l *lateSystem) Schedule(ctx context.Context, jobs []loadgen.Job) error {
 	for i := range jobs {
 		if jobs[i].Seq == l.seq {
 			jobs[i].DueAt = jobs[i].DueAt.Add(l.by)
@@ -403,10 +403,10 @@ func (l *lateSystem) Schedule(ctx context.Context, jobs []bench.Job) error {
 func TestDiskUsage(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if n, err := bench.DiskUsage(dir); err != nil || n < 0 {
+	if n, err := loadgen.DiskUsage(dir); err != nil || n < 0 {
 		t.Fatalf("DiskUsage(empty) = %d, %v", n, err)
 	}
-	if _, err := bench.DiskUsage(dir + "/nope"); err == nil {
+	if _, err := loadgen.DiskUsage(dir + "/nope"); err == nil {
 		t.Errorf("DiskUsage of a missing directory: no error")
 	}
 }
@@ -417,7 +417,7 @@ func TestDiskUsage(t *testing.T) {
 func TestFireCost(t *testing.T) {
 	t.Parallel()
 	const n, lead = 50, 300 * time.Millisecond
-	rec := bench.NewRecorder(n)
+	rec := loadgen.NewRecorder(n)
 	sys := &fakeSystem{rec: rec}
 	defer sys.stop()
 	var (
@@ -425,25 +425,25 @@ func TestFireCost(t *testing.T) {
 		sqlAt, redisAt    []time.Time
 		sqlXacts, redisCm = []int64{100, 150}, []int64{1000, 1302}
 	)
-	probe := &bench.CostProbe{
+	probe := &loadgen.CostProbe{
 		Toc: []int{os.Getpid()},
-		SQL: func(context.Context) (bench.SQLCounters, error) {
+		SQL: func(context.Context) (loadgen.SQLCounters, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			sqlAt = append(sqlAt, time.Now())
-			return bench.SQLCounters{Xacts: sqlXacts[len(sqlAt)-1], Statements: -1, OwnXacts: 1}, nil
+			return loadgen.SQLCounters{Xacts: sqlXacts[len(sqlAt)-1], Statements: -1, OwnXacts: 1}, nil
 		},
-		Redis: func(context.Context) (bench.RedisCounters, error) {
+		Redis: func(context.Context) (loadgen.RedisCounters, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			redisAt = append(redisAt, time.Now())
-			return bench.RedisCounters{Commands: redisCm[len(redisAt)-1], OwnCommands: 2}, nil
+			return loadgen.RedisCounters{Commands: redisCm[len(redisAt)-1], OwnCommands: 2}, nil
 		},
 		Settle:  50 * time.Millisecond,
 		SQLWait: 400 * time.Millisecond,
 	}
 	start := time.Now()
-	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{N: n, Spread: 100 * time.Millisecond, Lead: lead, Grace: time.Second, Cost: probe})
+	res, err := loadgen.Fire(context.Background(), sys, rec, loadgen.FireOptions{N: n, Spread: 100 * time.Millisecond, Lead: lead, Grace: time.Second, Cost: probe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,16 +483,16 @@ func TestScheduleCreateCost(t *testing.T) {
 	t.Parallel()
 	for _, wait := range []time.Duration{0, time.Minute} {
 		var xacts atomic.Int64
-		probe := &bench.CostProbe{
+		probe := &loadgen.CostProbe{
 			Toc:     []int{os.Getpid()},
 			SQLWait: wait,
-			SQL: func(context.Context) (bench.SQLCounters, error) {
-				return bench.SQLCounters{Xacts: xacts.Add(10), Statements: -1}, nil
+			SQL: func(context.Context) (loadgen.SQLCounters, error) {
+				return loadgen.SQLCounters{Xacts: xacts.Add(10), Statements: -1}, nil
 			},
 		}
-		sys := &fakeSystem{rec: bench.NewRecorder(50)} // its timers fire after the run: stopped below
+		sys := &fakeSystem{rec: loadgen.NewRecorder(50)} // its timers fire after the run: stopped below
 		start := time.Now()
-		res, err := bench.Schedule(context.Background(), sys, nil, bench.ScheduleOptions{N: 50, Batch: 10, Cost: probe})
+		res, err := loadgen.Schedule(context.Background(), sys, nil, loadgen.ScheduleOptions{N: 50, Batch: 10, Cost: probe})
 		sys.stop()
 		if err != nil {
 			t.Fatal(err)
@@ -518,16 +518,16 @@ func TestScheduleCreateCost(t *testing.T) {
 // due while the burst drained too.
 func TestTwoApp(t *testing.T) {
 	t.Parallel()
-	o := bench.TwoAppOptions{N: 200, Lead: 300 * time.Millisecond, Spread: 400 * time.Millisecond, Every: 10 * time.Millisecond, Batch: 50, Concurrency: 2, Grace: time.Second}
+	o := loadgen.TwoAppOptions{N: 200, Lead: 300 * time.Millisecond, Spread: 400 * time.Millisecond, Every: 10 * time.Millisecond, Batch: 50, Concurrency: 2, Grace: time.Second}
 	if n := o.QuietN(); n != 41 {
 		t.Fatalf("QuietN = %d, want 41", n)
 	}
-	brec, qrec := bench.NewRecorder(o.N), bench.NewRecorder(o.QuietN())
+	brec, qrec := loadgen.NewRecorder(o.N), loadgen.NewRecorder(o.QuietN())
 	burst := &fakeSystem{rec: brec, late: func(seq int) time.Duration { return time.Duration(seq) * time.Millisecond }} // drains at 1000/s
 	quiet := &fakeSystem{rec: qrec}
 	defer burst.stop()
 	defer quiet.stop()
-	res, err := bench.TwoApp(context.Background(), burst, brec, quiet, qrec, o)
+	res, err := loadgen.TwoApp(context.Background(), burst, brec, quiet, qrec, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +545,7 @@ func TestTwoApp(t *testing.T) {
 	case q.LatenessMs.Max > 100 || q.DuringDrainMs.Max > q.LatenessMs.Max:
 		t.Errorf("quiet app lateness %+v, during the drain %+v: want timer accuracy", q.LatenessMs, q.DuringDrainMs)
 	}
-	if _, err := bench.TwoApp(context.Background(), burst, brec, quiet, bench.NewRecorder(3), o); err == nil {
+	if _, err := loadgen.TwoApp(context.Background(), burst, brec, quiet, loadgen.NewRecorder(3), o); err == nil {
 		t.Error("TwoApp with a quiet recorder of the wrong size: no error")
 	}
 }

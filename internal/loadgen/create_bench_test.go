@@ -1,4 +1,4 @@
-package bench_test
+package loadgen_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
-	"github.com/toc-dev/toc/internal/bench"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/httpapi"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
@@ -57,7 +57,7 @@ func startAPI(b *testing.B) *client.Client {
 			b.Error(err)
 		}
 	})
-	return client.New(client.Config{BaseURL: hs.URL, HTTPClient: bench.NewHTTPClient(64)})
+	return client.New(client.Config{BaseURL: hs.URL, HTTPClient: loadgen.NewHTTPClient(64)})
 }
 
 var seq atomic.Int64

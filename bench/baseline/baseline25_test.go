@@ -1,4 +1,4 @@
-package bench_test
+package baseline_test
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/bench/baseline"
 	"github.com/toc-dev/toc/client"
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -26,7 +27,7 @@ func TestGroupLogPreallocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	const size = 1 << 12
-	l, err := bench.OpenGroupLog(bench.GroupLogConfig{Path: path, Preallocate: size})
+	l, err := baseline.OpenGroupLog(baseline.GroupLogConfig{Path: path, Preallocate: size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +60,14 @@ func TestGroupLogPreallocate(t *testing.T) {
 func TestPushCeiling(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	r, err := bench.PushCeiling(context.Background(), bench.CeilingOptions{Senders: 4, Duration: 300 * time.Millisecond})
+	r, err := baseline.PushCeiling(context.Background(), baseline.CeilingOptions{Senders: 4, Duration: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %s for a 300ms ceiling", took)
 	}
-	if r.System != bench.SystemBaseline || r.Workload != bench.WorkloadCeiling || r.Concurrency != 4 || r.N < 4 || r.Fired != r.N {
+	if r.System != baseline.SystemBaseline || r.Workload != baseline.WorkloadCeiling || r.Concurrency != 4 || r.N < 4 || r.Fired != r.N {
 		t.Errorf("result %+v, want the POSTs of 4 senders", r)
 	}
 	if r.ElapsedSec < 0.3 || r.ElapsedSec > 5 {
@@ -81,7 +82,7 @@ func TestPushCeiling(t *testing.T) {
 	if runtime.GOOS == "linux" && r.Cost.MachineCPUUsPerFire == nil {
 		t.Error("no machine CPU per POST on Linux")
 	}
-	if _, err := bench.PushCeiling(context.Background(), bench.CeilingOptions{Senders: -1}); err == nil {
+	if _, err := baseline.PushCeiling(context.Background(), baseline.CeilingOptions{Senders: -1}); err == nil {
 		t.Error("-1 senders: no error")
 	}
 }
@@ -94,29 +95,29 @@ func TestClaimServerDrain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "acks")
 	var mu sync.Mutex
 	var synced int64 // bytes of the log covered by a sync
-	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: path, Sync: func(f *os.File) error {
+	srv, err := baseline.StartClaimServer(baseline.GroupLogConfig{Path: path, Sync: func(f *os.File) error {
 		fi, err := f.Stat()
 		if err == nil {
 			mu.Lock()
 			synced = fi.Size()
 			mu.Unlock()
 		}
-		return errors.Join(err, bench.Fdatasync(f))
+		return errors.Join(err, baseline.Fdatasync(f))
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	const n = 2500
-	hc := bench.NewHTTPClient(16)
+	hc := loadgen.NewHTTPClient(16)
 	defer hc.CloseIdleConnections()
 	c := client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})
-	rec := bench.NewRecorder(n)
-	sys, err := bench.NewToc(bench.TocConfig{Clients: []*client.Client{c}, Recorder: rec, Delivery: bench.DeliveryPull, Consumers: 2})
+	rec := loadgen.NewRecorder(n)
+	sys, err := loadgen.NewToc(loadgen.TocConfig{Clients: []*client.Client{c}, Recorder: rec, Delivery: loadgen.DeliveryPull, Consumers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{N: n, Lead: 500 * time.Millisecond, Concurrency: 2, Grace: 2 * time.Second, MaxWait: 30 * time.Second})
+	r, err := loadgen.Fire(context.Background(), sys, rec, loadgen.FireOptions{N: n, Lead: 500 * time.Millisecond, Concurrency: 2, Grace: 2 * time.Second, MaxWait: 30 * time.Second})
 	// Fire ends once every task is claimed; the last acks follow.
 	for deadline := time.Now().Add(10 * time.Second); err == nil && srv.Leased() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
@@ -159,12 +160,12 @@ func TestClaimServerDrain(t *testing.T) {
 // (given twice, or made up) is refused.
 func TestClaimServerClaims(t *testing.T) {
 	t.Parallel()
-	srv, err := bench.StartClaimServer(bench.GroupLogConfig{Path: filepath.Join(t.TempDir(), "acks")})
+	srv, err := baseline.StartClaimServer(baseline.GroupLogConfig{Path: filepath.Join(t.TempDir(), "acks")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	hc := bench.NewHTTPClient(4)
+	hc := loadgen.NewHTTPClient(4)
 	defer hc.CloseIdleConnections()
 	c := client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"cmp"
@@ -53,6 +53,10 @@ type FireOptions struct {
 	Timeline time.Duration
 	// Progress, when set, gets a progress line rewritten with \r.
 	Progress io.Writer
+	// During, when set, runs in a goroutine of its own from the first due
+	// time (first) until every job is delivered or the wait for them ends:
+	// then its ctx is cancelled, and Fire waits for it to return.
+	During func(ctx context.Context, first time.Time)
 }
 
 // Fire schedules o.N jobs due at known instants, waits for their
@@ -93,17 +97,32 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 		ScheduleSec:    took.Seconds(),
 	}
 	if late := time.Since(first); late > 0 {
-		r.notef("scheduling ended %s after the first due time: lateness includes it; raise --lead", late.Round(time.Millisecond))
+		r.Notef("scheduling ended %s after the first due time: lateness includes it; raise --lead", late.Round(time.Millisecond))
 	}
-	var cost *costMeter
+	var cost *CostMeter
 	if o.Cost != nil {
 		sleep(ctx, time.Until(first.Add(-costLead)))
-		cost = o.Cost.begin(ctx, r)
+		cost = o.Cost.Begin(ctx, r)
 		if late := time.Since(first); late >= time.Millisecond {
-			r.notef("cost: the window opened %s after the first due time; fires before it count in the divisor, not in the cost", late.Round(time.Millisecond))
+			r.Notef("cost: the window opened %s after the first due time; fires before it count in the divisor, not in the cost", late.Round(time.Millisecond))
 		}
 	}
-	if err := waitDeliveries(ctx, rec, first.Add(o.Spread), o.Grace, o.MaxWait, o.Progress, "fire: delivered"); err != nil {
+	stopDuring := func() {}
+	if o.During != nil {
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { // owned by Fire, which cancels it and waits for it
+			defer close(done)
+			sleep(dctx, time.Until(first))
+			if dctx.Err() == nil {
+				o.During(dctx, first)
+			}
+		}()
+		stopDuring = func() { cancel(); <-done }
+	}
+	err = waitDeliveries(ctx, rec, first.Add(o.Spread), o.Grace, o.MaxWait, o.Progress, "fire: delivered")
+	stopDuring()
+	if err != nil {
 		return nil, err
 	}
 	last := time.Now()
@@ -115,7 +134,7 @@ func Fire(ctx context.Context, sys System, rec *Recorder, o FireOptions) (*Resul
 		r.TimelineMs, r.Timeline = ms(o.Timeline), rec.Timeline(o.Timeline, sinceFirst)
 	}
 	if cost != nil {
-		r.Cost = cost.end(ctx, r, last, r.Fired)
+		r.Cost = cost.End(ctx, r, last, r.Fired)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -170,7 +189,7 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		return nil, errors.New("bench: hold, grace and max wait must not be negative")
 	}
 	r := &Result{Workload: WorkloadSchedule, N: o.N, Batch: o.Batch, Concurrency: o.Concurrency}
-	var cost *costMeter
+	var cost *CostMeter
 	if o.Cost != nil {
 		p := *o.Cost
 		p.Settle = time.Nanosecond // a create is done when answered
@@ -178,7 +197,7 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		// late statistics would count the transactions of the fires that
 		// follow (the jobs are due Hold after the start).
 		p.SQLWait = 0
-		cost = p.begin(ctx, r)
+		cost = p.Begin(ctx, r)
 	}
 	start := time.Now()
 	at := start.Add(o.Hold)
@@ -187,12 +206,12 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		return nil, err
 	}
 	if cost != nil {
-		r.CreateCost = cost.end(ctx, r, time.Now(), o.N)
+		r.CreateCost = cost.End(ctx, r, time.Now(), o.N)
 		if c := r.CreateCost; o.Cost.SQLWait > 0 && c.SQLXacts != nil {
 			// Read at once, PostgreSQL's counters lag up to 10 s: left out
 			// rather than given too low.
 			c.SQLXacts, c.SQLXactsPerFire, c.SQLStatements, c.SQLStatementsPerFire = nil, nil, nil, nil
-			r.notef("create cost: no SQL transactions or statements: PostgreSQL reports them up to 10 s late, and by then the tasks fire")
+			r.Notef("create cost: no SQL transactions or statements: PostgreSQL reports them up to 10 s late, and by then the tasks fire")
 		}
 	}
 	r.SchedulePerSec, r.ScheduleSec = rate(o.N, took), took.Seconds()
@@ -200,11 +219,11 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 		// The jobs began to fire before the last was scheduled: only the
 		// window before that measures scheduling alone.
 		r.SchedulePerSec, r.ScheduleSec = rate(clean, o.Hold), o.Hold.Seconds()
-		r.notef("scheduling took %s, longer than the hold of %s: the rate is of the %d jobs accepted before any was due; the rest were scheduled while jobs fired (raise --hold to measure all)",
+		r.Notef("scheduling took %s, longer than the hold of %s: the rate is of the %d jobs accepted before any was due; the rest were scheduled while jobs fired (raise --hold to measure all)",
 			took.Round(time.Millisecond), o.Hold.Round(time.Millisecond), clean)
 	}
 	if rec == nil {
-		r.notef("deliveries not checked")
+		r.Notef("deliveries not checked")
 		r.ElapsedSec = time.Since(start).Seconds()
 		return r, nil
 	}
@@ -213,7 +232,7 @@ func Schedule(ctx context.Context, sys System, rec *Recorder, o ScheduleOptions)
 	}
 	r.fill(rec, o.MaxWait)
 	r.drained()
-	r.notef("all %d jobs were due at one instant: lateness is how fast the burst drained", o.N)
+	r.Notef("all %d jobs were due at one instant: lateness is how fast the burst drained", o.N)
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
 }
@@ -300,13 +319,13 @@ func Pending(ctx context.Context, sys System, o PendingOptions) (*Result, error)
 	if before.prefixOK && after.prefixOK {
 		grown := after.prefixBytes - before.prefixBytes
 		r.RedisPrefixBytes = &grown
-		r.notef("redis: %d keys under the cluster's prefix before the fill, %d after (%d bytes of MEMORY USAGE)", before.prefixKeys, after.prefixKeys, after.prefixBytes)
+		r.Notef("redis: %d keys under the cluster's prefix before the fill, %d after (%d bytes of MEMORY USAGE)", before.prefixKeys, after.prefixKeys, after.prefixBytes)
 	}
 	if before.sqlOK && after.sqlOK {
 		grown := after.sql - before.sql
 		r.SQLBytes, r.SQLPerTask = &grown, perTask(grown)
 	}
-	r.notef("%d jobs pending (%d + a probe of %d); per-task figures are growth from before the fill", o.N+o.Probe, o.N, o.Probe)
+	r.Notef("%d jobs pending (%d + a probe of %d); per-task figures are growth from before the fill", o.N+o.Probe, o.N, o.Probe)
 	r.ElapsedSec = time.Since(start).Seconds()
 	return r, nil
 }
@@ -325,7 +344,7 @@ func (r *Result) measure(ctx context.Context, o PendingOptions) sizes {
 	var err error
 	note := func(what string) bool {
 		if err != nil {
-			r.notef("%s: %v", what, err)
+			r.Notef("%s: %v", what, err)
 		}
 		return err == nil
 	}
@@ -371,10 +390,10 @@ func (r *Result) fill(rec *Recorder, maxWait time.Duration) {
 	r.Fired, r.Missing, r.Duplicates, r.Early = t.Fired, t.Missing, t.Duplicates, t.Early
 	r.LatenessMs = t.Lateness
 	if t.Foreign > 0 {
-		r.notef("%d deliveries of jobs not of this run were ignored", t.Foreign)
+		r.Notef("%d deliveries of jobs not of this run were ignored", t.Foreign)
 	}
 	if t.Missing > 0 {
-		r.notef("%d jobs not delivered when the wait ended (after the grace without a delivery, or at the latest %s after the last due time): late or lost, the run cannot tell", t.Missing, maxWait)
+		r.Notef("%d jobs not delivered when the wait ended (after the grace without a delivery, or at the latest %s after the last due time): late or lost, the run cannot tell", t.Missing, maxWait)
 	}
 }
 

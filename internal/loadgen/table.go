@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"fmt"
@@ -84,8 +84,17 @@ func WriteTable(w io.Writer, r *Result) error {
 			row("redis/create", "%s commands", num(*c.RedisCommandsPerFire))
 		}
 	}
-	if r.DrainPerSec > 0 {
+	if r.DrainPerSec > 0 && r.Hot != nil {
+		row("drained", "%.0f tasks/s (from the first due time to the last first delivery, %s s)", r.DrainPerSec, num(r.Hot.DrainSec))
+	} else if r.DrainPerSec > 0 {
 		row("drained", "%.0f tasks/s (all due at one instant: fired over max lateness)", r.DrainPerSec)
+	}
+	if h := r.Hot; h != nil {
+		l := h.GetMs
+		row("get ms", "p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  (%d GETs by id at %s/s during the drain, %d failed)", l.P50, l.P90, l.P99, l.Max, h.Gets, num(h.GetRate), h.GetErrors)
+		if h.PeakRSSBytes > 0 {
+			row("rss, drain", "%s at the first due time, peak %s during the drain", mib(h.RSSAtDueBytes), mib(h.PeakRSSBytes))
+		}
 	}
 	if q := r.Quiet; q != nil {
 		row("quiet app", "%d jobs, one every few ms from the burst's due time: %d fired, %d missing", q.N, q.Fired, q.Missing)

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bench
+package loadgen
 
 import "io/fs"
 

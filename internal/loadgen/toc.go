@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"cmp"
@@ -63,6 +63,9 @@ type TocConfig struct {
 	// [DeliveryPull]. Default [ConsumersDefault]. Each claims up to
 	// ClaimMax tasks (default [ClaimMaxDefault]).
 	Consumers, ClaimMax int
+	// KeepIDsEvery, when positive, keeps the id of every job whose seq is
+	// a multiple of it, for [Toc.IDs].
+	KeepIDsEvery int
 }
 
 // Toc is a toc server, or the nodes of one cluster, as a [System]: it
@@ -76,9 +79,28 @@ type Toc struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	recv   *receiver // push only
+	recv   *Receiver // push only
 
 	claimErrors, ackErrors atomic.Int64
+
+	idsMu sync.Mutex
+	ids   []task.ID // see TocConfig.KeepIDsEvery
+}
+
+// IDs are the ids kept of the jobs scheduled so far (TocConfig.KeepIDsEvery).
+func (t *Toc) IDs() []task.ID {
+	t.idsMu.Lock()
+	defer t.idsMu.Unlock()
+	return slices.Clone(t.ids)
+}
+
+// keepID keeps id, the task of job seq, when TocConfig.KeepIDsEvery says.
+func (t *Toc) keepID(seq int, id task.ID) {
+	if k := t.cfg.KeepIDsEvery; k > 0 && seq%k == 0 {
+		t.idsMu.Lock()
+		t.ids = append(t.ids, id)
+		t.idsMu.Unlock()
+	}
 }
 
 var _ System = (*Toc)(nil)
@@ -100,13 +122,13 @@ func NewToc(cfg TocConfig) (*Toc, error) {
 	t := &Toc{cfg: cfg, cancel: cancel}
 	switch cfg.Delivery {
 	case DeliveryPush:
-		recv, err := startReceiver(cfg.Run, cfg.App, cfg.Recorder)
+		recv, err := StartReceiver(cfg.Run, cfg.App, cfg.Recorder)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
 		t.recv = recv
-		t.target = task.Target{HTTP: &task.HTTPTarget{URL: recv.url}}
+		t.target = task.Target{HTTP: &task.HTTPTarget{URL: recv.URL}}
 	case DeliveryPull:
 		t.target = task.Target{Pull: &task.PullTarget{}}
 		for i := range cfg.Consumers {
@@ -130,7 +152,7 @@ func (t *Toc) Close() error {
 	t.cancel()
 	var err error
 	if t.recv != nil {
-		err = t.recv.close()
+		err = t.recv.Close()
 	}
 	t.wg.Wait()
 	return err
@@ -154,9 +176,12 @@ func (t *Toc) Notes() []string {
 func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
 	c := t.cfg.Clients[(t.next.Add(1)-1)%uint64(len(t.cfg.Clients))]
 	if len(jobs) == 1 {
-		_, created, err := c.Schedule(ctx, t.request(jobs[0]))
+		tk, created, err := c.Schedule(ctx, t.request(jobs[0]))
 		if err == nil && !created {
 			err = fmt.Errorf("task %s already existed", t.key(jobs[0].Seq))
+		}
+		if err == nil {
+			t.keepID(jobs[0].Seq, tk.ID)
 		}
 		return err
 	}
@@ -175,6 +200,7 @@ func (t *Toc) Schedule(ctx context.Context, jobs []Job) error {
 		case !r.Created:
 			return fmt.Errorf("task %s already existed", t.key(jobs[i].Seq))
 		}
+		t.keepID(jobs[i].Seq, r.Task.ID)
 	}
 	return nil
 }
@@ -185,7 +211,7 @@ func (t *Toc) request(j Job) client.ScheduleRequest {
 		App:     t.cfg.App,
 		Key:     t.key(j.Seq),
 		DueAt:   &due,
-		Payload: jobPayload(j.Seq),
+		Payload: JobPayload(j.Seq),
 		Target:  t.target,
 	}
 	if t.cfg.Delivery == DeliveryNone {
@@ -195,12 +221,12 @@ func (t *Toc) request(j Job) client.ScheduleRequest {
 	return r
 }
 
-func (t *Toc) key(seq int) string { return jobKey(t.cfg.Run, seq) }
+func (t *Toc) key(seq int) string { return JobKey(t.cfg.Run, seq) }
 
 func (t *Toc) seq(key string) int { return jobSeq(t.cfg.Run, key) }
 
 // jobKey is the key of job seq of run: "RUN-SEQ".
-func jobKey(run string, seq int) string { return run + "-" + strconv.Itoa(seq) }
+func JobKey(run string, seq int) string { return run + "-" + strconv.Itoa(seq) }
 
 // jobSeq reads the seq back from a key; -1 when the key is not of run.
 func jobSeq(run, key string) int {
@@ -215,23 +241,25 @@ func jobSeq(run, key string) int {
 	return n
 }
 
-// receiver is the webhook that push deliveries come to, toc's and the
-// baseline's alike, on 127.0.0.1: it records each against its Toc-Due-At
-// header and answers 204.
-type receiver struct {
+// Receiver is the webhook that push deliveries come to, toc's and the
+// baselines' alike (bench/baseline), on 127.0.0.1: it records each against
+// its Toc-Due-At header and answers 204.
+type Receiver struct {
 	run, app string
 	rec      *Recorder
-	url      string // where to POST
+	URL      string // where to POST
 	srv      *http.Server
 	done     chan struct{} // closed when Serve has returned
 }
 
-func startReceiver(run, app string, rec *Recorder) (*receiver, error) {
+// StartReceiver starts a receiver for the jobs of run (their keys are
+// [JobKey]s) of app, recording each delivery in rec.
+func StartReceiver(run, app string, rec *Recorder) (*Receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("bench: receiver: %w", err)
 	}
-	r := &receiver{run: run, app: app, rec: rec, url: "http://" + ln.Addr().String() + "/hook", done: make(chan struct{})}
+	r := &Receiver{run: run, app: app, rec: rec, URL: "http://" + ln.Addr().String() + "/hook", done: make(chan struct{})}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	// Owned by close, which waits for it.
 	go func() {
@@ -241,7 +269,7 @@ func startReceiver(run, app string, rec *Recorder) (*receiver, error) {
 	return r, nil
 }
 
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
 	due, err := time.Parse(time.RFC3339Nano, req.Header.Get("Toc-Due-At"))
 	seq := jobSeq(r.run, req.Header.Get("Toc-Key"))
@@ -252,9 +280,9 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// close stops the receiver, cutting off requests in flight, and waits for
+// Close stops the receiver, cutting off requests in flight, and waits for
 // it.
-func (r *receiver) close() error {
+func (r *Receiver) Close() error {
 	err := r.srv.Close()
 	<-r.done
 	return err
@@ -323,6 +351,11 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-tm.C:
 	}
+}
+
+// JobPayload is the payload of job seq: {"seq":SEQ}.
+func JobPayload(seq int) []byte {
+	return append(strconv.AppendInt([]byte(`{"seq":`), int64(seq), 10), '}')
 }
 
 // NewHTTPClient returns an HTTP client for a benchmark that keeps up to

@@ -1,4 +1,4 @@
-package bench_test
+package baseline_test
 
 import (
 	"bytes"
@@ -17,8 +17,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/toc-dev/toc/bench/baseline"
 	"github.com/toc-dev/toc/client"
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // TestTimersFire: the fire baseline delivers every job once, never before
@@ -26,12 +27,12 @@ import (
 func TestTimersFire(t *testing.T) {
 	t.Parallel()
 	const n = 300
-	rec := bench.NewRecorder(n)
-	sys, err := bench.NewTimers(bench.TimersConfig{Recorder: rec})
+	rec := loadgen.NewRecorder(n)
+	sys, err := baseline.NewTimers(baseline.TimersConfig{Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := bench.Fire(context.Background(), sys, rec, bench.FireOptions{
+	res, err := loadgen.Fire(context.Background(), sys, rec, loadgen.FireOptions{
 		N: n, Spread: 300 * time.Millisecond, Lead: 200 * time.Millisecond, Batch: 50, Concurrency: 4, Grace: 5 * time.Second,
 	})
 	if cerr := sys.Close(); cerr != nil {
@@ -46,7 +47,7 @@ func TestTimersFire(t *testing.T) {
 	if notes := sys.Notes(); len(notes) != 0 {
 		t.Errorf("notes %q, want none (no POST failed)", notes)
 	}
-	if err := sys.Schedule(context.Background(), []bench.Job{{DueAt: time.Now()}}); err == nil {
+	if err := sys.Schedule(context.Background(), []loadgen.Job{{DueAt: time.Now()}}); err == nil {
 		t.Error("Schedule after Close: no error")
 	}
 }
@@ -55,12 +56,12 @@ func TestTimersFire(t *testing.T) {
 // not wait for them.
 func TestTimersClose(t *testing.T) {
 	t.Parallel()
-	rec := bench.NewRecorder(2)
-	sys, err := bench.NewTimers(bench.TimersConfig{Recorder: rec})
+	rec := loadgen.NewRecorder(2)
+	sys, err := baseline.NewTimers(baseline.TimersConfig{Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sys.Schedule(context.Background(), []bench.Job{{Seq: 0, DueAt: time.Now().Add(time.Hour)}, {Seq: 1, DueAt: time.Now().Add(time.Hour)}}); err != nil {
+	if err := sys.Schedule(context.Background(), []loadgen.Job{{Seq: 0, DueAt: time.Now().Add(time.Hour)}, {Seq: 1, DueAt: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -80,7 +81,7 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 		var syncs atomic.Int64
 		release := make(chan struct{})
 		path := filepath.Join(t.TempDir(), "log")
-		log, err := bench.OpenGroupLog(bench.GroupLogConfig{Path: path, Sync: func(f *os.File) error {
+		log, err := baseline.OpenGroupLog(baseline.GroupLogConfig{Path: path, Sync: func(f *os.File) error {
 			if syncs.Add(1) == 1 {
 				<-release // the first fsync lasts until the others have come
 			}
@@ -90,7 +91,7 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer log.Close()
-		h := bench.LogHandler(log)
+		h := baseline.LogHandler(log)
 		answers := make([]*httptest.ResponseRecorder, 9)
 		bodies := make([]string, 9)
 		var wg sync.WaitGroup
@@ -157,7 +158,7 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 		if recs != 12 {
 			t.Errorf("%d records in the log, want 12: one per task", recs)
 		}
-		if err := log.Append([]byte("late")); !errors.Is(err, bench.ErrLogClosed) {
+		if err := log.Append([]byte("late")); !errors.Is(err, baseline.ErrLogClosed) {
 			t.Errorf("Append after Close: %v, want ErrLogClosed", err)
 		}
 	})
@@ -168,12 +169,12 @@ func TestLogHandlerGroupCommit(t *testing.T) {
 // request.
 func TestLogHandlerRefuses(t *testing.T) {
 	t.Parallel()
-	log, err := bench.OpenGroupLog(bench.GroupLogConfig{Path: filepath.Join(t.TempDir(), "log"), Sync: func(*os.File) error { return errors.New("disk on fire") }})
+	log, err := baseline.OpenGroupLog(baseline.GroupLogConfig{Path: filepath.Join(t.TempDir(), "log"), Sync: func(*os.File) error { return errors.New("disk on fire") }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	h := bench.LogHandler(log)
+	h := baseline.LogHandler(log)
 	for _, tc := range []struct {
 		path, body string
 		code       int
@@ -198,24 +199,24 @@ func TestLogHandlerRefuses(t *testing.T) {
 // per request and in batches, as on toc.
 func TestLogServer(t *testing.T) {
 	t.Parallel()
-	srv, err := bench.StartLogServer(bench.GroupLogConfig{Path: filepath.Join(t.TempDir(), "log")})
+	srv, err := baseline.StartLogServer(baseline.GroupLogConfig{Path: filepath.Join(t.TempDir(), "log")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := bench.NewHTTPClient(8)
+	hc := loadgen.NewHTTPClient(8)
 	c := client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc})
 	if err := c.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sys, err := bench.NewToc(bench.TocConfig{Clients: []*client.Client{c}, Recorder: bench.NewRecorder(1)})
+	sys, err := loadgen.NewToc(loadgen.TocConfig{Clients: []*client.Client{c}, Recorder: loadgen.NewRecorder(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	single, err := bench.Schedule(context.Background(), sys, nil, bench.ScheduleOptions{N: 200, Concurrency: 8})
+	single, err := loadgen.Schedule(context.Background(), sys, nil, loadgen.ScheduleOptions{N: 200, Concurrency: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := bench.Schedule(context.Background(), sys, nil, bench.ScheduleOptions{N: 2000, Batch: 500, Concurrency: 2})
+	batch, err := loadgen.Schedule(context.Background(), sys, nil, loadgen.ScheduleOptions{N: 2000, Batch: 500, Concurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package bench_test
+package loadgen_test
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
-	"github.com/toc-dev/toc/internal/bench"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // TestTocRoundRobin: with the nodes of a cluster, each Schedule call goes to
 // the next node in turn, single requests and batches alike.
 func TestTocRoundRobin(t *testing.T) {
 	t.Parallel()
-	hc := bench.NewHTTPClient(4)
+	hc := loadgen.NewHTTPClient(4)
 	defer hc.CloseIdleConnections()
 	var got [3]atomic.Int64
 	var clients []*client.Client
@@ -35,7 +35,7 @@ func TestTocRoundRobin(t *testing.T) {
 		defer srv.Close()
 		clients = append(clients, client.New(client.Config{BaseURL: srv.URL, HTTPClient: hc}))
 	}
-	sys, err := bench.NewToc(bench.TocConfig{Clients: clients, Delivery: bench.DeliveryNone})
+	sys, err := loadgen.NewToc(loadgen.TocConfig{Clients: clients, Delivery: loadgen.DeliveryNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +43,12 @@ func TestTocRoundRobin(t *testing.T) {
 	due := time.Now().Add(time.Hour)
 	ctx := context.Background()
 	for seq := range 6 {
-		if err := sys.Schedule(ctx, []bench.Job{{Seq: seq, DueAt: due}}); err != nil {
+		if err := sys.Schedule(ctx, []loadgen.Job{{Seq: seq, DueAt: due}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for seq := 6; seq < 12; seq += 2 {
-		if err := sys.Schedule(ctx, []bench.Job{{Seq: seq, DueAt: due}, {Seq: seq + 1, DueAt: due}}); err != nil {
+		if err := sys.Schedule(ctx, []loadgen.Job{{Seq: seq, DueAt: due}, {Seq: seq + 1, DueAt: due}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +62,7 @@ func TestTocRoundRobin(t *testing.T) {
 func TestTocConfigClients(t *testing.T) {
 	t.Parallel()
 	for _, cs := range [][]*client.Client{nil, {nil}} {
-		if _, err := bench.NewToc(bench.TocConfig{Clients: cs, Delivery: bench.DeliveryNone}); err == nil {
+		if _, err := loadgen.NewToc(loadgen.TocConfig{Clients: cs, Delivery: loadgen.DeliveryNone}); err == nil {
 			t.Errorf("NewToc with Clients %v: no error", cs)
 		}
 	}

@@ -1,4 +1,4 @@
-package bench
+package loadgen
 
 import (
 	"bytes"
@@ -108,7 +108,7 @@ func TwoApp(ctx context.Context, burst System, burstRec *Recorder, quiet System,
 		ScheduleSec:    took.Seconds(),
 	}
 	if late := time.Since(first); late > 0 {
-		r.notef("scheduling ended %s after the burst was due: lateness includes it; raise --lead", late.Round(time.Millisecond))
+		r.Notef("scheduling ended %s after the burst was due: lateness includes it; raise --lead", late.Round(time.Millisecond))
 	}
 	if err := waitDeliveries(ctx, burstRec, first, o.Grace, o.MaxWait, o.Progress, "twoapp: burst delivered"); err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func TwoApp(ctx context.Context, burst System, burstRec *Recorder, quiet System,
 	during := min(qn, int(drain/o.Every)+1)
 	r.Quiet = &QuietApp{N: qn, Fired: q.Fired, Missing: q.Missing, LatenessMs: q.Lateness, DuringDrainN: during, DuringDrainMs: quietRec.lateness(during)}
 	if q.Missing > 0 {
-		r.notef("quiet app: %d jobs not delivered when the wait ended", q.Missing)
+		r.Notef("quiet app: %d jobs not delivered when the wait ended", q.Missing)
 	}
 	r.ElapsedSec = time.Since(start).Seconds()
 	if cpu1, ok := cpuPressure(); ok && psiOK {

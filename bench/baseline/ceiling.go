@@ -1,10 +1,11 @@
-package bench
+package baseline
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 	"github.com/toc-dev/toc/task"
 )
@@ -20,7 +22,7 @@ import (
 // machine carries at all, with no timers and no toc. toc's push figures are
 // set against it.
 const (
-	// WorkloadCeiling is the Workload of a push ceiling's [Result].
+	// WorkloadCeiling is the Workload of a push ceiling's [loadgen.Result].
 	WorkloadCeiling = "ceiling"
 	// VariantCeiling is its Variant.
 	VariantCeiling = "back-to-back HTTP POSTs"
@@ -39,7 +41,7 @@ type CeilingOptions struct {
 	// [CeilingDurationDefault].
 	Senders  int
 	Duration time.Duration
-	// App is the Toc-App header; default [TocAppDefault].
+	// App is the Toc-App header; default [loadgen.TocAppDefault].
 	App string
 }
 
@@ -55,20 +57,20 @@ func ceilingPayload() []byte {
 // PushCeiling measures the push ceiling: o.Senders goroutines POST what
 // toc's webhook sink sends for a task with a [CeilingPayloadBytes] payload
 // (httpsink itself, over a transport configured as toc's) back to back to a
-// receiver like [Toc]'s in this process, for o.Duration. The result's
+// receiver like [loadgen.Toc]'s in this process, for o.Duration. The result's
 // DrainPerSec is the POSTs answered per second, Fired their count, and its
 // Cost the CPU per POST: this process's (senders and receiver) and the
 // machine's.
-func PushCeiling(ctx context.Context, o CeilingOptions) (*Result, error) {
+func PushCeiling(ctx context.Context, o CeilingOptions) (*loadgen.Result, error) {
 	o.Senders = cmp.Or(o.Senders, CeilingSendersDefault)
 	o.Duration = cmp.Or(o.Duration, CeilingDurationDefault)
-	o.App = cmp.Or(o.App, TocAppDefault)
+	o.App = cmp.Or(o.App, loadgen.TocAppDefault)
 	if o.Senders < 1 || o.Duration < 0 {
 		return nil, fmt.Errorf("bench: push ceiling: senders must be at least 1 and the duration not negative, got %d and %s", o.Senders, o.Duration)
 	}
 	run := strconv.FormatInt(time.Now().UnixMilli(), 36)
-	rec := NewRecorder(o.Senders)
-	recv, err := startReceiver(run, o.App, rec)
+	rec := loadgen.NewRecorder(o.Senders)
+	recv, err := loadgen.StartReceiver(run, o.App, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -79,22 +81,22 @@ func PushCeiling(ctx context.Context, o CeilingOptions) (*Result, error) {
 	sink := httpsink.New(httpsink.Config{Client: hc})
 	defer func() {
 		hc.CloseIdleConnections()
-		_ = recv.close()
+		_ = recv.Close()
 	}()
 
-	r := &Result{System: SystemBaseline, Variant: VariantCeiling, Workload: WorkloadCeiling, Batch: 1, Concurrency: o.Senders}
+	r := &loadgen.Result{System: SystemBaseline, Variant: VariantCeiling, Workload: WorkloadCeiling, Batch: 1, Concurrency: o.Senders}
 	payload := ceilingPayload()
 	var ids task.IDGenerator
 	now := time.Now()
 	tasks := make([]*task.Task, o.Senders)
 	for i := range tasks {
 		tasks[i] = &task.Task{
-			ID: ids.New(now, 0), App: o.App, Key: jobKey(run, i), State: task.Delivering,
-			Attempts: 1, DueAt: now, Payload: payload, Target: task.Target{HTTP: &task.HTTPTarget{URL: recv.url}},
+			ID: ids.New(now, 0), App: o.App, Key: loadgen.JobKey(run, i), State: task.Delivering,
+			Attempts: 1, DueAt: now, Payload: payload, Target: task.Target{HTTP: &task.HTTPTarget{URL: recv.URL}},
 		}
 	}
-	probe := &CostProbe{Toc: []int{os.Getpid()}, Settle: time.Millisecond}
-	cost := probe.begin(ctx, r)
+	probe := &loadgen.CostProbe{Toc: []int{os.Getpid()}, Settle: time.Millisecond}
+	cost := probe.Begin(ctx, r)
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
@@ -126,10 +128,17 @@ func PushCeiling(ctx context.Context, o CeilingOptions) (*Result, error) {
 	}
 	r.N, r.Fired, r.ElapsedSec = n, n, round(took.Seconds(), 3)
 	r.DrainPerSec = round(float64(n)/took.Seconds(), 0)
-	r.Cost = cost.end(ctx, r, time.Now(), n)
+	r.Cost = cost.End(ctx, r, time.Now(), n)
 	if f := failed.Load(); f > 0 {
-		r.notef("baseline: %d POSTs failed", f)
+		r.Notef("baseline: %d POSTs failed", f)
 	}
-	r.notef("push ceiling: %d senders POSTing a %d-byte payload back to back for %s; drain_per_sec is the POSTs answered per second, the cost's toc CPU this process's (senders and receiver)", o.Senders, len(payload), o.Duration)
+	r.Notef("push ceiling: %d senders POSTing a %d-byte payload back to back for %s; drain_per_sec is the POSTs answered per second, the cost's toc CPU this process's (senders and receiver)", o.Senders, len(payload), o.Duration)
 	return r, nil
+}
+
+// round rounds x to places decimal places, as the load generator's figures
+// are.
+func round(x float64, places int) float64 {
+	p := math.Pow10(places)
+	return math.Round(x*p) / p
 }
