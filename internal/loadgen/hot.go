@@ -44,8 +44,8 @@ type HotOptions struct {
 	// GetRate is the GETs of a task by id per second during the drain,
 	// from the first due time until every job is delivered (or the wait
 	// ends), each in its own goroutine so that a slow answer does not
-	// delay the next (no coordinated omission). Default
-	// [HotGetRateDefault].
+	// delay the next (no coordinated omission); a late wakeup sends every
+	// GET due by then. Default [HotGetRateDefault].
 	GetRate float64
 	// Get fetches a task by id; IDs returns the ids to fetch, round robin
 	// (the jobs' own, as [Toc.IDs] keeps them). Required.
@@ -101,8 +101,13 @@ func Hot(ctx context.Context, sys System, rec *Recorder, o HotOptions) (*Result,
 		first = at
 		var wg sync.WaitGroup // the GETs in flight, waited for before returning
 		defer wg.Wait()
-		get := time.NewTicker(time.Duration(float64(time.Second) / o.GetRate))
+		// The GETs keep to the rate from the first due time: a wakeup that
+		// comes late (a busy process) sends every GET due by then, where a
+		// ticker would drop them.
+		interval := time.Duration(float64(time.Second) / o.GetRate)
+		get := time.NewTimer(interval)
 		defer get.Stop()
+		sent := 0
 		var rss <-chan time.Time
 		if o.RSS != nil {
 			t := time.NewTicker(o.RSSEvery)
@@ -113,7 +118,6 @@ func Hot(ctx context.Context, sys System, rec *Recorder, o HotOptions) (*Result,
 			}
 		}
 		ids := o.IDs()
-		next := 0 // the id to GET next, round robin
 		for {
 			select {
 			case <-ctx.Done():
@@ -125,28 +129,31 @@ func Hot(ctx context.Context, sys System, rec *Recorder, o HotOptions) (*Result,
 					mu.Unlock()
 				}
 			case <-get.C:
-				if len(ids) == 0 {
-					continue
-				}
-				id := ids[next%len(ids)]
-				next++
-				wg.Add(1)
-				go func() { // owned by during, which waits for it
-					defer wg.Done()
-					gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotGetTimeout)
-					defer cancel()
-					start := time.Now()
-					err := o.Get(gctx, id)
-					took := time.Since(start)
-					mu.Lock()
-					defer mu.Unlock()
-					stats.Gets++
-					if err != nil {
-						stats.GetErrors++
-						return
+				due := int(time.Since(at) / interval)
+				for ; sent < due; sent++ {
+					if len(ids) == 0 {
+						continue // nothing to GET: the run keeps no ids
 					}
-					lats = append(lats, took)
-				}()
+					id := ids[sent%len(ids)]
+					wg.Add(1)
+					go func() { // owned by during, which waits for it
+						defer wg.Done()
+						gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotGetTimeout)
+						defer cancel()
+						start := time.Now()
+						err := o.Get(gctx, id)
+						took := time.Since(start)
+						mu.Lock()
+						defer mu.Unlock()
+						stats.Gets++
+						if err != nil {
+							stats.GetErrors++
+							return
+						}
+						lats = append(lats, took)
+					}()
+				}
+				get.Reset(time.Until(at.Add(time.Duration(sent+1) * interval)))
 			}
 		}
 	}
