@@ -66,7 +66,7 @@ bench/RESULTS.md (--out) with the figures, the machine and the exact
 commands; "bash bench/run.sh" runs it from a checkout (it is "go run ." in
 the bench module). It drives toc through its binary (--toc: by default one
 built from the repository with go build). The default run takes about ten
-minutes:
+minutes, and a few more for the hot instant's 1 000 000 tasks (--hot-n):
 
   1. toc embedded: first the push ceiling ("bash bench/run.sh baseline
      --workload ceiling": 64 senders POSTing back to back for
