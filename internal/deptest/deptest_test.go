@@ -99,6 +99,11 @@ var rules = []rule{{
 	forbid: []string{"internal/engine"},
 	// Each declares the interface it needs of the other (engine.Index,
 	// engine.Limiter, cluster.Engine); internal/server wires them.
+}, {
+	name:   "the product binary carries no benchmark suite (the bench module's: suite, baselines, store sizes); toc bench is internal/loadgen",
+	pkgs:   []string{"cmd"},
+	deps:   true,
+	forbid: []string{"bench", "internal/bench"},
 }}
 
 // pkg is what go list says of a package.
