@@ -84,7 +84,7 @@ func TestLoadgenFlags(t *testing.T) {
 	if err != nil && !errors.Is(err, cli.ErrUsage) {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"-redis-prefix", "-sql-stats-wait"} {
+	for _, want := range []string{"usage: bash bench/run.sh loadgen", "-redis-prefix", "-sql-stats-wait"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("-h lacks %q:\n%s", want, stderr)
 		}

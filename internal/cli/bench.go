@@ -182,6 +182,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 	}
 	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	fs := newFlagSet(e, "bench", benchHelp)
+	if stores != nil { // the bench module's command
+		fs.Usage = func() {
+			fmt.Fprintf(fs.Output(), "usage: bash bench/run.sh loadgen (--embedded | --server URL) [flags]\n\ntoc bench with the stores' flags.\n\n%s\n\nflags:\n", strings.TrimSpace(benchHelp))
+			fs.PrintDefaults()
+		}
+	}
 	conn := addConnFlags(fs)
 	embedded := fs.Bool("embedded", false, "start a server in this process on a temporary data directory (instead of --server)")
 	workload := fs.String("workload", loadgen.WorkloadFire, "`workload`: fire, schedule, pending, twoapp or hot")
