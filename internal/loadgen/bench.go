@@ -35,7 +35,7 @@
 // server and of Redis (from /proc), the SQL transactions and statements,
 // and the Redis commands, each per fire. The counters of the services are
 // read by functions the caller gives ([CostProbe]): this package imports no
-// driver (package storesize does).
+// driver (the bench module's bench/storesize does, for cli.BenchStores).
 package loadgen
 
 import (
