@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
 )
 
 // BenchmarkDeliver measures one push: "sink" is the sink's own work
 // (request, headers, signature, reading the answer) over a transport that
 // answers 204 without I/O; "loopback" adds net/http's client and a
-// receiver on 127.0.0.1, both in this process.
+// receiver on 127.0.0.1, both in this process ("loopback-signed-guard" as
+// toc serve's sink is: signed, under Guard).
 //
 //	go test -run '^$' -bench Deliver -benchmem ./internal/sink/httpsink/
 func BenchmarkDeliver(b *testing.B) {
@@ -33,6 +35,8 @@ func BenchmarkDeliver(b *testing.B) {
 		{name: "sink", cfg: httpsink.Config{Client: &http.Client{Transport: canned}}, url: "http://receiver.test/hook"},
 		{name: "sink-signed", cfg: httpsink.Config{Client: &http.Client{Transport: canned}, Secrets: secrets}, url: "http://receiver.test/hook"},
 		{name: "loopback"},
+		// As toc serve sets it up: signed, every connection checked.
+		{name: "loopback-signed-guard", cfg: httpsink.Config{Secrets: secrets, Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			url := bc.url
