@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -156,4 +158,20 @@ func TestHTTP2SharesOneConnection(t *testing.T) {
 			t.Fatalf("Deliver = %v, want a *netguard.BlockedError", err)
 		}
 	})
+}
+
+// TestPolicyFields: clientFor finds the pool of a policy without
+// AllowedHosts by AllowPrivate alone (noHosts), which is right only while
+// those are a policy's only fields. A field added to netguard.Policy
+// fails this test: give it its place in that lookup.
+func TestPolicyFields(t *testing.T) {
+	t.Parallel()
+	pt := reflect.TypeFor[netguard.Policy]()
+	var names []string
+	for i := range pt.NumField() {
+		names = append(names, pt.Field(i).Name)
+	}
+	if want := []string{"AllowPrivate", "AllowedHosts"}; !slices.Equal(names, want) {
+		t.Errorf("netguard.Policy has fields %v; clientFor's lookup knows %v", names, want)
+	}
 }

@@ -269,7 +269,7 @@ func (s *Sink) clientForPolicy(p netguard.Policy) *http.Client {
 // to signInto.
 func (s *Sink) signAt(h http.Header, t *task.Task, taskID string, now time.Time) {
 	hb := headerBuilder{h: h}
-	s.signInto(&hb, t, s.secretsOf(t.App), taskID, now, nil)
+	_ = s.signInto(&hb, t, s.secretsOf(t.App), taskID, now, nil)
 }
 
 // secretsOf returns the secrets app's pushes are signed with: nil when
@@ -288,12 +288,13 @@ func (s *Sink) secretsOf(app string) []string {
 }
 
 // signInto sets the signature headers of a push of t through hb, at
-// signing time now, with secrets (secretsOf: none when nil). The values are those
-// of [client.SignStandard] and [client.Sign], byte for byte; the keyed
-// HMACs are made once per secret and reused (macs), the timestamp's text
-// once a second (unixText), and the two signatures are built in scratch
-// (its storage may be reused) and made one string.
-func (s *Sink) signInto(hb *headerBuilder, t *task.Task, secrets []string, taskID string, now time.Time, scratch []byte) {
+// signing time now, with secrets (secretsOf: none when nil), and returns
+// b with the signatures appended, as a string (b as it is when there are
+// none): a caller puts other text of the push before them in b, to make
+// them all one string. The values are those of [client.SignStandard] and
+// [client.Sign], byte for byte; the keyed HMACs are made once per secret
+// and reused (macs), and the timestamp's text once a second (unixText).
+func (s *Sink) signInto(hb *headerBuilder, t *task.Task, secrets []string, taskID string, now time.Time, b []byte) string {
 	first := ""
 	for _, secret := range secrets {
 		if secret != "" {
@@ -302,21 +303,21 @@ func (s *Sink) signInto(hb *headerBuilder, t *task.Task, secrets []string, taskI
 		}
 	}
 	if first == "" {
-		return
+		return string(b)
 	}
 	scheme := SignatureBoth
 	if s.signature != nil {
 		scheme = cmp.Or(s.signature(t.App), SignatureBoth)
 	}
 	ts := s.unixText(now)
-	b := scratch[:0]
+	start := len(b)
 	if scheme != SignatureToc {
 		// One "v1,<base64 of HMAC(key, id.ts.body)>" per secret.
 		for _, secret := range secrets {
 			if secret == "" {
 				continue
 			}
-			if len(b) > 0 {
+			if len(b) > start {
 				b = append(b, ' ')
 			}
 			b = append(b, "v1,"...)
@@ -331,15 +332,16 @@ func (s *Sink) signInto(hb *headerBuilder, t *task.Task, secrets []string, taskI
 		b = append(append(append(b, "t="...), ts...), ",v1="...)
 		b = hex.AppendEncode(b, sum[:])
 	}
-	sigs := string(b)
+	all := string(b)
 	if scheme != SignatureToc {
 		hb.set(keyWebhookID, taskID)
 		hb.set(keyWebhookTimestamp, ts)
-		hb.set(keyWebhookSignature, sigs[:standard])
+		hb.set(keyWebhookSignature, all[start:standard])
 	}
 	if scheme != SignatureStandard {
-		hb.set(HeaderSignature, sigs[standard:])
+		hb.set(HeaderSignature, all[standard:])
 	}
+	return all
 }
 
 // unixText is a Unix time in seconds and its decimal text.
@@ -384,10 +386,13 @@ type macCache struct {
 // are dropped with the rest when it is full).
 const macCacheMax = 4096
 
-// hmacState is a keyed HMAC and a buffer for the message's head.
+// hmacState is a keyed HMAC, a buffer for the message's head and one for
+// the sum (which Sum would otherwise allocate, the hash being an
+// interface).
 type hmacState struct {
 	h   hash.Hash
 	buf []byte
+	sum [sha256.Size]byte
 }
 
 // sum returns HMAC-SHA256(client.SecretKey(secret), head + body), as
@@ -406,8 +411,8 @@ func (c *macCache) sum(secret string, head msgHead, body []byte) [sha256.Size]by
 	}
 	st.h.Write(st.buf)
 	st.h.Write(body)
-	var out [sha256.Size]byte
-	st.h.Sum(out[:0])
+	st.h.Sum(st.sum[:0])
+	out := st.sum
 	p.Put(st)
 	return out
 }
@@ -635,9 +640,16 @@ func (s *Sink) header(ctx context.Context, t *task.Task, tg *target) http.Header
 	// client.Sign formats the attempt as strconv.Itoa does, so the
 	// signature covers the header value sent.
 	hb.set(HeaderAttempt, strconv.Itoa(t.Attempts))
+	// The due time, then the signatures: one string.
 	var scratch [256]byte
-	due := string(t.DueAt.UTC().AppendFormat(scratch[:0], time.RFC3339Nano))
-	hb.set(HeaderDueAt, due)
+	b := t.DueAt.UTC().AppendFormat(scratch[:0], time.RFC3339Nano)
+	dueLen := len(b)
+	var now time.Time // the signing time
+	if secrets != nil {
+		now = s.clock.Now()
+	}
+	text := s.signInto(&hb, t, secrets, taskID, now, b)
+	hb.set(HeaderDueAt, text[:dueLen])
 	if tp, ts := telemetry.Outgoing(ctx, t); tp != "" {
 		hb.set("Traceparent", tp)
 		if ts != "" {
@@ -648,9 +660,6 @@ func (s *Sink) header(ctx context.Context, t *task.Task, tg *target) http.Header
 		if a := hb.h["Authorization"]; len(a) == 0 || a[0] == "" {
 			hb.set("Authorization", tg.auth)
 		}
-	}
-	if secrets != nil {
-		s.signInto(&hb, t, secrets, taskID, s.clock.Now(), scratch[:0])
 	}
 	return hb.h
 }
