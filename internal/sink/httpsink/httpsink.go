@@ -479,20 +479,23 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	// The request: a copy of the target's, with this push's context,
-	// headers and body (as http.NewRequestWithContext makes them: GetBody
-	// lets the transport send it again on a fresh connection when a pooled
-	// one turns out closed before anything was written).
-	req := tg.req.WithContext(ctx)
-	req.Header = s.header(ctx, t, tg)
-	if p := t.Payload; len(p) > 0 {
-		req.Body = io.NopCloser(bytes.NewReader(p))
-		req.ContentLength = int64(len(p))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p)), nil }
-	} else {
-		req.Body = http.NoBody
-		req.GetBody = noBody
+	// The request as http.NewRequestWithContext makes it, on the target's
+	// parsed URL (GetBody lets the transport send it again on a fresh
+	// connection when a pooled one turns out closed before anything was
+	// written). WithContext is the one way to set its context: it copies
+	// r, which stays on the stack.
+	r := http.Request{
+		Method: http.MethodPost, URL: tg.u, Host: tg.u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: s.header(ctx, t, tg),
+		Body:   http.NoBody, GetBody: noBody,
 	}
+	if p := t.Payload; len(p) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(p))
+		r.ContentLength = int64(len(p))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p)), nil }
+	}
+	req := r.WithContext(ctx)
 
 	resp, err := s.send(s.clientFor(t.App), req)
 	// The URL as errors show it.
@@ -682,10 +685,9 @@ func (hb *headerBuilder) set(k, v string) {
 // target is what every push to one URL starts from, made once.
 type target struct {
 	url string // as the task gives it
-	// req is the request as http.NewRequest makes it (URL parsed, Host
-	// set), without context, headers or body; a push copies it
-	// (WithContext) and never changes it.
-	req http.Request
+	// u is url parsed as http.NewRequest parses it (its host's empty port
+	// dropped); the requests of every push share it and never change it.
+	u *url.URL
 	// auth is the Basic authorization of the URL's user ("" for none), as
 	// http.Client would set it.
 	auth string
@@ -719,10 +721,7 @@ func (c *targetCache) get(rawURL string) (*target, error) {
 	if strings.LastIndex(u.Host, ":") > strings.LastIndex(u.Host, "]") {
 		u.Host = strings.TrimSuffix(u.Host, ":")
 	}
-	tg := &target{url: rawURL, req: http.Request{
-		Method: http.MethodPost, URL: u, Host: u.Host,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-	}}
+	tg := &target{url: rawURL, u: u}
 	if ui := u.User; ui != nil {
 		pw, _ := ui.Password()
 		tg.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(ui.Username()+":"+pw))
