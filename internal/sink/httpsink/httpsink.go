@@ -602,8 +602,10 @@ func discard(r io.Reader, limit int) {
 // (telemetry.Outgoing): none when t has none.
 func (s *Sink) header(ctx context.Context, t *task.Task, tg *target) http.Header {
 	h := t.Target.HTTP
-	// As many as it will hold (a map of up to 8 is one allocation):
-	// Content-Type, User-Agent, the id, app, attempt and due time, ...
+	// Sized for what it will hold (a map of up to 8 needs no table):
+	// Content-Type, User-Agent, the id, app, attempt and due time, the
+	// key, the schedule, a trace context, Basic authorization and 4 of
+	// signatures when there are.
 	n := len(h.Headers) + 6
 	if t.Key != "" {
 		n++
@@ -695,9 +697,9 @@ type target struct {
 
 // targetCache holds the targets of the URLs pushed to lately, one per
 // slot of a URL's hash (a URL displaces another of its slot), so that a
-// URL's first push, or one of URLs that each get one push, costs no more
-// than it did without the cache: a parse (as before) and a pointer
-// stored.
+// URL's first push, or one of URLs that each get one push, allocates no
+// more than it did without the cache (BenchmarkDeliverUniqueURLs): a parse,
+// as before, and a pointer stored.
 type targetCache struct {
 	seed  maphash.Seed
 	slots [targetSlots]atomic.Pointer[target]
