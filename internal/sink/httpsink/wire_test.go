@@ -270,3 +270,21 @@ func TestPoolHoldsInFlight(t *testing.T) {
 		t.Errorf("%d rounds of %d pushes at once took %d connections, want %d", rounds, inFlight, n, inFlight)
 	}
 }
+
+// TestHTTPSToPlainHTTP: an https:// target whose server speaks plain HTTP
+// fails with net/http's own explanation, with every client.
+func TestHTTPSToPlainHTTP(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, nil)
+	u := strings.Replace(rc.srv.URL, "http://", "https://", 1) + "/hook"
+	for name, cfg := range map[string]httpsink.Config{
+		"default client": {},
+		"guard":          {Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }},
+		"own client":     {Client: &http.Client{}},
+	} {
+		err := newSink(t, cfg).Deliver(context.Background(), newTask("billing", u, "x"))
+		if !errors.Is(err, http.ErrSchemeMismatch) {
+			t.Errorf("%s: Deliver = %v, want http.ErrSchemeMismatch", name, err)
+		}
+	}
+}
