@@ -1,6 +1,7 @@
 package httpsink_test
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -32,12 +33,15 @@ func BenchmarkDeliver(b *testing.B) {
 	})
 	secrets := func(string) []string { return []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"} }
 	for _, bc := range []struct {
-		name string
-		cfg  httpsink.Config
-		url  string
+		name    string
+		cfg     httpsink.Config
+		url     string
+		payload string // default payload
 	}{
 		{name: "sink", cfg: httpsink.Config{Client: &http.Client{Transport: canned}}, url: "http://receiver.test/hook"},
 		{name: "sink-signed", cfg: httpsink.Config{Client: &http.Client{Transport: canned}, Secrets: secrets}, url: "http://receiver.test/hook"},
+		// A 4 KB JSON payload: read in full to sign it and to tell it is JSON.
+		{name: "sink-signed-4k", cfg: httpsink.Config{Client: &http.Client{Transport: canned}, Secrets: secrets}, url: "http://receiver.test/hook", payload: payload4k()},
 		{name: "loopback"},
 		// As toc serve sets it up: signed, every connection checked.
 		{name: "loopback-signed-guard", cfg: httpsink.Config{Secrets: secrets, Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }}},
@@ -54,7 +58,7 @@ func BenchmarkDeliver(b *testing.B) {
 			}
 			s := httpsink.New(bc.cfg)
 			defer s.CloseIdleConnections()
-			tk := newTask("billing", url, payload)
+			tk := newTask("billing", url, cmp.Or(bc.payload, payload))
 			tk.Key = "order-42"
 			tk.Attempts = 1
 			tk.Target.HTTP.Headers = map[string]string{"Authorization": "Bearer " + strings.Repeat("x", 32)}
@@ -108,4 +112,18 @@ func BenchmarkDeliverUniqueURLs(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// payload4k is a JSON payload of about 4 KB: an order of 40 lines.
+func payload4k() string {
+	var b strings.Builder
+	b.WriteString(`{"order":"0123456789abcdef","currency":"EUR","lines":[`)
+	for i := 0; b.Len() < 4<<10; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"sku":"SKU-` + strconv.Itoa(100000+i) + `","name":"Caf\u00e9 cr\u00e8me, 250 g","qty":` + strconv.Itoa(i%7+1) + `,"price":12.50,"gift":false}`)
+	}
+	b.WriteString(`]}`)
+	return b.String()
 }
