@@ -35,7 +35,6 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -51,8 +50,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/clock"
@@ -630,7 +627,7 @@ func (s *Sink) header(ctx context.Context, t *task.Task, tg *target) http.Header
 		hb.set(textproto.CanonicalMIMEHeaderKey(k), v)
 	}
 	if len(hb.h["Content-Type"]) == 0 || hb.h["Content-Type"][0] == "" {
-		if isJSON(t.Payload) {
+		if sink.IsJSON(t.Payload) {
 			hb.set("Content-Type", "application/json")
 		} else {
 			hb.set("Content-Type", "application/octet-stream")
@@ -672,19 +669,6 @@ func (s *Sink) header(ctx context.Context, t *task.Task, tg *target) http.Header
 	}
 	return hb.h
 }
-
-// isJSON reports whether p is JSON, as encoding/json's Valid says, which
-// decides a push's Content-Type. It asks jsontext's validator first, about
-// twice as fast (a JSON payload is read in full on every push), with the
-// checks json.Valid does not make turned off (valid UTF-8, unique names):
-// what it accepts json.Valid accepts (FuzzIsJSON), and json.Valid has the
-// last word on what it refuses.
-func isJSON(p []byte) bool {
-	return len(p) > 0 && (jsontext.Value(p).IsValid(jsonLax...) || json.Valid(p))
-}
-
-// jsonLax are isJSON's jsontext options.
-var jsonLax = []jsontext.Options{jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true)}
 
 // headerBuilder sets header values that share one backing array.
 type headerBuilder struct {

@@ -1,4 +1,4 @@
-package httpsink
+package sink
 
 import (
 	"encoding/json"
@@ -8,11 +8,11 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// FuzzIsJSON: isJSON says what encoding/json's Valid says, and its fast
+// FuzzIsJSON: IsJSON says what encoding/json's Valid says, and its fast
 // path (jsontext's validator) never accepts what json.Valid refuses, so
-// that a push's Content-Type is what it was.
+// that a delivery's content type is what it was.
 //
-//	go test -run '^$' -fuzz FuzzIsJSON -fuzztime 60s ./internal/sink/httpsink/
+//	go test -run '^$' -fuzz FuzzIsJSON -fuzztime 60s ./internal/sink/
 func FuzzIsJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"order":42}`, `[1,2,3]`, `"x"`, `-0`, `1e999`, `true`, `null`, ` {} `, "\t[]\n",
@@ -26,8 +26,8 @@ func FuzzIsJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p []byte) {
 		want := len(p) > 0 && json.Valid(p)
-		if got := isJSON(p); got != want {
-			t.Errorf("isJSON(%q) = %v, json.Valid says %v", p, got, want)
+		if got := IsJSON(p); got != want {
+			t.Errorf("IsJSON(%q) = %v, json.Valid says %v", p, got, want)
 		}
 		if jsontext.Value(p).IsValid(jsonLax...) && !json.Valid(p) {
 			t.Errorf("jsontext accepts %q, which json.Valid refuses", p)
