@@ -3,7 +3,6 @@ package amqpsink
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -303,7 +302,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 // traceparent and tracestate headers, dated now.
 func publishing(ctx context.Context, t *task.Task, now time.Time) amqp.Publishing {
 	ct := "application/octet-stream"
-	if len(t.Payload) > 0 && json.Valid(t.Payload) {
+	if sink.IsJSON(t.Payload) {
 		ct = "application/json"
 	}
 	h := amqp.Table{
