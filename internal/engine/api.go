@@ -221,7 +221,7 @@ func (e *Engine) shown(t *task.Task) *task.Task {
 	if t == nil {
 		return nil
 	}
-	if a := e.attemptOf(t.ID); a != nil {
+	if a := e.attempts.attemptOf(t.ID); a != nil {
 		return a
 	}
 	return t
@@ -251,7 +251,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 		return nil, err
 	}
 	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
-		if a := e.attemptOf(t.ID); a != nil {
+		if a := e.attempts.attemptOf(t.ID); a != nil {
 			return conflict("change", a, "")
 		}
 		if t.State != task.Scheduled {
@@ -306,7 +306,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 		case task.Cancelled:
 			return errSkip
 		case task.Scheduled:
-			if a := e.attemptOf(t.ID); a != nil {
+			if a := e.attempts.attemptOf(t.ID); a != nil {
 				return conflict("cancel", a, "")
 			}
 			finish(t, task.Cancelled, e.msNow())
@@ -605,7 +605,7 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 		for j, id := range ids {
 			ks[j] = pullAck{i: idx[j], id: id, lease: acks[idx[j]].Lease}
 		}
-		mine, rest := e.takeLeases("ack", app, ks, errs)
+		mine, rest := e.attempts.takeLeases("ack", app, ks, errs)
 		e.settlePulls("ack", app, mine, errs)
 		for _, k := range mine {
 			switch err := errs[k.i]; {
@@ -704,7 +704,7 @@ func (e *Engine) settleHeld(op string, k pullAck) (bool, error) {
 		return false, nil // settle answers
 	}
 	errs := make([]error, 1)
-	mine, _ := e.takeLeases(op, "", []pullAck{k}, errs)
+	mine, _ := e.attempts.takeLeases(op, "", []pullAck{k}, errs)
 	if len(mine) == 0 && errs[0] == nil {
 		return false, nil // not held here: as stored
 	}

@@ -499,33 +499,3 @@ func (a *apps) takeCreates(app string, n int, now time.Time) (got int, at time.T
 	}
 	return got, time.Time{}
 }
-
-// enqueue hands app's due ids to the workers, bypassing the wheel. app
-// ("" when unknown) stays known with them, so that fire finds a rated
-// app's grant before reading the store.
-// enqueue hands app's due ids to the workers, bypassing the wheel, in
-// app's ready queue ("" when unknown). A rated app's tasks are paced again
-// (fire.go's pace), where a gate's grant is found before the store is read.
-func (e *Engine) enqueue(app string, ids ...task.ID) {
-	if len(ids) == 0 {
-		return
-	}
-	e.mu.Lock()
-	if e.mu.core != nil {
-		e.mu.core.Enqueue(app, ids...)
-	}
-	e.mu.Unlock()
-	e.signalReady()
-}
-
-// deferTo puts id back in the wheel at `at` (a rate reservation, a store
-// write tried again later), whatever the loader's cursor: the store still
-// says it is due now.
-func (e *Engine) deferTo(id task.ID, at time.Time, app string) {
-	e.mu.Lock()
-	earlier := e.mu.core != nil && e.mu.core.Defer(id, at, app)
-	e.mu.Unlock()
-	if earlier {
-		signal(e.kick)
-	}
-}

@@ -52,10 +52,10 @@ func (e *Engine) noteAttempts(ctx context.Context, ts ...*task.Task) {
 	wctx := context.WithoutCancel(ctx) // a file append: nothing to wait for
 	if e.noted.Add(int64(len(ts))) > attemptLogMax {
 		e.noted.Store(0)
-		if err := e.alog.RestartAttemptLog(wctx, e.underwayAttempts); err != nil {
+		if err := e.alog.RestartAttemptLog(wctx, e.attempts.started); err != nil {
 			e.log.WarnContext(ctx, "start the attempt log over", slog.String("error", err.Error()))
 		}
-		return // ts are under way (e.out.attempts): in the new log
+		return // ts are under way (attempts.go): in the new log
 	}
 	ids := make([]task.ID, len(ts))
 	ns := make([]int, len(ts))
@@ -70,20 +70,6 @@ func (e *Engine) noteAttempts(ctx context.Context, ts ...*task.Task) {
 
 // noteErrorsEvery bounds the log lines of failed attempt notes.
 const noteErrorsEvery = 10 * time.Second
-
-// underwayAttempts returns the push attempts under way in this process.
-func (e *Engine) underwayAttempts() ([]task.ID, []int) {
-	e.out.Lock()
-	defer e.out.Unlock()
-	ids := make([]task.ID, 0, len(e.out.attempts))
-	ns := make([]int, 0, len(e.out.attempts))
-	for id, a := range e.out.attempts {
-		if a != nil {
-			ids, ns = append(ids, id), append(ns, a.t.Attempts)
-		}
-	}
-	return ids, ns
-}
 
 // interruptedMsg is the error of an attempt that had no outcome.
 const interruptedMsg = "interrupted: toc stopped during the delivery"

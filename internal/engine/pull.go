@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
@@ -54,7 +53,6 @@ type pullHeld struct {
 	// that settleFiring has not queued yet: it keeps a store claim from
 	// leasing them meanwhile.
 	holding map[task.ID]*pullHold
-	leased  int             // pull attempts in e.out.attempts
 	perApp  map[string]int  // held (holding, queued and leased), per app
 	store   map[string]pass // per app: when the store was last looked at for claims
 }
@@ -82,7 +80,8 @@ func (p *pullHeld) init() {
 }
 
 // held is how many pull tasks the process holds.
-func (p *pullHeld) held() int { return len(p.queued) + len(p.holding) + p.leased }
+// leased is the pull leases among the attempts under way.
+func (p *pullHeld) held(leased int) int { return len(p.queued) + len(p.holding) + leased }
 
 // pullHoldMax bounds the pull tasks held in memory (due and queued, or
 // leased): a quarter of MaxLoaded, at least 16.
@@ -111,10 +110,10 @@ func (e *Engine) holdPull(t *task.Task) (hold, over bool) {
 	if _, ok := p.queued[t.ID]; ok {
 		return false, false
 	}
-	if _, ok := e.out.attempts[t.ID]; ok {
+	if e.attempts.underway(t.ID) {
 		return false, false
 	}
-	if p.held() >= e.pullHoldMax() {
+	if p.held(int(e.attempts.pulls.Load())) >= e.pullHoldMax() {
 		// Written waiting in the store: the next claim looks there.
 		p.store[t.App] = pass{}
 		return false, true
@@ -139,7 +138,7 @@ func (e *Engine) queuePull(t *task.Task) {
 	e.out.Unlock()
 	if d := t.Deadline; d != nil && ok {
 		// The store has it due: only the wheel wakes for its deadline.
-		e.deferTo(t.ID, d.Add(time.Millisecond), t.App)
+		e.tk.deferTo(t.ID, d.Add(time.Millisecond), t.App)
 	}
 }
 
@@ -199,8 +198,7 @@ func (e *Engine) heldPull(id task.ID) bool {
 	if _, ok := e.out.pull.holding[id]; ok {
 		return true
 	}
-	_, ok := e.out.attempts[id]
-	return ok
+	return e.attempts.underway(id)
 }
 
 // notHeld returns the ids that this process does not hold (queued or
@@ -213,8 +211,7 @@ func (e *Engine) notHeld(ids []task.ID) []task.ID {
 	for _, id := range ids {
 		_, q := e.out.pull.queued[id]
 		_, h := e.out.pull.holding[id]
-		_, a := e.out.attempts[id]
-		if !q && !h && !a {
+		if !q && !h && !e.attempts.underway(id) {
 			out = append(out, id)
 		}
 	}
@@ -246,8 +243,7 @@ func (e *Engine) claimQueued(ctx context.Context, app string, p ClaimParams) []*
 		*t = *base
 		t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
 		startAttempt(t, now, p.Lease, e.boot)
-		e.out.attempts[t.ID] = &attempt{base: base, t: t, pull: true}
-		h.leased++
+		e.attempts.put(t.ID, &attempt{base: base, t: t, pull: true})
 		got = append(got, t)
 	}
 	if i == len(q) {
@@ -259,18 +255,11 @@ func (e *Engine) claimQueued(ctx context.Context, app string, p ClaimParams) []*
 	if len(got) == 0 {
 		return nil
 	}
-	e.pullLeases.Add(int64(len(got)))
-	e.mu.Lock()
-	kick := false
-	if e.mu.core != nil {
-		for _, t := range got {
-			kick = e.mu.core.Defer(t.ID, *t.LeaseExpiresAt, t.App) || kick
-		}
+	ends := make([]later, len(got))
+	for i, t := range got {
+		ends[i] = later{t.ID, *t.LeaseExpiresAt, t.App}
 	}
-	e.mu.Unlock()
-	if kick {
-		signal(e.kick)
-	}
+	e.tk.deferAll(ends...)
 	e.noteAttempts(ctx, got...)
 	if h := e.cfg.Hooks.AttemptStarted; h != nil {
 		for _, t := range got {
@@ -285,7 +274,7 @@ func (e *Engine) claimQueued(ctx context.Context, app string, p ClaimParams) []*
 // tasks the store lists are then on their way to the ready queue, and
 // reading them would only find that out.
 func (e *Engine) firing() bool {
-	return e.Stats().Ready > 0 || len(e.writing) > 0
+	return e.Stats().Ready > 0 || e.dispatch.firing()
 }
 
 // storeClaimDue reports whether a claim of app that the ready queue did
@@ -312,42 +301,14 @@ func (e *Engine) storeScan(app string, want int) int {
 // errLeaseExpired is the outcome of a claim whose lease ran out.
 var errLeaseExpired = errors.New("lease expired without an ack")
 
-// pullLeasesDue takes out of taken the pull tasks leased here (their wheel
-// entry is the lease's end), and returns the outcomes of the leases that
-// ran out: each a failed attempt, as if nacked.
-func (e *Engine) pullLeasesDue(taken []sched.Taken) ([]sched.Taken, []outcome) {
-	if e.pullLeases.Load() == 0 {
-		return taken, nil
-	}
-	now := e.msNow()
-	type later struct {
-		id  task.ID
-		at  time.Time
-		app string
-	}
-	var ends []outcome
-	var again []later
-	keep := taken[:0:0]
+// leasesEnded counts the pull leases of apps ended (their outcomes
+// written).
+func (e *Engine) leasesEnded(apps []string) {
 	e.out.Lock()
-	for _, tk := range taken {
-		a := e.out.attempts[tk.ID]
-		switch {
-		case a == nil || !a.pull:
-			keep = append(keep, tk)
-		case a.ending:
-			// An ack's outcome is being written: it tracks the task.
-		case a.t.LeaseExpiresAt.After(now):
-			again = append(again, later{tk.ID, *a.t.LeaseExpiresAt, a.t.App})
-		default:
-			a.ending = true
-			ends = append(ends, outcome{id: tk.ID, app: a.t.App, lease: a.t.Lease, err: errLeaseExpired})
-		}
+	defer e.out.Unlock()
+	for _, app := range apps {
+		e.out.pull.unref(app)
 	}
-	e.out.Unlock()
-	for _, l := range again {
-		e.deferTo(l.id, l.at, l.app)
-	}
-	return keep, ends
 }
 
 // pullAck is one ack or nack of a claim's lease held in memory.
@@ -357,30 +318,6 @@ type pullAck struct {
 	lease   string         //
 	err     error          // a nack's message (nil: an ack)
 	retryIn *time.Duration // a nack's
-}
-
-// takeLeases finds which of acks (op: ack, nack) name a lease held in
-// memory: those it marks as ending and returns; errs[a.i] is set for those
-// it answers at once (a lease not current, a task of another app); the rest
-// (not held here) go to the store path.
-func (e *Engine) takeLeases(op, app string, acks []pullAck, errs []error) (mine, rest []pullAck) {
-	e.out.Lock()
-	defer e.out.Unlock()
-	for _, k := range acks {
-		a := e.out.attempts[k.id]
-		switch {
-		case a == nil || !a.pull:
-			rest = append(rest, k)
-		case app != "" && a.t.App != app:
-			errs[k.i] = errNoTask(k.id) // another app's task looks absent
-		case a.ending || a.t.Lease != k.lease:
-			errs[k.i] = conflict(op, a.t.Clone(), "the lease is no longer current (it ran out, or the task was claimed again)")
-		default:
-			a.ending = true
-			mine = append(mine, k)
-		}
-	}
-	return mine, rest
 }
 
 // settlePulls stores the outcomes of the acks and nacks in mine (their
@@ -400,7 +337,7 @@ func (e *Engine) settlePulls(op, app string, mine []pullAck, errs []error) {
 	w.wg.Add(len(os))
 	// The engine's context, not the request's: the settler that writes
 	// this batch may write other attempts' outcomes too.
-	e.settleOutcome(e.workCtx, os...)
+	e.outcomes.add(e.dispatch.workCtx, os...)
 	w.wg.Wait()
 	for j, k := range mine {
 		r := w.res[j]

@@ -132,12 +132,12 @@ func (e *Engine) AdvanceClock(ctx context.Context, to time.Time) (now time.Time,
 // anything is due, or a time after `to` when nothing is by then.
 func (e *Engine) settleAt(ctx context.Context, now, to time.Time) (next time.Time, err error) {
 	passes, _ := e.tclock.schedulePass()
-	signal(e.loadKick)
-	signal(e.kick)
+	signal(e.tk.loadKick)
+	signal(e.tk.kick)
 	if e.schedules != nil {
 		e.kickSchedules()
 	}
-	if err := e.sweepTo(ctx, now); err != nil {
+	if err := e.sweeper.sweepTo(ctx, now); err != nil {
 		return time.Time{}, err
 	}
 	wheelNext, err := e.awaitQuiet(ctx, now, passes)
@@ -179,21 +179,6 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// sweepTo deletes the finished tasks past the retention at now (the sweep
-// loop's work, which runs on a wall-clock ticker).
-func (e *Engine) sweepTo(ctx context.Context, now time.Time) error {
-	cutoff := now.Add(-e.cfg.Retention)
-	for {
-		n, err := e.store.Sweep(ctx, cutoff, 1000)
-		if err != nil {
-			return fmt.Errorf("sweep finished tasks: %w", err)
-		}
-		if n < 1000 {
-			return nil
-		}
-	}
-}
-
 // awaitQuiet waits until the engine is quiet at now (see above) and
 // returns the wheel's next instant. passes is the schedule loop's count
 // from before the loops were woken.
@@ -218,37 +203,25 @@ func (e *Engine) awaitQuiet(ctx context.Context, now time.Time, passes uint64) (
 }
 
 func (e *Engine) quietAt(now time.Time, passes uint64) (bool, time.Time) {
-	e.mu.Lock()
-	if e.mu.core == nil {
-		e.mu.Unlock()
+	moved, next, st, ok := e.tk.advance(now)
+	if !ok {
 		return true, time.Time{}
 	}
-	moved, next := e.mu.core.Advance(now)
-	st := e.mu.core.Stats()
-	e.mu.Unlock()
 	if moved > 0 {
-		e.signalReady()
 		return false, next
 	}
 	if st.Cursor.Before(now.Add(e.cfg.Window)) {
-		signal(e.loadKick)
+		signal(e.tk.loadKick)
 		return false, next
 	}
-	if st.Ready > 0 || len(e.writing) > 0 || e.busy.Load() > 0 {
+	if st.Ready > 0 || !e.dispatch.idle() {
 		return false, next
 	}
-	e.out.Lock()
-	busy := len(e.out.pending) > 0 || e.out.settlers > 0 || len(e.out.waiting.ring) > 0
-	for _, a := range e.out.attempts {
-		// A pull task's lease held here (pull.go) waits for its consumer,
-		// not for the engine: it ends by an ack or by the clock.
-		if busy || a == nil || !a.pull || a.ending {
-			busy = true
-			break
-		}
-	}
-	e.out.Unlock()
-	if busy {
+	// The attempts first, then their outcomes: an attempt leaves the
+	// attempts while its outcome's writer runs, so that, read in this
+	// order, none goes unseen. A pull lease held here waits for its
+	// consumer, not for the engine (attempts.busy).
+	if e.attempts.busy() || e.outcomes.busy() {
 		return false, next
 	}
 	if e.schedules != nil {

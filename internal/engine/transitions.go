@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/toc-dev/toc/internal/clock"
+
 	"github.com/toc-dev/toc/task"
 )
 
@@ -153,4 +155,7 @@ func msNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // msNow is the engine's clock's time at millisecond precision, in UTC:
 // the time every transition records and decides by.
-func (e *Engine) msNow() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }
+func (e *Engine) msNow() time.Time { return msNowOf(e.clock) }
+
+// msNowOf is c's time at millisecond precision, in UTC.
+func msNowOf(c clock.Clock) time.Time { return c.Now().UTC().Truncate(time.Millisecond) }
