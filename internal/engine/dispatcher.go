@@ -295,8 +295,14 @@ func (d *dispatcher) deliverWaiting(ctx context.Context) {
 	}
 }
 
-// firing reports whether fire jobs run (before their store write returns).
-func (d *dispatcher) firing() bool { return len(d.writing) > 0 }
+// firing reports whether the fire path has due tasks it has not looked at
+// yet: a lease from the store waits until it has none, since most of the
+// leasable tasks the store lists are then on their way to the ready queue,
+// and reading them would only find that out.
+func (d *dispatcher) firing() bool {
+	st, _ := d.tk.stats()
+	return st.Ready > 0 || len(d.writing) > 0
+}
 
 // idle reports whether no worker has a job and no attempt waits for one.
 func (d *dispatcher) idle() bool {

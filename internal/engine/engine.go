@@ -51,10 +51,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toc-dev/toc/internal/lograte"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/toc-dev/toc/internal/clock"
@@ -183,7 +181,7 @@ type Index interface {
 
 // NotifyPull wakes this node's claims waiting on app (another node's
 // PullDue).
-func (e *Engine) NotifyPull(app string) { e.notifyLocal(app) }
+func (e *Engine) NotifyPull(app string) { e.waiters.notify(app) }
 
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -231,6 +229,7 @@ type Engine struct {
 	writer *writer     // writes tasks and has the engine follow (writer.go)
 
 	dispatch *dispatcher // workers, the pump, the waiting attempts (dispatcher.go)
+	firer    *firer      // fire jobs and push deliveries (fire.go)
 	loader   *loader     // fills the wheel (loader.go)
 	sweeper  *sweeper    // deletes finished tasks past the retention (sweeper.go)
 
@@ -251,13 +250,12 @@ type Engine struct {
 	// waits for it before it answers (awaitLoopStep).
 	loopSteps sync.Map
 	// tclock is AdvanceClock's (testclock.go).
-	tclock testClockState
+	tclock *testClock
 
 	mu struct {
 		sync.Mutex
 		started  bool
 		stopping bool
-		waiters  map[string]chan struct{}
 	}
 
 	// creates holds the create requests waiting for a store write
@@ -267,19 +265,10 @@ type Engine struct {
 	attempts *attempts // under way in this process (attempts.go)
 	outcomes *outcomes // their outcomes' group commit (outcomes.go)
 
-	// out holds the pull tasks held in this process.
-	out struct {
-		sync.Mutex
-		pull pullHeld // pull tasks due in memory and their claims' leases (pull.go)
-	}
+	held    *held    // pull tasks held in this process (pull.go)
+	waiters *waiters // leases waiting for pull tasks (waiters.go)
 
-	// alog is the store's attempt log (nil: it keeps none; in a cluster the
-	// index numbers the attempts); noted counts the attempts noted since it
-	// last started over (attemptlog.go); noteErrs limits the log lines of
-	// notes that failed.
-	alog     store.AttemptLog
-	noted    atomic.Int64
-	noteErrs lograte.Limiter
+	alog *attemptLog // counts attempts as they start, on one node (attemptlog.go)
 
 	cancel context.CancelFunc // stops the loops
 	loops  sync.WaitGroup     // run, load, pump, sweep and schedule loops
@@ -313,14 +302,30 @@ func New(cfg Config) (*Engine, error) {
 	// (recoverAtStart), where a cluster's Live tells whose leases are
 	// orphaned.
 	e.index = cfg.Index
-	gather, recoverAtStart := fireGather, false
+	gather, recoverAtStart, memPull := fireGather, false, false
+	var alog store.AttemptLog
 	if e.index == nil {
-		e.index, gather, recoverAtStart = &localIndex{store: cfg.Store, boot: e.boot}, 0, true
-		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
-		e.noteErrs.Every = noteErrorsEvery
+		e.index, gather, recoverAtStart, memPull = &localIndex{store: cfg.Store, boot: e.boot}, 0, true, true
+		alog, _ = store.As[store.AttemptLog](cfg.Store)
 	}
 	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
 	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
+	e.attempts = newAttempts()
+	e.alog = &attemptLog{alog: alog, store: cfg.Store, attempts: e.attempts, log: cfg.Logger}
+	e.alog.errs.Every = noteErrorsEvery
+	e.waiters = newWaiters(e.index)
+	e.held = &held{
+		attempts: e.attempts,
+		tk:       e.tk,
+		clock:    cfg.Clock,
+		boot:     e.boot,
+		max:      pullHoldMax(cfg.MaxLoaded),
+		mem:      memPull,
+		started:  cfg.Hooks.AttemptStarted,
+		note:     e.alog.note,
+		workCtx:  func() context.Context { return e.dispatch.workCtx },
+	}
+	e.held.mu.init()
 	e.writer = &writer{
 		store:    cfg.Store,
 		finished: cfg.Hooks.Finished,
@@ -328,11 +333,9 @@ func New(cfg Config) (*Engine, error) {
 		tk:       e.tk,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
-		dropHeld: e.dropQueued,
-		pullDue:  e.notifyPull,
+		dropHeld: e.held.drop,
+		pullDue:  e.waiters.due,
 	}
-	e.mu.waiters = make(map[string]chan struct{})
-	e.attempts = newAttempts()
 	e.outcomes = &outcomes{
 		attempts:    e.attempts,
 		writer:      e.writer,
@@ -340,19 +343,53 @@ func New(cfg Config) (*Engine, error) {
 		tk:          e.tk,
 		clock:       cfg.Clock,
 		log:         cfg.Logger,
-		leasesEnded: e.leasesEnded,
+		leasesEnded: e.held.leasesEnded,
 		full:        make(chan struct{}, 1),
+	}
+	e.held.outcomes = e.outcomes
+	e.firer = &firer{
+		apps:       e.apps,
+		tk:         e.tk,
+		attempts:   e.attempts,
+		outcomes:   e.outcomes,
+		held:       e.held,
+		waiters:    e.waiters,
+		writer:     e.writer,
+		index:      e.index,
+		sinks:      cfg.Sinks,
+		hooks:      cfg.Hooks,
+		clock:      cfg.Clock,
+		log:        cfg.Logger,
+		boot:       e.boot,
+		leaseGrace: cfg.LeaseGrace,
+		gated:      cfg.Limiter != nil,
+		note:       e.alog.note,
 	}
 	e.dispatch = newDispatcher(dispatcherParams{
 		MaxInFlight: cfg.MaxInFlight,
 		Gather:      gather,
 		Timekeeper:  e.tk,
-		Fire:        e.fireMany,
-		Deliver:     e.deliver,
+		Fire:        e.firer.fire,
+		Deliver:     e.firer.deliver,
 	})
+	e.firer.deliverAll = e.dispatch.deliverAll
 	e.loader = &loader{tk: e.tk, index: e.index, clock: cfg.Clock, window: cfg.Window, leaseGrace: cfg.LeaseGrace, log: cfg.Logger, recoverAtStart: recoverAtStart}
 	e.sweeper = &sweeper{store: cfg.Store, clock: cfg.Clock, retention: cfg.Retention, log: cfg.Logger}
-	e.out.pull.init()
+	e.tclock = &testClock{
+		clock:     cfg.Clock,
+		window:    cfg.Window,
+		store:     cfg.Store,
+		schedules: e.schedules,
+		tk:        e.tk,
+		dispatch:  e.dispatch,
+		attempts:  e.attempts,
+		outcomes:  e.outcomes,
+		sweeper:   e.sweeper,
+		log:       cfg.Logger,
+		ready:     e.checkReady,
+		kickSched: e.kickSchedules,
+	}
+	e.firer.fired = &e.tclock.fired
 	return e, nil
 }
 
@@ -372,7 +409,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.loader.recover(ctx, now); err != nil {
 		return err
 	}
-	if err := e.countInterrupted(ctx, now); err != nil {
+	if err := e.alog.countInterrupted(ctx, now); err != nil {
 		return err
 	}
 

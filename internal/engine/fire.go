@@ -7,13 +7,46 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/engine/sched"
+	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
+
+// firer runs fire jobs: the dispatcher hands it the tasks the timekeeper
+// found due (fire), and it decides each one and starts the push attempts,
+// which it hands back to the dispatcher's workers (deliverAll), each
+// delivered by deliver. It has no state of its own: the attempts under way
+// are the attempts service's, the pull tasks held the held service's,
+// and the apps' limits admission's (apps.go).
+type firer struct {
+	apps       *apps
+	tk         *timekeeper
+	attempts   *attempts
+	outcomes   *outcomes
+	held       *held
+	waiters    *waiters
+	writer     *writer
+	index      Index
+	sinks      map[string]sink.Sink
+	hooks      Hooks
+	clock      clock.Clock
+	log        *slog.Logger
+	boot       string
+	leaseGrace time.Duration
+	// gated: the apps' limits hold across a cluster (Config.Limiter), and
+	// a rated app's tasks queue at its gate before their store read
+	// instead of waiting in the wheel for their rate (see gate.go).
+	gated      bool
+	deliverAll func(ctx context.Context, ts []*task.Task)  // the dispatcher's
+	note       func(ctx context.Context, ts ...*task.Task) // the attempt log's
+	fired      *atomic.Int64                               // push attempts started and pull tasks fallen due (testclock.go)
+}
 
 // A fire job is a pipeline over the tasks the wheel says are due:
 //
@@ -28,17 +61,17 @@ import (
 //	         attempts and the rollbacks of leases that ran out to this node, in
 //	         one round trip (Index.Claim, one Lua call per slot)
 //	rollback the claimed rollbacks are written (rare: a pull lease that ran out)
-//	settle   the wheel, the limits and the index follow what was decided (settleFiring)
+//	after    the wheel, the limits and the index follow what was decided (afterFire)
 //	deliver  the push attempts go to their sinks (deliverAll)
 //
 // Each task's part in it is a firing, whose verdict says what look decided.
 //
 // # Push attempts are not stored until they end
 //
-// A push attempt lives in this process only (e.out.attempts): the store
+// A push attempt lives in this process only (attempts.go): the store
 // keeps the task as it was when the attempt started (scheduled, due), and
 // the attempt's outcome is written once, over it, in a group commit
-// (settleOutcome) fenced by the attempt's number, given when it started
+// (outcomes.go) fenced by the attempt's number, given when it started
 // (attemptlog.go): it lands only if the task is still scheduled with fewer
 // attempts recorded (not cancelled, moved or finished by a newer attempt
 // meanwhile; landsOn). One write per push fire instead of two. A crash
@@ -87,22 +120,22 @@ const (
 	claimExpired                 // rolling back a lease that ran out
 )
 
-// fireBatchMax bounds the tasks fireMany writes in one store call.
+// fireBatchMax bounds the tasks a fire job writes in one store call.
 const fireBatchMax = 128
 
-// fireMany runs the fire pipeline over taken. The pump took a write slot
-// (e.writing) for the job; fireMany gives it back once its store call
+// fire runs the fire pipeline over taken. The pump took a write slot for
+// the job; fire gives it back (done) once its store call
 // returned, so that the tasks falling due meanwhile gather into the next
 // batch.
-func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken, done func()) {
+func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
 	wrote := sync.OnceFunc(done)
 	defer wrote()
-	taken, ends, again := e.attempts.leasesDue(taken, e.msNow())
-	e.tk.deferAll(again...)
+	taken, ends, again := r.attempts.leasesDue(taken, msNowOf(r.clock))
+	r.tk.deferAll(again...)
 	if len(ends) > 0 {
-		defer func() { wrote(); e.outcomes.add(ctx, ends...) }()
+		defer func() { wrote(); r.outcomes.add(ctx, ends...) }()
 	}
-	fs := e.pace(taken)
+	fs := r.pace(taken)
 	if len(fs) == 0 {
 		return
 	}
@@ -110,24 +143,24 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken, done func())
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	now := e.msNow()
+	now := msNowOf(r.clock)
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
-		return e.look(fs, ts, now)
+	ws, errs := r.writer.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
+		return r.look(fs, ts, now)
 	})
 	wrote()
-	e.claimAll(wctx, fs, ws, errs, now)
-	e.writeRollbacks(wctx, fs, ws, errs, now)
+	r.claimAll(wctx, fs, ws, errs, now)
+	r.writeRollbacks(wctx, fs, ws, errs, now)
 	var mirror []written
 	var push, spent []*task.Task
 	for i := range fs {
-		w, m := e.settleFiring(ctx, &fs[i], ws[i], errs[i])
+		w, m := r.afterFire(ctx, &fs[i], ws[i], errs[i])
 		if m {
 			mirror = append(mirror, w)
 		}
 		if fs[i].v == vPush {
-			t := e.startAttempt(&fs[i], w.t, now)
+			t := r.startAttempt(&fs[i], w.t, now)
 			if t.Attempts > t.Retry.WithDefaults().MaxAttempts && t.Attempts > w.t.Attempts+1 {
 				// The index counted attempts that nodes started and
 				// stopped during, and they were the last.
@@ -137,19 +170,19 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken, done func())
 			push = append(push, t)
 		}
 	}
-	e.wrote(ctx, mirror...)
+	r.writer.wrote(ctx, mirror...)
 	for _, t := range spent {
-		e.apps.release(t.App, t.ID)
-		e.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
+		r.apps.release(t.App, t.ID)
+		r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
 	}
-	e.dispatch.deliverAll(ctx, push)
+	r.deliverAll(ctx, push)
 }
 
 // pace turns taken into firings, once each, leaving out the rated apps'
 // tasks that must wait: in a cluster they queue at their app's gate, which
 // sends them back when the cluster's limits allow; on one node they go back
 // into the wheel at the time their app's rate allows.
-func (e *Engine) pace(taken []sched.Taken) []firing {
+func (r *firer) pace(taken []sched.Taken) []firing {
 	fs := make([]firing, 0, len(taken))
 	seen := make(map[task.ID]bool, len(taken))
 	for _, tk := range taken {
@@ -158,14 +191,14 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 		}
 		seen[tk.ID] = true
 		switch {
-		case !e.apps.isRated(tk.App):
-		case e.cfg.Limiter != nil:
-			if e.apps.enterGate(tk.App, tk.ID) {
+		case !r.apps.isRated(tk.App):
+		case r.gated:
+			if r.apps.enterGate(tk.App, tk.ID) {
 				continue
 			}
 		default:
-			if at := e.apps.preAdmit(tk.App, tk.ID, e.msNow()); !at.IsZero() {
-				e.tk.deferTo(tk.ID, at, tk.App)
+			if at := r.apps.preAdmit(tk.App, tk.ID, msNowOf(r.clock)); !at.IsZero() {
+				r.tk.deferTo(tk.ID, at, tk.App)
 				continue
 			}
 		}
@@ -178,14 +211,14 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 // rows of fs) and returns, per task, nil to store the change decide
 // made or errSkip to leave the row as it is: a push attempt and a rollback
 // waiting for the index's claim are not written here.
-func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
+func (r *firer) look(fs []firing, ts []*task.Task, now time.Time) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
 		f := &fs[i]
 		*f = firing{id: f.id, knownApp: f.knownApp} // the store may run this again
 		if t != nil {
 			f.app = t.App
-			e.decide(f, t, now)
+			r.decide(f, t, now)
 		}
 		if t == nil || f.v != vWrite {
 			errs[i] = errSkip
@@ -197,13 +230,13 @@ func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
 // decide is look's verdict on one task t, due at now, as look read it: it
 // sets f.v, and f.claim when the cluster index must give the task to this
 // node before the change is made.
-func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
+func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 	switch t.State {
 	case task.Scheduled:
 		switch {
 		case t.WakeAt.IsZero() || t.WakeAt.After(now):
 			return // a stale wheel entry: the task moved
-		case e.attempts.underway(t.ID):
+		case r.attempts.underway(t.ID):
 			return // its attempt is under way here; the outcome tracks it again
 		case pastDeadline(t, now):
 			expire(t, now)
@@ -213,10 +246,10 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 			f.v = vWrite
 		case t.Target.Pull != nil:
 			f.pullDue = true
-			if e.memPull() {
-				hold, over := e.holdPull(t)
+			if r.held.mem {
+				hold, over := r.held.hold(t)
 				if hold {
-					f.v = vPull // to the ready queue as read (settleFiring)
+					f.v = vPull // to the ready queue as read (afterFire)
 					return
 				}
 				if !over {
@@ -235,11 +268,11 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 				f.v = vWrite
 			}
 		default:
-			e.decidePush(f, t, now)
+			r.decidePush(f, t, now)
 		}
 	case task.Delivering:
 		switch {
-		case t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot && !e.index.Live(leaseBoot(t.Lease)):
+		case t.Target.Pull == nil && leaseBoot(t.Lease) != r.boot && !r.index.Live(leaseBoot(t.Lease)):
 			// A push attempt of a process that is gone: deliver again now.
 			t.LastError = "interrupted: toc stopped during the delivery"
 			t.Record(now, "interrupted", t.Attempts, t.LastError)
@@ -253,12 +286,12 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 
 // decidePush admits a due push task against its app's limits, before the
 // claim: a task held back must stay claimable by whichever node gets to it.
-func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
+func (r *firer) decidePush(f *firing, t *task.Task, now time.Time) {
 	f.timeout = task.DefaultHTTPTimeout
 	if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 		f.timeout = h.Timeout.Std()
 	}
-	switch adm, at := e.apps.admit(t.App, t.ID, now); adm {
+	switch adm, at := r.apps.admit(t.App, t.ID, now); adm {
 	case admitLater:
 		f.v, f.at = vLater, at
 	case admitPark:
@@ -266,7 +299,7 @@ func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
 	case admitGate:
 		f.v = vGate
 	default:
-		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+e.cfg.LeaseGrace)
+		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+r.leaseGrace)
 	}
 }
 
@@ -277,20 +310,20 @@ func rollBack(t *task.Task, now time.Time) {
 
 // claimAll is the claim step of a fire job, after the store call and
 // outside every lock: each push attempt is reserved in this process (one
-// attempt of a task at a time, see e.out.attempts), then the cluster index
+// attempt of a task at a time, see attempts.go), then the cluster index
 // is asked, in one round trip, for the reserved attempts and the rollbacks.
 // A firing that is not given to this node becomes vLost (another node has
 // it) or, when the attempt is under way here already, vLeave.
-func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+func (r *firer) claimAll(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
 	var which []int
 	for i := range fs {
 		f := &fs[i]
 		switch {
 		case errs[i] != nil && !errors.Is(errs[i], errSkip):
-			continue // settleFiring sees the error
+			continue // afterFire sees the error
 		case f.v == vPush:
-			if !e.attempts.reserve(f.id) {
-				e.apps.release(f.app, f.id) // admitted for an attempt it will not make
+			if !r.attempts.reserve(f.id) {
+				r.apps.release(f.app, f.id) // admitted for an attempt it will not make
 				f.v = vLeave
 				continue
 			}
@@ -302,14 +335,14 @@ func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs [
 	if len(which) == 0 {
 		return
 	}
-	held := e.claim(ctx, ws, which, fs, now)
+	held := r.claim(ctx, ws, which, fs, now)
 	for k, i := range which {
 		if held[k] > 0 {
 			fs[i].n = held[k]
 			continue
 		}
 		if fs[i].v == vPush {
-			e.attempts.unreserve(fs[i].id)
+			r.attempts.unreserve(fs[i].id)
 		}
 		fs[i].v = vLost
 	}
@@ -317,7 +350,7 @@ func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs [
 
 // writeRollbacks writes the rollbacks the index gave to this node, each
 // only if its lease is still the one that ran out.
-func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+func (r *firer) writeRollbacks(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
 	var which []int
 	for i := range fs {
 		if fs[i].v == vRollback {
@@ -332,7 +365,7 @@ func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, 
 	for k, i := range which {
 		ids[k], lease[k] = fs[i].id, ws[i].t.Lease
 	}
-	rws, rerrs := e.updateMany(ctx, ids, fireWrite, func(ts []*task.Task) []error {
+	rws, rerrs := r.writer.updateMany(ctx, ids, fireWrite, func(ts []*task.Task) []error {
 		errs := make([]error, len(ts))
 		for k, t := range ts {
 			if t == nil || t.State != task.Delivering || t.Lease != lease[k] {
@@ -352,54 +385,54 @@ func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, 
 	}
 }
 
-// settleFiring brings the wheel, the limits and the gate in line with what
+// afterFire brings the wheel, the limits and the gate in line with what
 // the store write did for one firing (err: its result). It returns the task as
 // stored (none when there is nothing to go on with), and whether to mirror
 // it to the index.
-func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
+func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
 	id, app := f.id, f.app
 	if f.v == vPull && !errors.Is(err, errSkip) {
-		e.unholdPull(id) // the look's batch failed: not queued
+		r.held.unhold(id) // the look's batch failed: not queued
 		f.v = vLeave
 	}
 	if f.v == vPush && err != nil && !errors.Is(err, errSkip) {
-		e.apps.release(app, id) // admitted, but the task could not be read
-		e.attempts.unreserve(id)
+		r.apps.release(app, id) // admitted, but the task could not be read
+		r.attempts.unreserve(id)
 		f.v = vLeave
 	}
 	if f.v == vLost && f.claim == claimAttempt {
-		e.apps.release(app, id) // admitted, but another node has the task
+		r.apps.release(app, id) // admitted, but another node has the task
 	}
-	if f.v != vPush && e.cfg.Limiter != nil {
-		e.apps.dropGrant(cmp.Or(app, f.knownApp), id)
+	if f.v != vPush && r.gated {
+		r.apps.dropGrant(cmp.Or(app, f.knownApp), id)
 	}
 	if f.v != vPush && f.v != vPark && f.v != vGate && app != "" {
-		defer e.apps.kickParked(app) // took no slot: let a parked task try
+		defer r.apps.kickParked(app) // took no slot: let a parked task try
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		e.tk.untrack(id)
+		r.tk.untrack(id)
 		return written{}, false
 	case errors.Is(err, store.ErrConflict):
-		e.tk.deferTo(id, e.clock.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
+		r.tk.deferTo(id, r.clock.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
 		return written{}, false
 	case err != nil && !errors.Is(err, errSkip):
-		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
-		e.tk.retryLater(id)
+		r.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
+		r.tk.retryLater(id)
 		return written{}, false
 	}
 	switch f.v {
 	case vLater:
-		e.tk.deferTo(id, f.at, app)
+		r.tk.deferTo(id, f.at, app)
 		return written{}, false
 	case vPark:
 		return written{}, false // release enqueues it when a slot frees
 	case vGate:
-		e.apps.enterGate(app, id)
+		r.apps.enterGate(app, id)
 		return written{}, false
 	case vLost:
 		// Another node has it; what it writes comes back through the index.
-		e.tk.untrack(id)
+		r.tk.untrack(id)
 		return written{}, false
 	}
 	t := w.t
@@ -407,8 +440,8 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		return written{}, false
 	}
 	if f.pullDue {
-		e.tclock.fired.Add(1)
-		defer e.notifyPull(t.App)
+		r.fired.Add(1)
+		defer r.waiters.due(t.App)
 	}
 	switch {
 	case f.v == vPush:
@@ -418,7 +451,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 	case f.v == vPull:
 		// Nothing was written: the task waits in its app's ready queue
 		// as read, and the wheel keeps only its deadline (pull.go).
-		e.queuePull(t)
+		r.held.queue(t)
 		return written{}, false
 	case f.v == vWrite:
 		return w, true
@@ -428,7 +461,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		// finished): correct the index, or the entry stays for good (on
 		// one node: it leaves the wheel).
 		return w, true
-	case e.attempts.underway(id) || e.queuedPull(id):
+	case r.attempts.underway(id) || r.held.queued(id):
 		// Its attempt is under way here, and its outcome tracks it again;
 		// or it waits in a ready queue for a claim (pull.go).
 		// Tracked now, the row (still due: the attempt is not stored)
@@ -438,7 +471,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		// TestHangingAppDoesNotDelayOthers on fake time).
 		return written{}, false
 	default:
-		e.writer.track(w)
+		r.writer.track(w)
 		return written{}, false
 	}
 }
@@ -465,7 +498,7 @@ var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 // attempt's number. A failing index does not stop delivery: the fenced
 // outcome write keeps a stale attempt from overwriting a newer one, and the
 // index only spares nodes duplicate work.
-func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []int {
+func (r *firer) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []int {
 	held := make([]int, len(which))
 	byStore := func() []int {
 		for k, i := range which {
@@ -478,9 +511,9 @@ func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firi
 	for k, i := range which {
 		claim[k], until[k] = ws[i].t, fs[i].until
 	}
-	got, err := e.index.Claim(ctx, claim, until, now)
+	got, err := r.index.Claim(ctx, claim, until, now)
 	if err != nil {
-		e.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(claim)), slog.String("error", err.Error()))
+		r.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(claim)), slog.String("error", err.Error()))
 		return byStore()
 	}
 	return got
@@ -494,28 +527,28 @@ func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firi
 // copy as read, kept unchanged until the outcome (attempt), and the
 // attempt's task is never changed either, so a deep copy per fire would
 // only copy bytes. Its history is its own, with room for the attempt.
-func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
+func (r *firer) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
 	t := new(task.Task)
 	*t = *base
 	t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
 	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
-	startAttempt(t, now, f.timeout+e.cfg.LeaseGrace, e.boot)
-	e.attempts.put(f.id, &attempt{base: base, t: t})
-	e.tclock.fired.Add(1)
+	startAttempt(t, now, f.timeout+r.leaseGrace, r.boot)
+	r.attempts.put(f.id, &attempt{base: base, t: t})
+	r.fired.Add(1)
 	return t
 }
 
 // deliver runs one push attempt of t, which holds a fresh lease, and has
-// the outcome recorded under that lease (settleOutcome).
-func (e *Engine) deliver(ctx context.Context, t *task.Task) {
+// the outcome recorded under that lease (outcomes.add).
+func (r *firer) deliver(ctx context.Context, t *task.Task) {
 	kind := t.Target.Kind()
 	start := time.Now() // the wall clock: took is a duration for metrics
-	if h := e.cfg.Hooks.AttemptStarted; h != nil {
-		h(t.App, kind, e.clock.Now().Sub(t.NextAttemptAt))
+	if h := r.hooks.AttemptStarted; h != nil {
+		h(t.App, kind, r.clock.Now().Sub(t.NextAttemptAt))
 	}
-	s := e.cfg.Sinks[kind]
+	s := r.sinks[kind]
 	if ctx.Err() == nil {
-		e.noteAttempts(ctx, t) // counted from here on, even if toc dies during it
+		r.note(ctx, t) // counted from here on, even if toc dies during it
 	}
 	dctx, span := telemetry.StartDeliver(ctx, t, start) // the attempt's span: ctx and nil when tracing is off
 	var derr error
@@ -524,47 +557,14 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 	} else {
 		derr = s.Deliver(dctx, t)
 	}
-	if h := e.cfg.Hooks.AttemptEnded; h != nil {
+	if h := r.hooks.AttemptEnded; h != nil {
 		h(t.App, kind, time.Since(start), derr)
 	}
 	released := derr != nil && ctx.Err() != nil // shutting down: not the receiver's fault
 	telemetry.EndDeliver(span, t, derr, released)
 	// The delivery is over: its in-flight slot goes to the next one now,
 	// not once the outcome is stored (which waits for a batch). The task
-	// itself stays under way until then (e.out.attempts).
-	e.apps.release(t.App, t.ID)
-	e.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, err: derr, released: released})
-}
-
-// notifyPull wakes the claims waiting on app, on every node.
-func (e *Engine) notifyPull(app string) {
-	e.notifyLocal(app)
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	e.index.PullDue(ctx, app)
-}
-
-// notifyLocal wakes this process's claims waiting on app.
-func (e *Engine) notifyLocal(app string) {
-	e.mu.Lock()
-	ch, ok := e.mu.waiters[app]
-	if ok {
-		delete(e.mu.waiters, app)
-	}
-	e.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-// pullWaiter returns a channel closed at the next notifyPull(app).
-func (e *Engine) pullWaiter(app string) <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ch, ok := e.mu.waiters[app]
-	if !ok {
-		ch = make(chan struct{})
-		e.mu.waiters[app] = ch
-	}
-	return ch
+	// itself stays under way until then (attempts.go).
+	r.apps.release(t.App, t.ID)
+	r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, err: derr, released: released})
 }
