@@ -232,7 +232,7 @@ func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	if p.MaxInFlight <= 0 {
 		p.MaxInFlight = e.apps.defShare
 	}
-	if e.cfg.Limiter == nil {
+	if e.apps.limiter == nil {
 		p.MaxInFlight = min(p.MaxInFlight, e.apps.maxShare) // in a cluster it holds across the nodes
 	}
 	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
@@ -307,6 +307,18 @@ func (a *apps) isRated(app string) bool {
 		return v
 	}
 	return r.all
+}
+
+// pace paces a rated app's due task before its store read: in a cluster
+// (a Limiter) it queues at the app's gate (gated: it leaves the fire job,
+// and the gate sends it back when the cluster's limits allow); on one node
+// it takes a rate reservation, and at is when it may come back (zero: go
+// on now).
+func (a *apps) pace(app string, id task.ID, now time.Time) (gated bool, at time.Time) {
+	if a.limiter != nil {
+		return a.enterGate(app, id), time.Time{}
+	}
+	return false, a.preAdmit(app, id, now)
 }
 
 // preAdmit paces a rate-limited app's due tasks before their store read, on

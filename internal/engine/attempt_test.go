@@ -196,7 +196,7 @@ func TestOutcomeFenced(t *testing.T) {
 		{"moved", func(t *task.Task, now time.Time) {
 			due := now.Add(time.Hour)
 			t.DueAt = due
-			schedule(t, due, now)
+			requeue(t, due, now)
 		}, task.Scheduled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,12 +6,39 @@
 //
 // The store holds every task and orders the live ones by WakeAt, the next
 // instant the engine must look at them (a due attempt, a deadline, the end of
-// a lease). The loader reads that order from a cursor into the wheel, a
-// window (Config.Window) at a time, so memory holds only what is due soon.
-// The wheel tells the run loop the next instant anything is due; the run loop
-// sleeps on one timer until then. A task created or rescheduled inside the
+// a lease). The loader reads that order (the index's: the store's on one
+// node, the node's slots of the cluster index in a cluster) from a cursor
+// into the wheel, a window (Config.Window) at a time, so memory holds only
+// what is due soon. The wheel tells the timekeeper's run loop the next
+// instant anything is due; the run loop sleeps on one timer until then. A task created or rescheduled inside the
 // loaded window goes straight into the wheel; there is no polling interval
 // anywhere between a due time and its delivery.
+//
+// # Services
+//
+// The Engine is a façade: New wires a few services, each a type of its own
+// in its own file with its own lock if it has state, and Start and Stop
+// start and stop them in order. The API's files call them.
+//   - timekeeper (timekeeper.go): the scheduling core (package sched) and
+//     its run loop, which moves what falls due into the ready queues;
+//   - loader (loader.go): fills the wheel from the index's wake order;
+//   - dispatcher (dispatcher.go): the workers, the pump that hands them
+//     ready tasks in batches, the push attempts waiting for a worker;
+//   - firer (fire.go): the fire pipeline over a batch, and the deliveries;
+//   - attempts (attempts.go): the attempts under way in this process;
+//   - outcomes (outcomes.go): the group commit of the attempts' outcomes;
+//   - held and waiters (pull.go, waiters.go): the pull tasks held in
+//     memory, and the leases waiting for them;
+//   - writer (writer.go): writes tasks and has the others follow (the
+//     index's mirror, the wheel);
+//   - apps (apps.go, gate.go): admission, the apps' policies and limits;
+//   - sweeper (sweeper.go), attemptLog (attemptlog.go) and testClock
+//     (testclock.go).
+//
+// One mode, two indexes: the cluster's (Config.Index) or, on one node,
+// the local one (localindex.go); the services run the same over either.
+// New chooses, in one place, the few settings that follow from the mode
+// but are not the index's to answer (see New).
 //
 // # Invariant
 //
@@ -19,24 +46,32 @@
 // or before its WakeAt: an entry may fire early and find the task moved,
 // never late), in a ready queue, or being handled by a worker. Tasks
 // after the cursor are only in the store. Anything written to the store
-// reaches the wheel through track; package sched keeps the invariant
-// against concurrent scans and copies tracked out of order, and its model
-// test (FuzzCore) checks it.
+// reaches the wheel through the writer's track; package sched keeps the
+// invariant against concurrent scans and copies tracked out of order, and
+// its model test (FuzzCore) checks it.
 //
 // # Locks
 //
-// Four mutexes, none ever held while another is taken, so there is no lock
-// order to keep:
-//   - e.mu guards the scheduling core (package sched: the wheel, the cursor
-//     and the per-app ready queues) and the pull waiters;
-//   - e.apps.mu guards the apps' policies, rate reservations, in-flight
+// Each service's lock guards its own state, and only one lock order is
+// kept: held.mu before attempts.mu (a pull task moves from its ready queue
+// to a lease, and is looked for in both, atomically). No other lock is
+// ever held while another is taken.
+//   - timekeeper.mu guards the scheduling core (the wheel, the cursor and
+//     the per-app ready queues);
+//   - attempts.mu guards the attempts under way: push attempts from their
+//     reservation to their outcome's write, pull tasks leased in memory;
+//   - outcomes.mu guards the outcomes waiting for their group commit and
+//     its writers (it reads the attempts' count atomically, not under
+//     attempts.mu);
+//   - held.mu guards the pull tasks held in memory: due and queued, or
+//     about to be (pull.go);
+//   - dispatcher.mu guards the push attempts waiting for a worker;
+//   - waiters.mu guards the leases waiting for pull tasks;
+//   - apps.mu guards the apps' policies, rate reservations, in-flight
 //     counts, parked tasks and gates (apps.go, gate.go);
-//   - e.out guards the push attempts under way in this process, those
-//     waiting for a worker (waiting.go) and their outcomes waiting to be
-//     stored (fire.go), and the pull tasks held in this process: due and
-//     waiting for a claim, or claimed under a lease (pull.go);
 //   - e.creates guards the creates gathering into the next group-committed
-//     store write (creates.go).
+//     store write (creates.go);
+//   - e.mu guards only whether the engine started and is stopping.
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
@@ -362,7 +397,6 @@ func New(cfg Config) (*Engine, error) {
 		log:        cfg.Logger,
 		boot:       e.boot,
 		leaseGrace: cfg.LeaseGrace,
-		gated:      cfg.Limiter != nil,
 		note:       e.alog.note,
 	}
 	e.dispatch = newDispatcher(dispatcherParams{
@@ -403,6 +437,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: already started")
 	}
 	e.mu.Unlock()
+	// Start order: the timekeeper's core first (the recovery scan queues
+	// into it); the recovery of deliveries a previous process left under
+	// way and the attempt log's count of its unfinished attempts before
+	// anything fires; then the workers' and the gates' contexts; then the
+	// loops.
 	e.tk.start(now)
 	e.startedAt = now.UTC().Truncate(time.Millisecond)
 
@@ -419,9 +458,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.mu.started = true
 	e.mu.Unlock()
-	e.apps.mu.Lock()
-	e.apps.ctx = loopCtx // the gates' (gate.go)
-	e.apps.mu.Unlock()
+	e.apps.start(loopCtx)
 
 	// The loops, each a service's run: the timekeeper fires what falls
 	// due into the ready queues, the loader fills the wheel, the
@@ -444,8 +481,10 @@ func (e *Engine) Start(ctx context.Context) error {
 // than once and before Start. When ctx ended before the deliveries did, the
 // engine is stopped all the same and the error (wrapping ctx's) says so.
 //
-// Shutdown order: loops first (nothing new fires), then workers (in-flight
-// attempts finish or are released), so the store is still open for both.
+// Shutdown order: the loops first (nothing new fires), then the apps'
+// gates (nothing is let through), then the dispatcher's workers (in-flight
+// attempts finish or are released, and their outcomes are written), so
+// the store is still open for all.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.mu.started || e.mu.stopping {
@@ -459,10 +498,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	e.cancel()
 	e.loops.Wait()
-	e.apps.mu.Lock()
-	e.apps.closed = true // no gate starts from here on
-	e.apps.mu.Unlock()
-	e.apps.gates.Wait()
+	e.apps.stop()
 	return e.dispatch.stop(ctx) // the workers: attempts under way finish, or are released when ctx ends
 }
 

@@ -39,10 +39,6 @@ type firer struct {
 	log        *slog.Logger
 	boot       string
 	leaseGrace time.Duration
-	// gated: the apps' limits hold across a cluster (Config.Limiter), and
-	// a rated app's tasks queue at its gate before their store read
-	// instead of waiting in the wheel for their rate (see gate.go).
-	gated      bool
 	deliverAll func(ctx context.Context, ts []*task.Task)  // the dispatcher's
 	note       func(ctx context.Context, ts ...*task.Task) // the attempt log's
 	fired      *atomic.Int64                               // push attempts started and pull tasks fallen due (testclock.go)
@@ -190,14 +186,11 @@ func (r *firer) pace(taken []sched.Taken) []firing {
 			continue // fired twice at once: the first look decides for both
 		}
 		seen[tk.ID] = true
-		switch {
-		case !r.apps.isRated(tk.App):
-		case r.gated:
-			if r.apps.enterGate(tk.App, tk.ID) {
+		if r.apps.isRated(tk.App) {
+			switch gated, at := r.apps.pace(tk.App, tk.ID, msNowOf(r.clock)); {
+			case gated:
 				continue
-			}
-		default:
-			if at := r.apps.preAdmit(tk.App, tk.ID, msNowOf(r.clock)); !at.IsZero() {
+			case !at.IsZero():
 				r.tk.deferTo(tk.ID, at, tk.App)
 				continue
 			}
@@ -276,7 +269,7 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 			// A push attempt of a process that is gone: deliver again now.
 			t.LastError = "interrupted: toc stopped during the delivery"
 			t.Record(now, "interrupted", t.Attempts, t.LastError)
-			schedule(t, now, now)
+			requeue(t, now, now)
 			f.v = vWrite
 		case t.LeaseExpiresAt != nil && !t.LeaseExpiresAt.After(now):
 			f.v, f.claim, f.until = vRollback, claimExpired, now.Add(time.Minute)
@@ -403,7 +396,7 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 	if f.v == vLost && f.claim == claimAttempt {
 		r.apps.release(app, id) // admitted, but another node has the task
 	}
-	if f.v != vPush && r.gated {
+	if f.v != vPush {
 		r.apps.dropGrant(cmp.Or(app, f.knownApp), id)
 	}
 	if f.v != vPush && f.v != vPark && f.v != vGate && app != "" {

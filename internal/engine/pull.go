@@ -24,7 +24,7 @@ import (
 // counts it (attemptlog.go), and a wheel entry at the lease's end rolls it
 // back as a failed attempt (pullLeasesDue) when no ack came. An ack or a
 // nack is the attempt's outcome, written once over the task as stored, in
-// the outcome group commit (settleOutcome), synced, and answered once it is
+// the outcome group commit (outcomes.go), synced, and answered once it is
 // stored. One durable write per pull task delivered.
 //
 // The store keeps the task scheduled and due meanwhile, so a process that
@@ -80,7 +80,7 @@ type heldState struct {
 	// queued is the tasks in queues, by id.
 	queued map[task.ID]*task.Task
 	// holding is the tasks that a fire job's look decided to queue and
-	// that settleFiring has not queued yet: it keeps a store claim from
+	// that afterFire has not queued yet: it keeps a store claim from
 	// leasing them meanwhile.
 	holding map[task.ID]*pullHold
 	perApp  map[string]int  // held (holding, queued and leased), per app
@@ -88,7 +88,7 @@ type heldState struct {
 }
 
 // pullHold is a task of pullHeld.holding: its app, and how many fire jobs'
-// looks hold it (two jobs that fired it at once: the first to settle
+// looks hold it (two jobs that fired it at once: the first to finish
 // queues it; one that failed lets go of its hold only).
 type pullHold struct {
 	app string
@@ -122,7 +122,7 @@ func (e *Engine) memPull() bool { return e.held.mem }
 
 // holdPull is the look's decision on a due pull task t, under its row lock:
 // true when it goes to the ready queue (a placeholder marks it until
-// settleFiring queues it); false when it is queued or leased already
+// afterFire queues it); false when it is queued or leased already
 // (leave: nothing to write), or when the process holds pullHoldMax pull
 // tasks (over says so: it is written waiting, as in a cluster).
 func (h *held) hold(t *task.Task) (hold, over bool) {

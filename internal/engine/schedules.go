@@ -976,7 +976,7 @@ func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.C
 			t.ScheduleID = s.ID
 			t.Attempts, t.LastError = 0, ""
 			e.applyTemplate(t, s, due, now)
-			schedule(t, due, now)
+			requeue(t, due, now)
 			t.Record(now, "rescheduled", 0, "")
 		default:
 			return errSkip

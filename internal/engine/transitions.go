@@ -58,8 +58,8 @@ func expire(t *task.Task, now time.Time) {
 	finish(t, task.Expired, now)
 }
 
-// schedule puts t back to scheduled for an attempt at next.
-func schedule(t *task.Task, next, now time.Time) {
+// requeue puts t back to scheduled for an attempt at next.
+func requeue(t *task.Task, next, now time.Time) {
 	t.State = task.Scheduled
 	t.Lease = ""
 	t.LeaseExpiresAt = nil
@@ -97,7 +97,7 @@ func failAttempt(t *task.Task, now time.Time, msg string, retryIn *time.Duration
 	if retryIn != nil {
 		d = *retryIn
 	}
-	schedule(t, task.Ms(now.Add(d)), now)
+	requeue(t, task.Ms(now.Add(d)), now)
 }
 
 // backoff returns the delay after the n-th failed attempt: min·2^(n-1)
@@ -148,7 +148,7 @@ func retry(t *task.Task, now time.Time) {
 	t.Attempts = 0
 	t.Deadline = nil
 	t.Record(now, "retried", 0, "")
-	schedule(t, now, now)
+	requeue(t, now, now)
 }
 
 func msNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
