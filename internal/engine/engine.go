@@ -259,7 +259,7 @@ type Engine struct {
 	boot  string // this process's part of lease tokens
 	apps  *apps  // per-app policies and limits (admission)
 
-	index  Index       // Config.Index, or the local one (localindex.go)
+	index  engIdx      // Config.Index (clusterindex.go), or the local one (localindex.go)
 	tk     *timekeeper // the scheduling core (timekeeper.go)
 	writer *writer     // writes tasks and has the engine follow (writer.go)
 
@@ -303,8 +303,6 @@ type Engine struct {
 	held    *held    // pull tasks held in this process (pull.go)
 	waiters *waiters // leases waiting for pull tasks (waiters.go)
 
-	alog *attemptLog // counts attempts as they start, on one node (attemptlog.go)
-
 	cancel context.CancelFunc // stops the loops
 	loops  sync.WaitGroup     // run, load, pump, sweep and schedule loops
 }
@@ -328,26 +326,24 @@ func New(cfg Config) (*Engine, error) {
 		e.creates.maxWriters = cw.CreateWriters()
 	}
 	e.schedKick = make(chan struct{}, 1)
-	// The one place the mode is chosen: a cluster's index, or the local
-	// one; the services run the same either way, but for what follows
-	// from the index here. On one node there is no round trip to gather
-	// fire batches for (gather); the attempt log numbers the attempts
-	// that a cluster's index numbers (attemptlog.go); and the deliveries
-	// a previous process left under way are found by a scan at start
-	// (recoverAtStart), where a cluster's Live tells whose leases are
-	// orphaned.
-	e.index = cfg.Index
-	gather, recoverAtStart, memPull := fireGather, false, false
-	var alog store.AttemptLog
-	if e.index == nil {
-		e.index, gather, recoverAtStart, memPull = &localIndex{store: cfg.Store, boot: e.boot}, 0, true, true
-		alog, _ = store.As[store.AttemptLog](cfg.Store)
-	}
 	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
 	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
 	e.attempts = newAttempts()
-	e.alog = &attemptLog{alog: alog, store: cfg.Store, attempts: e.attempts, log: cfg.Logger}
-	e.alog.errs.Every = noteErrorsEvery
+	// The one place the mode is chosen: a cluster's index, or the local
+	// one (with the store's attempt log, which numbers the attempts a
+	// cluster's index numbers); the services run the same over either.
+	// One thing follows from the mode outside the index: on one node pull
+	// tasks are held in memory from their due time to their ack (memPull,
+	// pull.go); in a cluster every node must see them in the store.
+	memPull := cfg.Index == nil
+	if cfg.Index != nil {
+		e.index = clusterIndex{cfg.Index}
+	} else {
+		alog, _ := store.As[store.AttemptLog](cfg.Store)
+		l := &attemptLog{alog: alog, store: cfg.Store, attempts: e.attempts, log: cfg.Logger}
+		l.errs.Every = noteErrorsEvery
+		e.index = &localIndex{store: cfg.Store, boot: e.boot, alog: l, enqueue: e.tk.enqueue, leaseGrace: cfg.LeaseGrace, log: cfg.Logger}
+	}
 	e.waiters = newWaiters(e.index)
 	e.held = &held{
 		attempts: e.attempts,
@@ -357,7 +353,7 @@ func New(cfg Config) (*Engine, error) {
 		max:      pullHoldMax(cfg.MaxLoaded),
 		mem:      memPull,
 		started:  cfg.Hooks.AttemptStarted,
-		note:     e.alog.note,
+		note:     e.index.noteAttempts,
 		workCtx:  func() context.Context { return e.dispatch.workCtx },
 	}
 	e.held.mu.init()
@@ -397,17 +393,17 @@ func New(cfg Config) (*Engine, error) {
 		log:        cfg.Logger,
 		boot:       e.boot,
 		leaseGrace: cfg.LeaseGrace,
-		note:       e.alog.note,
+		note:       e.index.noteAttempts,
 	}
 	e.dispatch = newDispatcher(dispatcherParams{
 		MaxInFlight: cfg.MaxInFlight,
-		Gather:      gather,
+		Gather:      e.index.fireGather(),
 		Timekeeper:  e.tk,
 		Fire:        e.firer.fire,
 		Deliver:     e.firer.deliver,
 	})
 	e.firer.deliverAll = e.dispatch.deliverAll
-	e.loader = &loader{tk: e.tk, index: e.index, clock: cfg.Clock, window: cfg.Window, leaseGrace: cfg.LeaseGrace, log: cfg.Logger, recoverAtStart: recoverAtStart}
+	e.loader = &loader{tk: e.tk, index: e.index, clock: cfg.Clock, window: cfg.Window, log: cfg.Logger}
 	e.sweeper = &sweeper{store: cfg.Store, clock: cfg.Clock, retention: cfg.Retention, log: cfg.Logger}
 	e.tclock = &testClock{
 		clock:     cfg.Clock,
@@ -437,18 +433,15 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: already started")
 	}
 	e.mu.Unlock()
-	// Start order: the timekeeper's core first (the recovery scan queues
-	// into it); the recovery of deliveries a previous process left under
-	// way and the attempt log's count of its unfinished attempts before
-	// anything fires; then the workers' and the gates' contexts; then the
-	// loops.
+	// Start order: the timekeeper's core first (the index's start may
+	// queue into it); the index's start (on one node: the recovery of
+	// deliveries a previous process left under way and the attempt log's
+	// count of its unfinished attempts) before anything fires; then the
+	// workers' and the gates' contexts; then the loops.
 	e.tk.start(now)
 	e.startedAt = now.UTC().Truncate(time.Millisecond)
 
-	if err := e.loader.recover(ctx, now); err != nil {
-		return err
-	}
-	if err := e.alog.countInterrupted(ctx, now); err != nil {
+	if err := e.index.start(ctx, now); err != nil {
 		return err
 	}
 

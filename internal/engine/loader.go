@@ -9,7 +9,6 @@ import (
 	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/store"
-	"github.com/toc-dev/toc/task"
 )
 
 // loader keeps the wheel filled up to now+Window from the index's wake
@@ -18,16 +17,11 @@ import (
 // or when the timekeeper says room freed up or a rescan is due. It has no
 // state of its own: the cursor is the timekeeper's.
 type loader struct {
-	tk         *timekeeper
-	index      Index
-	clock      clock.Clock
-	window     time.Duration
-	leaseGrace time.Duration
-	log        *slog.Logger
-	// recoverAtStart: recover scans for the deliveries a previous process
-	// left under way (one node). In a cluster Live tells whose leases are
-	// orphaned, and the slots' owners roll them back.
-	recoverAtStart bool
+	tk     *timekeeper
+	index  Index
+	clock  clock.Clock
+	window time.Duration
+	log    *slog.Logger
 }
 
 // run loads until ctx ends (the engine's loop group owns it).
@@ -80,36 +74,4 @@ func (l *loader) load(ctx context.Context) error {
 			return nil
 		}
 	}
-}
-
-// recover queues push deliveries that a previous process had under way:
-// their leases name a boot that is gone, so nobody will finish them. The
-// firer rolls them back and delivers them again (at-least-once).
-func (l *loader) recover(ctx context.Context, now time.Time) error {
-	if !l.recoverAtStart {
-		return nil
-	}
-	until := now.Add(task.MaxHTTPTimeout + l.leaseGrace + time.Second)
-	var after store.Cursor
-	n := 0
-	for {
-		ws, err := l.index.Wakeups(ctx, after, until, 1000)
-		if err != nil {
-			return fmt.Errorf("recover interrupted deliveries: %w", err)
-		}
-		for _, w := range ws {
-			if w.State == task.Delivering && w.Kind != "pull" {
-				l.tk.enqueue(w.App, w.ID)
-				n++
-			}
-		}
-		if len(ws) < 1000 {
-			break
-		}
-		after = store.Cursor{At: ws[len(ws)-1].At, ID: ws[len(ws)-1].ID}
-	}
-	if n > 0 {
-		l.log.InfoContext(ctx, "redelivering tasks interrupted by a restart", slog.Int("tasks", n))
-	}
-	return nil
 }
