@@ -37,7 +37,7 @@ import (
 //     (Index.Claim, one counter per task in Redis).
 //
 // Either way an attempt has its number from its start (firing.n), and its
-// outcome is fenced by it (storeOutcomes).
+// outcome is fenced by it (outcomes.write).
 
 // attemptLog counts the attempts as they start, on one node (the cluster's
 // index numbers them in a cluster: its log is nil there, and so when the

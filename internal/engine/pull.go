@@ -18,11 +18,11 @@ import (
 // On a single node (no cluster index) a pull task that falls due is not
 // written: the fire job's look reads it (one read, with the batch it fires
 // in) and puts the task as read in its app's ready queue in this process
-// (e.out.pull). A claim takes from that queue, without a store read, and
+// (held). A claim takes from that queue, without a store read, and
 // leases in memory, like a push attempt (fire.go): the attempt lives in
-// e.out.attempts, Get shows the task delivering from there, the attempt log
+// the attempts under way (attempts.go), Get shows the task delivering from there, the attempt log
 // counts it (attemptlog.go), and a wheel entry at the lease's end rolls it
-// back as a failed attempt (pullLeasesDue) when no ack came. An ack or a
+// back as a failed attempt (attempts.leasesDue) when no ack came. An ack or a
 // nack is the attempt's outcome, written once over the task as stored, in
 // the outcome group commit (outcomes.go), synced, and answered once it is
 // stored. One durable write per pull task delivered.
@@ -120,7 +120,7 @@ const storeClaimEvery = time.Second
 // memPull reports whether pull tasks are held in memory: on a single node.
 func (e *Engine) memPull() bool { return e.held.mem }
 
-// holdPull is the look's decision on a due pull task t, under its row lock:
+// hold is the look's decision on a due pull task t, under its row lock:
 // true when it goes to the ready queue (a placeholder marks it until
 // afterFire queues it); false when it is queued or leased already
 // (leave: nothing to write), or when the process holds pullHoldMax pull
@@ -149,9 +149,9 @@ func (h *held) hold(t *task.Task) (hold, over bool) {
 	return true, false
 }
 
-// queuePull puts t, a due pull task as the fire job read it, in its app's
+// queue puts t, a due pull task as the fire job read it, in its app's
 // ready queue, unless its placeholder was dropped meanwhile (a write of the
-// task: dropQueued) or it is queued already.
+// task: drop) or it is queued already.
 func (h *held) queue(t *task.Task) {
 	h.mu.Lock()
 	p := &h.mu.heldState
@@ -168,7 +168,7 @@ func (h *held) queue(t *task.Task) {
 	}
 }
 
-// unholdPull drops the placeholder of a look whose fire job failed.
+// unhold drops the placeholder of a look whose fire job failed.
 func (h *held) unhold(id task.ID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -180,7 +180,7 @@ func (h *held) unhold(id task.ID) {
 	}
 }
 
-// dropQueued drops id from the ready queue (its entry there goes stale):
+// drop drops id from the ready queue (its entry there goes stale):
 // the task was written, so the copy queued is out of date. If it is still
 // due, the write tracked it into the wheel, which fires it into the queue
 // again, read afresh.
@@ -205,7 +205,7 @@ func (p *heldState) unref(app string) {
 	}
 }
 
-// queuedPull reports whether id is in the ready queue (or about to be).
+// queued reports whether id is in the ready queue (or about to be).
 func (h *held) queued(id task.ID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -214,7 +214,7 @@ func (h *held) queued(id task.ID) bool {
 	return ok || holding
 }
 
-// heldPull reports whether id is queued or leased in this process.
+// has reports whether id is queued or leased in this process.
 func (h *held) has(id task.ID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -244,7 +244,7 @@ func (h *held) notHeld(ids []task.ID) []task.ID {
 	return out
 }
 
-// claimQueued takes up to p.Max tasks from app's ready queue and leases
+// lease takes up to p.Max tasks from app's ready queue and leases
 // them in memory, each until now+p.Lease.
 func (x *held) lease(ctx context.Context, app string, p ClaimParams) []*task.Task {
 	now := msNowOf(x.clock)
