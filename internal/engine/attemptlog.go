@@ -56,7 +56,7 @@ type attemptLog struct {
 // (20 bytes each in pebblestore).
 var attemptLogMax int64 = 50_000 // a test lowers it
 
-// noteAttempts appends the attempts ts (about to be sent) to the attempt
+// note appends the attempts ts (about to be sent) to the attempt
 // log, or starts the log over with the attempts under way when it is long
 // enough. A failure is logged: the attempts go ahead, and only their
 // numbers may repeat after a crash.

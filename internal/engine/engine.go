@@ -353,7 +353,7 @@ func New(cfg Config) (*Engine, error) {
 		max:      pullHoldMax(cfg.MaxLoaded),
 		mem:      memPull,
 		started:  cfg.Hooks.AttemptStarted,
-		note:     e.index.noteAttempts,
+		alog:     e.index.attemptLog(),
 		workCtx:  func() context.Context { return e.dispatch.workCtx },
 	}
 	e.held.mu.init()
@@ -393,7 +393,7 @@ func New(cfg Config) (*Engine, error) {
 		log:        cfg.Logger,
 		boot:       e.boot,
 		leaseGrace: cfg.LeaseGrace,
-		note:       e.index.noteAttempts,
+		alog:       e.index.attemptLog(),
 	}
 	e.dispatch = newDispatcher(dispatcherParams{
 		MaxInFlight: cfg.MaxInFlight,

@@ -32,16 +32,16 @@ type firer struct {
 	held       *held
 	waiters    *waiters
 	writer     *writer
-	index      Index
+	index      engIdx
 	sinks      map[string]sink.Sink
 	hooks      Hooks
 	clock      clock.Clock
 	log        *slog.Logger
 	boot       string
 	leaseGrace time.Duration
-	deliverAll func(ctx context.Context, ts []*task.Task)  // the dispatcher's
-	note       func(ctx context.Context, ts ...*task.Task) // the attempt log's
-	fired      *atomic.Int64                               // push attempts started and pull tasks fallen due (testclock.go)
+	deliverAll func(ctx context.Context, ts []*task.Task) // the dispatcher's
+	alog       *attemptLog                                // the index's (a direct call: no variadic slice per delivery)
+	fired      *atomic.Int64                              // push attempts started and pull tasks fallen due (testclock.go)
 }
 
 // A fire job is a pipeline over the tasks the wheel says are due:
@@ -492,24 +492,23 @@ var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 // outcome write keeps a stale attempt from overwriting a newer one, and the
 // index only spares nodes duplicate work.
 func (r *firer) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []int {
+	got, err := r.index.claimBatch(ctx, ws, which, fs, now)
+	if err == nil {
+		return got
+	}
+	r.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(which)), slog.String("error", err.Error()))
+	return byStore(ws, which)
+}
+
+// byStore numbers the attempts of the tasks ws[i].t of the indexes in which
+// as the store has them: one more than the attempts stored (one attempt of
+// a task at a time: attempts.reserve).
+func byStore(ws []written, which []int) []int {
 	held := make([]int, len(which))
-	byStore := func() []int {
-		for k, i := range which {
-			held[k] = ws[i].t.Attempts + 1 // one attempt of a task at a time (reserve)
-		}
-		return held
-	}
-	claim := make([]*task.Task, len(which))
-	until := make([]time.Time, len(which))
 	for k, i := range which {
-		claim[k], until[k] = ws[i].t, fs[i].until
+		held[k] = ws[i].t.Attempts + 1
 	}
-	got, err := r.index.Claim(ctx, claim, until, now)
-	if err != nil {
-		r.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(claim)), slog.String("error", err.Error()))
-		return byStore()
-	}
-	return got
+	return held
 }
 
 // startAttempt starts the push attempt f reserved, on base, the task as
@@ -541,7 +540,7 @@ func (r *firer) deliver(ctx context.Context, t *task.Task) {
 	}
 	s := r.sinks[kind]
 	if ctx.Err() == nil {
-		r.note(ctx, t) // counted from here on, even if toc dies during it
+		r.alog.note(ctx, t) // counted from here on, even if toc dies during it
 	}
 	dctx, span := telemetry.StartDeliver(ctx, t, start) // the attempt's span: ctx and nil when tracing is off
 	var derr error

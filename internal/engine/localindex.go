@@ -26,7 +26,7 @@ import (
 //   - Watches is true for every task.
 //   - PullDue has no other node to tell.
 //   - start queues the push deliveries a previous process left under way
-//     and counts its unfinished attempts; noteAttempts notes each attempt
+//     and counts its unfinished attempts; its attemptLog notes each attempt
 //     in the attempt log as it starts; no fire batch gathers (fireGather).
 type localIndex struct {
 	store      store.Store
@@ -63,7 +63,16 @@ func (x *localIndex) PullDue(context.Context, string) {}
 
 func (x *localIndex) fireGather() time.Duration { return 0 }
 
-func (x *localIndex) noteAttempts(ctx context.Context, ts ...*task.Task) { x.alog.note(ctx, ts...) }
+func (x *localIndex) claimBatch(_ context.Context, ws []written, which []int, _ []firing, _ time.Time) ([]int, error) {
+	return byStore(ws, which), nil
+}
+
+func (x *localIndex) mirror(context.Context, []written) error { return nil }
+func (x *localIndex) mirrorEnded(context.Context, []written, []written, []*task.Task) error {
+	return nil
+}
+
+func (x *localIndex) attemptLog() *attemptLog { return x.alog }
 
 // start recovers the push deliveries a previous process left under way,
 // then counts the attempts it started and did not finish.

@@ -26,7 +26,7 @@ import (
 type outcomes struct {
 	attempts    *attempts
 	writer      *writer
-	index       Index
+	index       engIdx
 	tk          *timekeeper
 	clock       clock.Clock
 	log         *slog.Logger
@@ -448,20 +448,9 @@ func firstFull(errs []error) int {
 // tasks of attempts cut short (as stored: due). A cluster's index holds
 // the members of all three in their PrepareQueue, where the claim put them.
 func (x *outcomes) mirror(ctx context.Context, stored, moved []written, released []*task.Task) {
-	ts := make([]*task.Task, 0, len(stored)+len(moved)+len(released))
-	for _, w := range stored {
-		ts = append(ts, w.t)
-	}
-	for _, w := range moved {
-		ts = append(ts, w.t)
-	}
-	ts = append(ts, released...)
-	if len(ts) > 0 {
-		sctx, cancel := detached(ctx)
-		defer cancel()
-		if err := x.index.Settled(sctx, ts...); err != nil {
-			x.log.WarnContext(ctx, "mirror delivery outcomes to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
-		}
+	if err := x.index.mirrorEnded(ctx, stored, moved, released); err != nil {
+		n := len(stored) + len(moved) + len(released)
+		x.log.WarnContext(ctx, "mirror delivery outcomes to the index; the repair scan will", slog.Int("tasks", n), slog.String("error", err.Error()))
 	}
 	for _, w := range stored {
 		x.writer.track(w)

@@ -62,7 +62,7 @@ type held struct {
 	max      int                                            // pullHoldMax
 	mem      bool                                           // pull tasks are held in memory: on one node (see the file comment)
 	started  func(app, kind string, lateness time.Duration) // Hooks.AttemptStarted; nil: none
-	note     func(ctx context.Context, ts ...*task.Task)    // the attempt log's
+	alog     *attemptLog                                    // the index's
 	workCtx  func() context.Context                         // the workers' (the dispatcher's)
 
 	mu struct {
@@ -286,7 +286,7 @@ func (x *held) lease(ctx context.Context, app string, p ClaimParams) []*task.Tas
 		ends[i] = later{t.ID, *t.LeaseExpiresAt, t.App}
 	}
 	x.tk.deferAll(ends...)
-	x.note(ctx, got...)
+	x.alog.note(ctx, got...)
 	if h := x.started; h != nil {
 		for _, t := range got {
 			h(t.App, "pull", t.UpdatedAt.Sub(t.NextAttemptAt))

@@ -20,7 +20,7 @@ import (
 type writer struct {
 	store    store.Store
 	finished func(app string, state task.State) // Hooks.Finished; nil: none
-	index    Index
+	index    engIdx
 	tk       *timekeeper
 	clock    clock.Clock
 	log      *slog.Logger
@@ -92,14 +92,8 @@ func (w *writer) wrote(ctx context.Context, ws ...written) {
 	if len(ws) == 0 {
 		return
 	}
-	ts := make([]*task.Task, len(ws))
-	for i, x := range ws {
-		ts[i] = x.t
-	}
-	sctx, cancel := detached(ctx)
-	defer cancel()
-	if err := w.index.Sync(sctx, ts...); err != nil {
-		w.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
+	if err := w.index.mirror(ctx, ws); err != nil {
+		w.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ws)), slog.String("error", err.Error()))
 	}
 	for _, x := range ws {
 		w.track(x)
