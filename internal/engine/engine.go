@@ -335,7 +335,10 @@ func New(cfg Config) (*Engine, error) {
 	// One thing follows from the mode outside the index: on one node pull
 	// tasks are held in memory from their due time to their ack (memPull,
 	// pull.go); in a cluster every node must see them in the store.
-	memPull := cfg.Index == nil
+	memPull, holdMax := cfg.Index == nil, 0
+	if memPull {
+		holdMax = pullHoldMax(cfg.MaxLoaded) // a cluster holds none
+	}
 	if cfg.Index != nil {
 		e.index = clusterIndex{cfg.Index}
 	} else {
@@ -350,7 +353,7 @@ func New(cfg Config) (*Engine, error) {
 		tk:       e.tk,
 		clock:    cfg.Clock,
 		boot:     e.boot,
-		max:      pullHoldMax(cfg.MaxLoaded),
+		max:      holdMax,
 		mem:      memPull,
 		started:  cfg.Hooks.AttemptStarted,
 		alog:     e.index.attemptLog(),

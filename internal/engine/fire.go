@@ -239,16 +239,13 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 			f.v = vWrite
 		case t.Target.Pull != nil:
 			f.pullDue = true
-			if r.held.mem {
-				hold, over := r.held.hold(t)
-				if hold {
-					f.v = vPull // to the ready queue as read (afterFire)
-					return
-				}
-				if !over {
-					f.pullDue = false
-					return // queued or leased here already
-				}
+			switch hold, over := r.held.hold(t); {
+			case hold:
+				f.v = vPull // to the ready queue as read (afterFire)
+				return
+			case !over:
+				f.pullDue = false
+				return // queued or leased here already
 			}
 			// Due and waiting to be claimed: only the deadline is left to
 			// wake for.

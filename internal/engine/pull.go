@@ -59,8 +59,8 @@ type held struct {
 	outcomes *outcomes
 	clock    clock.Clock
 	boot     string
-	max      int                                            // pullHoldMax
-	mem      bool                                           // pull tasks are held in memory: on one node (see the file comment)
+	max      int                                            // pullHoldMax; 0 in a cluster, which holds none
+	mem      bool                                           // on one node: leases take held tasks first (memPull, api.go)
 	started  func(app, kind string, lateness time.Duration) // Hooks.AttemptStarted; nil: none
 	alog     *attemptLog                                    // the index's
 	workCtx  func() context.Context                         // the workers' (the dispatcher's)
