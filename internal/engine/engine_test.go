@@ -634,3 +634,42 @@ func TestTrackIgnoresStaleCopies(t *testing.T) {
 		}
 	})
 }
+
+// TestStartStopStress: Stop is safe before Start, and twice, and from
+// several goroutines at once while tasks fire; Start twice is refused;
+// every service's goroutine has ended when Stop returns (goleak in
+// TestMain checks none is left).
+func TestStartStopStress(t *testing.T) {
+	for i := range 10 {
+		st := memstore.New()
+		eng, err := New(Config{Store: st, Sinks: map[string]sink.Sink{"http": &recorder{}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Stop(t.Context()); err != nil {
+			t.Fatalf("round %d: Stop before Start: %v", i, err)
+		}
+		if err := eng.Start(t.Context()); err != nil {
+			t.Fatalf("round %d: Start: %v", i, err)
+		}
+		if err := eng.Start(t.Context()); err == nil {
+			t.Fatalf("round %d: a second Start was not refused", i)
+		}
+		b := &bundle{store: st, eng: eng}
+		for k := range 20 {
+			b.schedule(t, ScheduleParams{Key: fmt.Sprint(k), DueAt: time.Now()})
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if err := eng.Stop(context.Background()); err != nil {
+					t.Errorf("round %d: Stop: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if eng.Ready() {
+			t.Fatalf("round %d: ready after Stop", i)
+		}
+	}
+}
