@@ -221,7 +221,7 @@ func (e *Engine) shown(t *task.Task) *task.Task {
 	if t == nil {
 		return nil
 	}
-	if a := e.attemptOf(t.ID); a != nil {
+	if a := e.attempts.attemptOf(t.ID); a != nil {
 		return a
 	}
 	return t
@@ -251,7 +251,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 		return nil, err
 	}
 	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
-		if a := e.attemptOf(t.ID); a != nil {
+		if a := e.attempts.attemptOf(t.ID); a != nil {
 			return conflict("change", a, "")
 		}
 		if t.State != task.Scheduled {
@@ -306,7 +306,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 		case task.Cancelled:
 			return errSkip
 		case task.Scheduled:
-			if a := e.attemptOf(t.ID); a != nil {
+			if a := e.attempts.attemptOf(t.ID); a != nil {
 				return conflict("cancel", a, "")
 			}
 			finish(t, task.Cancelled, e.msNow())
@@ -421,7 +421,7 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 	for {
 		// Take the waiter before looking, so a task that becomes due
 		// between the look and the wait still wakes us.
-		wake := e.pullWaiter(app)
+		wake := e.waiters.wait(app)
 		got, err := e.claimOnce(ctx, app, p)
 		if err != nil || len(got) > 0 || timeout == nil {
 			return got, err
@@ -442,12 +442,12 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 	if !e.memPull() {
 		return e.claimStored(ctx, app, p, p.Max)
 	}
-	got := e.claimQueued(ctx, app, p)
-	if len(got) == p.Max || e.firing() || !e.storeClaimDue(app, e.clock.Now()) {
+	got := e.held.lease(ctx, app, p)
+	if len(got) == p.Max || e.dispatch.firing() || !e.held.storeClaimDue(app, e.clock.Now()) {
 		return got, nil
 	}
 	want := p.Max - len(got)
-	more, err := e.claimStored(ctx, app, ClaimParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
+	more, err := e.claimStored(ctx, app, ClaimParams{Max: want, Lease: p.Lease}, e.held.storeScan(app, want))
 	switch {
 	case err != nil && len(got) == 0:
 		return nil, err
@@ -470,7 +470,7 @@ func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, sca
 		return nil, fmt.Errorf("find claimable tasks: %w", err)
 	}
 	if mem {
-		ids = e.notHeld(ids) // not read for nothing; checked again under the row lock
+		ids = e.held.notHeld(ids) // not read for nothing; checked again under the row lock
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -487,7 +487,7 @@ func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, sca
 			switch {
 			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
 				errs[i] = errSkip // claimed by someone else meanwhile, or moved
-			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || e.heldPull(t.ID)):
+			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || e.held.has(t.ID)):
 				errs[i] = errSkip // the wheel's: it comes to the ready queue
 			case pastDeadline(t, now):
 				expire(t, now)
@@ -605,8 +605,8 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 		for j, id := range ids {
 			ks[j] = pullAck{i: idx[j], id: id, lease: acks[idx[j]].Lease}
 		}
-		mine, rest := e.takeLeases("ack", app, ks, errs)
-		e.settlePulls("ack", app, mine, errs)
+		mine, rest := e.attempts.takeLeases("ack", app, ks, errs)
+		e.held.endLeases("ack", app, mine, errs)
 		for _, k := range mine {
 			switch err := errs[k.i]; {
 			case errors.Is(err, store.ErrNotFound):
@@ -704,11 +704,11 @@ func (e *Engine) settleHeld(op string, k pullAck) (bool, error) {
 		return false, nil // settle answers
 	}
 	errs := make([]error, 1)
-	mine, _ := e.takeLeases(op, "", []pullAck{k}, errs)
+	mine, _ := e.attempts.takeLeases(op, "", []pullAck{k}, errs)
 	if len(mine) == 0 && errs[0] == nil {
 		return false, nil // not held here: as stored
 	}
-	e.settlePulls(op, "", mine, errs)
+	e.held.endLeases(op, "", mine, errs)
 	return true, errs[0]
 }
 

@@ -232,7 +232,7 @@ func (e *Engine) EffectivePolicy(app string) AppPolicy {
 	if p.MaxInFlight <= 0 {
 		p.MaxInFlight = e.apps.defShare
 	}
-	if e.cfg.Limiter == nil {
+	if e.apps.limiter == nil {
 		p.MaxInFlight = min(p.MaxInFlight, e.apps.maxShare) // in a cluster it holds across the nodes
 	}
 	if p.DeliveriesPerSecond > 0 && p.Burst <= 0 {
@@ -307,6 +307,18 @@ func (a *apps) isRated(app string) bool {
 		return v
 	}
 	return r.all
+}
+
+// pace paces a rated app's due task before its store read: in a cluster
+// (a Limiter) it queues at the app's gate (gated: it leaves the fire job,
+// and the gate sends it back when the cluster's limits allow); on one node
+// it takes a rate reservation, and at is when it may come back (zero: go
+// on now).
+func (a *apps) pace(app string, id task.ID, now time.Time) (gated bool, at time.Time) {
+	if a.limiter != nil {
+		return a.enterGate(app, id), time.Time{}
+	}
+	return false, a.preAdmit(app, id, now)
 }
 
 // preAdmit paces a rate-limited app's due tasks before their store read, on
@@ -498,34 +510,4 @@ func (a *apps) takeCreates(app string, n int, now time.Time) (got int, at time.T
 		got++
 	}
 	return got, time.Time{}
-}
-
-// enqueue hands app's due ids to the workers, bypassing the wheel. app
-// ("" when unknown) stays known with them, so that fire finds a rated
-// app's grant before reading the store.
-// enqueue hands app's due ids to the workers, bypassing the wheel, in
-// app's ready queue ("" when unknown). A rated app's tasks are paced again
-// (fire.go's pace), where a gate's grant is found before the store is read.
-func (e *Engine) enqueue(app string, ids ...task.ID) {
-	if len(ids) == 0 {
-		return
-	}
-	e.mu.Lock()
-	if e.mu.core != nil {
-		e.mu.core.Enqueue(app, ids...)
-	}
-	e.mu.Unlock()
-	e.signalReady()
-}
-
-// deferTo puts id back in the wheel at `at` (a rate reservation, a store
-// write tried again later), whatever the loader's cursor: the store still
-// says it is due now.
-func (e *Engine) deferTo(id task.ID, at time.Time, app string) {
-	e.mu.Lock()
-	earlier := e.mu.core != nil && e.mu.core.Defer(id, at, app)
-	e.mu.Unlock()
-	if earlier {
-		signal(e.kick)
-	}
 }

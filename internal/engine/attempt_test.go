@@ -196,7 +196,7 @@ func TestOutcomeFenced(t *testing.T) {
 		{"moved", func(t *task.Task, now time.Time) {
 			due := now.Add(time.Hour)
 			t.DueAt = due
-			schedule(t, due, now)
+			requeue(t, due, now)
 		}, task.Scheduled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -370,7 +370,7 @@ func TestStaleEntryDuringAttempt(t *testing.T) {
 		<-snk.started
 		synctest.Wait()
 		before := wc.callsOf("UpdateMany")
-		b.eng.enqueue(tk.App, tk.ID) // a stale entry: the task is due in the store
+		b.eng.tk.enqueue(tk.App, tk.ID) // a stale entry: the task is due in the store
 		// Not synctest.Wait: with the loop it would never return. Yield
 		// long enough for a loop to show.
 		for range 20_000 {

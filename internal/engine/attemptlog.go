@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/internal/lograte"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
@@ -35,55 +37,54 @@ import (
 //     (Index.Claim, one counter per task in Redis).
 //
 // Either way an attempt has its number from its start (firing.n), and its
-// outcome is fenced by it (storeOutcomes).
+// outcome is fenced by it (outcomes.write).
+
+// attemptLog counts the attempts as they start, on one node (the cluster's
+// index numbers them in a cluster: its log is nil there, and so when the
+// store keeps none). Its only state is the count of notes since the log
+// started over (atomic) and the limit on its log lines.
+type attemptLog struct {
+	alog     store.AttemptLog // nil: no log
+	store    store.Store
+	attempts *attempts
+	log      *slog.Logger
+	noted    atomic.Int64
+	errs     lograte.Limiter
+}
 
 // attemptLogMax is how many attempts the log notes before it starts over
 // (20 bytes each in pebblestore).
 var attemptLogMax int64 = 50_000 // a test lowers it
 
-// noteAttempts appends the attempts ts (about to be sent) to the attempt
+// note appends the attempts ts (about to be sent) to the attempt
 // log, or starts the log over with the attempts under way when it is long
 // enough. A failure is logged: the attempts go ahead, and only their
 // numbers may repeat after a crash.
-func (e *Engine) noteAttempts(ctx context.Context, ts ...*task.Task) {
-	if e.alog == nil || len(ts) == 0 {
+func (l *attemptLog) note(ctx context.Context, ts ...*task.Task) {
+	if l.alog == nil || len(ts) == 0 {
 		return
 	}
 	wctx := context.WithoutCancel(ctx) // a file append: nothing to wait for
-	if e.noted.Add(int64(len(ts))) > attemptLogMax {
-		e.noted.Store(0)
-		if err := e.alog.RestartAttemptLog(wctx, e.underwayAttempts); err != nil {
-			e.log.WarnContext(ctx, "start the attempt log over", slog.String("error", err.Error()))
+	if l.noted.Add(int64(len(ts))) > attemptLogMax {
+		l.noted.Store(0)
+		if err := l.alog.RestartAttemptLog(wctx, l.attempts.started); err != nil {
+			l.log.WarnContext(ctx, "start the attempt log over", slog.String("error", err.Error()))
 		}
-		return // ts are under way (e.out.attempts): in the new log
+		return // ts are under way (attempts.go): in the new log
 	}
 	ids := make([]task.ID, len(ts))
 	ns := make([]int, len(ts))
 	for i, t := range ts {
 		ids[i], ns[i] = t.ID, t.Attempts
 	}
-	if err := e.alog.NoteAttempts(wctx, ids, ns); err != nil {
+	if err := l.alog.NoteAttempts(wctx, ids, ns); err != nil {
 		// Once per attempt it would flood the log while the disk is full.
-		e.noteErrs.Log(e.log, slog.LevelWarn, "note attempts started; a crash during them would not count them", err)
+		l.errs.Log(l.log, slog.LevelWarn, "note attempts started; a crash during them would not count them", err)
 	}
 }
 
 // noteErrorsEvery bounds the log lines of failed attempt notes.
 const noteErrorsEvery = 10 * time.Second
-
-// underwayAttempts returns the push attempts under way in this process.
-func (e *Engine) underwayAttempts() ([]task.ID, []int) {
-	e.out.Lock()
-	defer e.out.Unlock()
-	ids := make([]task.ID, 0, len(e.out.attempts))
-	ns := make([]int, 0, len(e.out.attempts))
-	for id, a := range e.out.attempts {
-		if a != nil {
-			ids, ns = append(ids, id), append(ns, a.t.Attempts)
-		}
-	}
-	return ids, ns
-}
 
 // interruptedMsg is the error of an attempt that had no outcome.
 const interruptedMsg = "interrupted: toc stopped during the delivery"
@@ -93,11 +94,11 @@ const interruptedMsg = "interrupted: toc stopped during the delivery"
 // task gets its attempts, an "interrupted" event, and is dead when it has
 // none left; otherwise it is delivered again when due (it still is). Then
 // the log starts over, empty.
-func (e *Engine) countInterrupted(ctx context.Context, now time.Time) error {
-	if e.alog == nil {
+func (l *attemptLog) countInterrupted(ctx context.Context, now time.Time) error {
+	if l.alog == nil {
 		return nil
 	}
-	noted, err := e.alog.NotedAttempts(ctx)
+	noted, err := l.alog.NotedAttempts(ctx)
 	if err != nil {
 		return fmt.Errorf("count attempts interrupted by a stop: %w", err)
 	}
@@ -105,7 +106,7 @@ func (e *Engine) countInterrupted(ctx context.Context, now time.Time) error {
 	now = task.Ms(now)
 	counted, dead := 0, 0
 	for chunk := range slices.Chunk(ids, 500) {
-		_, errs := e.store.UpdateMany(ctx, chunk, nil, func(ts []*task.Task) []error {
+		_, errs := l.store.UpdateMany(ctx, chunk, nil, func(ts []*task.Task) []error {
 			errs := make([]error, len(ts))
 			for i, t := range ts {
 				n := noted[chunk[i]]
@@ -131,9 +132,9 @@ func (e *Engine) countInterrupted(ctx context.Context, now time.Time) error {
 		}
 	}
 	if counted > 0 {
-		e.log.InfoContext(ctx, "counted push attempts interrupted by a stop", slog.Int("tasks", counted), slog.Int("dead", dead))
+		l.log.InfoContext(ctx, "counted push attempts interrupted by a stop", slog.Int("tasks", counted), slog.Int("dead", dead))
 	}
-	if err := e.alog.RestartAttemptLog(ctx, func() ([]task.ID, []int) { return nil, nil }); err != nil {
+	if err := l.alog.RestartAttemptLog(ctx, func() ([]task.ID, []int) { return nil, nil }); err != nil {
 		return fmt.Errorf("start the attempt log: %w", err)
 	}
 	return nil

@@ -184,7 +184,7 @@ func (e *Engine) bulkWrite(ctx context.Context, f BulkFilter, ids []task.ID, cha
 		now := e.msNow()
 		errs := make([]error, len(ts))
 		for i, t := range ts {
-			if !f.matches(t) || e.underway(t.ID) {
+			if !f.matches(t) || e.attempts.underway(t.ID) {
 				errs[i] = errSkip // moved, or its attempt is under way here (as Cancel)
 				continue
 			}

@@ -6,12 +6,39 @@
 //
 // The store holds every task and orders the live ones by WakeAt, the next
 // instant the engine must look at them (a due attempt, a deadline, the end of
-// a lease). The loader reads that order from a cursor into the wheel, a
-// window (Config.Window) at a time, so memory holds only what is due soon.
-// The wheel tells the run loop the next instant anything is due; the run loop
-// sleeps on one timer until then. A task created or rescheduled inside the
+// a lease). The loader reads that order (the index's: the store's on one
+// node, the node's slots of the cluster index in a cluster) from a cursor
+// into the wheel, a window (Config.Window) at a time, so memory holds only
+// what is due soon. The wheel tells the timekeeper's run loop the next
+// instant anything is due; the run loop sleeps on one timer until then. A task created or rescheduled inside the
 // loaded window goes straight into the wheel; there is no polling interval
 // anywhere between a due time and its delivery.
+//
+// # Services
+//
+// The Engine is a façade: New wires a few services, each a type of its own
+// in its own file with its own lock if it has state, and Start and Stop
+// start and stop them in order. The API's files call them.
+//   - timekeeper (timekeeper.go): the scheduling core (package sched) and
+//     its run loop, which moves what falls due into the ready queues;
+//   - loader (loader.go): fills the wheel from the index's wake order;
+//   - dispatcher (dispatcher.go): the workers, the pump that hands them
+//     ready tasks in batches, the push attempts waiting for a worker;
+//   - firer (fire.go): the fire pipeline over a batch, and the deliveries;
+//   - attempts (attempts.go): the attempts under way in this process;
+//   - outcomes (outcomes.go): the group commit of the attempts' outcomes;
+//   - held and waiters (pull.go, waiters.go): the pull tasks held in
+//     memory, and the leases waiting for them;
+//   - writer (writer.go): writes tasks and has the others follow (the
+//     index's mirror, the wheel);
+//   - apps (apps.go, gate.go): admission, the apps' policies and limits;
+//   - sweeper (sweeper.go), attemptLog (attemptlog.go) and testClock
+//     (testclock.go).
+//
+// One mode, two indexes: the cluster's (Config.Index) or, on one node,
+// the local one (localindex.go); the services run the same over either.
+// New chooses, in one place, the few settings that follow from the mode
+// but are not the index's to answer (see New).
 //
 // # Invariant
 //
@@ -19,24 +46,32 @@
 // or before its WakeAt: an entry may fire early and find the task moved,
 // never late), in a ready queue, or being handled by a worker. Tasks
 // after the cursor are only in the store. Anything written to the store
-// reaches the wheel through track; package sched keeps the invariant
-// against concurrent scans and copies tracked out of order, and its model
-// test (FuzzCore) checks it.
+// reaches the wheel through the writer's track; package sched keeps the
+// invariant against concurrent scans and copies tracked out of order, and
+// its model test (FuzzCore) checks it.
 //
 // # Locks
 //
-// Four mutexes, none ever held while another is taken, so there is no lock
-// order to keep:
-//   - e.mu guards the scheduling core (package sched: the wheel, the cursor
-//     and the per-app ready queues) and the pull waiters;
-//   - e.apps.mu guards the apps' policies, rate reservations, in-flight
+// Each service's lock guards its own state, and only one lock order is
+// kept: held.mu before attempts.mu (a pull task moves from its ready queue
+// to a lease, and is looked for in both, atomically). No other lock is
+// ever held while another is taken.
+//   - timekeeper.mu guards the scheduling core (the wheel, the cursor and
+//     the per-app ready queues);
+//   - attempts.mu guards the attempts under way: push attempts from their
+//     reservation to their outcome's write, pull tasks leased in memory;
+//   - outcomes.mu guards the outcomes waiting for their group commit and
+//     its writers (it reads the attempts' count atomically, not under
+//     attempts.mu);
+//   - held.mu guards the pull tasks held in memory: due and queued, or
+//     about to be (pull.go);
+//   - dispatcher.mu guards the push attempts waiting for a worker;
+//   - waiters.mu guards the leases waiting for pull tasks;
+//   - apps.mu guards the apps' policies, rate reservations, in-flight
 //     counts, parked tasks and gates (apps.go, gate.go);
-//   - e.out guards the push attempts under way in this process, those
-//     waiting for a worker (waiting.go) and their outcomes waiting to be
-//     stored (fire.go), and the pull tasks held in this process: due and
-//     waiting for a claim, or claimed under a lease (pull.go);
 //   - e.creates guards the creates gathering into the next group-committed
-//     store write (creates.go).
+//     store write (creates.go);
+//   - e.mu guards only whether the engine started and is stopping.
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
@@ -51,14 +86,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toc-dev/toc/internal/lograte"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/toc-dev/toc/internal/clock"
-	"github.com/toc-dev/toc/internal/engine/sched"
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
@@ -184,7 +216,7 @@ type Index interface {
 
 // NotifyPull wakes this node's claims waiting on app (another node's
 // PullDue).
-func (e *Engine) NotifyPull(app string) { e.notifyLocal(app) }
+func (e *Engine) NotifyPull(app string) { e.waiters.notify(app) }
 
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -227,17 +259,14 @@ type Engine struct {
 	boot  string // this process's part of lease tokens
 	apps  *apps  // per-app policies and limits (admission)
 
-	// kick wakes the run loop when an earlier entry enters the wheel;
-	// loadKick wakes the loader when room frees up. Capacity 1, sent
-	// without blocking.
-	kick     chan struct{}
-	loadKick chan struct{}
-	readyCh  chan struct{}
-	sem      chan struct{} // MaxInFlight tokens: one per worker
-	writing  chan struct{} // fireWriters tokens: fire jobs before their store write returns
-	work     chan job      // to an idle worker
-	busy     atomic.Int64  // workers doing a job
-	seq      atomic.Uint64 // numbers the writes (see written)
+	index  engIdx      // Config.Index (clusterindex.go), or the local one (localindex.go)
+	tk     *timekeeper // the scheduling core (timekeeper.go)
+	writer *writer     // writes tasks and has the engine follow (writer.go)
+
+	dispatch *dispatcher // workers, the pump, the waiting attempts (dispatcher.go)
+	firer    *firer      // fire jobs and push deliveries (fire.go)
+	loader   *loader     // fills the wheel (loader.go)
+	sweeper  *sweeper    // deletes finished tasks past the retention (sweeper.go)
 
 	// schedules is the store's schedules (nil: it keeps none, and the
 	// schedule loop does not run); schedKick wakes the loop (capacity 1).
@@ -256,55 +285,26 @@ type Engine struct {
 	// waits for it before it answers (awaitLoopStep).
 	loopSteps sync.Map
 	// tclock is AdvanceClock's (testclock.go).
-	tclock testClockState
+	tclock *testClock
 
 	mu struct {
 		sync.Mutex
 		started  bool
 		stopping bool
-		// core holds the wheel, the loader's cursor and the per-app ready
-		// queues (package sched); nil before Start.
-		core    *sched.Core
-		waiters map[string]chan struct{}
 	}
 
 	// creates holds the create requests waiting for a store write
 	// (creates.go).
 	creates createQueue
 
-	// out holds the push attempts under way in this process (fire.go:
-	// they are not stored until they end; nil: reserved, not started) and
-	// their outcomes waiting to be stored (settleOutcome).
-	out struct {
-		sync.Mutex
-		attempts  map[task.ID]*attempt
-		pending   []outcome
-		settlers  int           // goroutines writing outcomes
-		gathering bool          // one of them waits for more (settleOutcome)
-		waits     int           // pending outcomes a caller waits for: written at once
-		full      chan struct{} // a batch is full: the gathering one writes now
+	attempts *attempts // under way in this process (attempts.go)
+	outcomes *outcomes // their outcomes' group commit (outcomes.go)
 
-		waiting waitingDeliveries // push attempts that found no free worker (waiting.go)
+	held    *held    // pull tasks held in this process (pull.go)
+	waiters *waiters // leases waiting for pull tasks (waiters.go)
 
-		pull pullHeld // pull tasks due in memory and their claims' leases (pull.go)
-	}
-	deliverKick chan struct{} // capacity 1: attempts wait for a worker (waiting.go)
-	pullLeases  atomic.Int64  // pull attempts in e.out.attempts (pull.go), read without the lock
-
-	// alog is the store's attempt log (nil: it keeps none; in a cluster the
-	// index numbers the attempts); noted counts the attempts noted since it
-	// last started over (attemptlog.go); noteErrs limits the log lines of
-	// notes that failed.
-	alog     store.AttemptLog
-	noted    atomic.Int64
-	noteErrs lograte.Limiter
-
-	cancel   context.CancelFunc // stops the loops
-	loops    sync.WaitGroup     // run, load, pump, sweep and schedule loops
-	loopCtx  context.Context    // the loops' context: gates and workers started off a loop run until it ends
-	workers  sync.WaitGroup     // firing and delivering goroutines
-	workCtx  context.Context    // cancelled when Stop's grace runs out
-	workStop context.CancelFunc
+	cancel context.CancelFunc // stops the loops
+	loops  sync.WaitGroup     // run, load, pump, sweep and schedule loops
 }
 
 // New returns an engine. It does nothing until Start.
@@ -314,35 +314,115 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:      cfg,
-		store:    cfg.Store,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		boot:     newBoot(),
-		kick:     make(chan struct{}, 1),
-		loadKick: make(chan struct{}, 1),
-		readyCh:  make(chan struct{}, 1),
-		sem:      make(chan struct{}, cfg.MaxInFlight),
-		writing:  make(chan struct{}, fireWriters),
-		work:     make(chan job),
-
-		deliverKick: make(chan struct{}, 1),
+		cfg:   cfg,
+		store: cfg.Store,
+		log:   cfg.Logger,
+		clock: cfg.Clock,
+		boot:  newBoot(),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
 	e.creates.maxWriters = createWriters
 	if cw, ok := store.As[store.CreateWriters](cfg.Store); ok && cw.CreateWriters() > 0 {
 		e.creates.maxWriters = cw.CreateWriters()
 	}
-	if cfg.Index == nil {
-		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
-		e.noteErrs.Every = noteErrorsEvery
-	}
 	e.schedKick = make(chan struct{}, 1)
-	e.apps = newApps(cfg, e.boot, e.enqueue)
-	e.mu.waiters = make(map[string]chan struct{})
-	e.out.attempts = make(map[task.ID]*attempt)
-	e.out.full = make(chan struct{}, 1)
-	e.out.pull.init()
+	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
+	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
+	e.attempts = newAttempts()
+	// The one place the mode is chosen: a cluster's index, or the local
+	// one (with the store's attempt log, which numbers the attempts a
+	// cluster's index numbers); the services run the same over either.
+	// One thing follows from the mode outside the index: on one node pull
+	// tasks are held in memory from their due time to their ack (memPull,
+	// pull.go); in a cluster every node must see them in the store.
+	memPull, holdMax := cfg.Index == nil, 0
+	if memPull {
+		holdMax = pullHoldMax(cfg.MaxLoaded) // a cluster holds none
+	}
+	if cfg.Index != nil {
+		e.index = clusterIndex{cfg.Index}
+	} else {
+		alog, _ := store.As[store.AttemptLog](cfg.Store)
+		l := &attemptLog{alog: alog, store: cfg.Store, attempts: e.attempts, log: cfg.Logger}
+		l.errs.Every = noteErrorsEvery
+		e.index = &localIndex{store: cfg.Store, boot: e.boot, alog: l, enqueue: e.tk.enqueue, leaseGrace: cfg.LeaseGrace, log: cfg.Logger}
+	}
+	e.waiters = newWaiters(e.index)
+	e.held = &held{
+		attempts: e.attempts,
+		tk:       e.tk,
+		clock:    cfg.Clock,
+		boot:     e.boot,
+		max:      holdMax,
+		mem:      memPull,
+		started:  cfg.Hooks.AttemptStarted,
+		alog:     e.index.attemptLog(),
+		workCtx:  func() context.Context { return e.dispatch.workCtx },
+	}
+	e.held.mu.init()
+	e.writer = &writer{
+		store:    cfg.Store,
+		finished: cfg.Hooks.Finished,
+		index:    e.index,
+		tk:       e.tk,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		dropHeld: e.held.drop,
+		pullDue:  e.waiters.due,
+	}
+	e.outcomes = &outcomes{
+		attempts:    e.attempts,
+		writer:      e.writer,
+		index:       e.index,
+		tk:          e.tk,
+		clock:       cfg.Clock,
+		log:         cfg.Logger,
+		leasesEnded: e.held.leasesEnded,
+		full:        make(chan struct{}, 1),
+	}
+	e.held.outcomes = e.outcomes
+	e.firer = &firer{
+		apps:       e.apps,
+		tk:         e.tk,
+		attempts:   e.attempts,
+		outcomes:   e.outcomes,
+		held:       e.held,
+		waiters:    e.waiters,
+		writer:     e.writer,
+		index:      e.index,
+		sinks:      cfg.Sinks,
+		hooks:      cfg.Hooks,
+		clock:      cfg.Clock,
+		log:        cfg.Logger,
+		boot:       e.boot,
+		leaseGrace: cfg.LeaseGrace,
+		alog:       e.index.attemptLog(),
+	}
+	e.dispatch = newDispatcher(dispatcherParams{
+		MaxInFlight: cfg.MaxInFlight,
+		Gather:      e.index.fireGather(),
+		Timekeeper:  e.tk,
+		Fire:        e.firer.fire,
+		Deliver:     e.firer.deliver,
+	})
+	e.firer.deliverAll = e.dispatch.deliverAll
+	e.loader = &loader{tk: e.tk, index: e.index, clock: cfg.Clock, window: cfg.Window, log: cfg.Logger}
+	e.sweeper = &sweeper{store: cfg.Store, clock: cfg.Clock, retention: cfg.Retention, log: cfg.Logger}
+	e.tclock = &testClock{
+		clock:     cfg.Clock,
+		window:    cfg.Window,
+		store:     cfg.Store,
+		schedules: e.schedules,
+		tk:        e.tk,
+		dispatch:  e.dispatch,
+		attempts:  e.attempts,
+		outcomes:  e.outcomes,
+		sweeper:   e.sweeper,
+		log:       cfg.Logger,
+		ready:     e.checkReady,
+		kickSched: e.kickSchedules,
+	}
+	e.firer.fired = &e.tclock.fired
 	return e, nil
 }
 
@@ -355,70 +435,39 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 		return errors.New("engine: already started")
 	}
-	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Weight: e.apps.weight})
 	e.mu.Unlock()
+	// Start order: the timekeeper's core first (the index's start may
+	// queue into it); the index's start (on one node: the recovery of
+	// deliveries a previous process left under way and the attempt log's
+	// count of its unfinished attempts) before anything fires; then the
+	// workers' and the gates' contexts; then the loops.
+	e.tk.start(now)
 	e.startedAt = now.UTC().Truncate(time.Millisecond)
 
-	if e.cfg.Index == nil { // in a cluster, Live tells whose leases are orphaned
-		if err := e.recover(ctx, now); err != nil {
-			return err
-		}
-	}
-	if err := e.countInterrupted(ctx, now); err != nil {
+	if err := e.index.start(ctx, now); err != nil {
 		return err
 	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())
-	e.workCtx, e.workStop = context.WithCancel(context.Background())
+	e.dispatch.start(loopCtx)
 	e.cancel = cancel
 	e.mu.Lock()
 	e.mu.started = true
 	e.mu.Unlock()
-	e.loopCtx = loopCtx
-	e.apps.mu.Lock()
-	e.apps.ctx = loopCtx // the gates' (gate.go)
-	e.apps.mu.Unlock()
+	e.apps.start(loopCtx)
 
+	// The loops, each a service's run: the timekeeper fires what falls
+	// due into the ready queues, the loader fills the wheel, the
+	// dispatcher's pump hands ready tasks to workers, the sweeper deletes
+	// what the retention let go. Stop ends them together (loopCtx).
 	e.loops.Add(4)
-	go func() { defer e.loops.Done(); e.runLoop(loopCtx) }()
-	go func() { defer e.loops.Done(); e.loadLoop(loopCtx) }()
-	go func() { defer e.loops.Done(); e.pumpLoop(loopCtx) }()
-	go func() { defer e.loops.Done(); e.sweepLoop(loopCtx) }()
+	go func() { defer e.loops.Done(); e.tk.run(loopCtx) }()
+	go func() { defer e.loops.Done(); e.loader.run(loopCtx) }()
+	go func() { defer e.loops.Done(); e.dispatch.run(loopCtx) }()
+	go func() { defer e.loops.Done(); e.sweeper.run(loopCtx) }()
 	if e.schedules != nil {
 		e.loops.Add(1)
 		go func() { defer e.loops.Done(); e.scheduleLoop(loopCtx) }()
-	}
-	return nil
-}
-
-// recover queues push deliveries that a previous process had under way: their
-// leases name a boot that is gone, so nobody will finish them. fire rolls
-// them back and delivers them again (at-least-once).
-func (e *Engine) recover(ctx context.Context, now time.Time) error {
-	until := now.Add(task.MaxHTTPTimeout + e.cfg.LeaseGrace + time.Second)
-	var after store.Cursor
-	n := 0
-	for {
-		ws, err := e.store.Wakeups(ctx, after, until, 1000)
-		if err != nil {
-			return fmt.Errorf("recover interrupted deliveries: %w", err)
-		}
-		e.mu.Lock()
-		for _, w := range ws {
-			if w.State == task.Delivering && w.Kind != "pull" {
-				e.mu.core.Enqueue(w.App, w.ID)
-				n++
-			}
-		}
-		e.mu.Unlock()
-		if len(ws) < 1000 {
-			break
-		}
-		after = store.Cursor{At: ws[len(ws)-1].At, ID: ws[len(ws)-1].ID}
-	}
-	if n > 0 {
-		e.log.InfoContext(ctx, "redelivering tasks interrupted by a restart", slog.Int("tasks", n))
-		e.signalReady()
 	}
 	return nil
 }
@@ -428,14 +477,16 @@ func (e *Engine) recover(ctx context.Context, now time.Time) error {
 // than once and before Start. When ctx ended before the deliveries did, the
 // engine is stopped all the same and the error (wrapping ctx's) says so.
 //
-// Shutdown order: loops first (nothing new fires), then workers (in-flight
-// attempts finish or are released), so the store is still open for both.
+// Shutdown order: the loops first (nothing new fires), then the apps'
+// gates (nothing is let through), then the dispatcher's workers (in-flight
+// attempts finish or are released, and their outcomes are written), so
+// the store is still open for all.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.mu.started || e.mu.stopping {
 		e.mu.Unlock()
 		e.loops.Wait()
-		e.workers.Wait()
+		e.dispatch.workers.Wait()
 		return nil
 	}
 	e.mu.stopping = true
@@ -443,23 +494,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	e.cancel()
 	e.loops.Wait()
-	e.apps.mu.Lock()
-	e.apps.closed = true // no gate starts from here on
-	e.apps.mu.Unlock()
-	e.apps.gates.Wait()
-
-	done := make(chan struct{})
-	go func() { e.workers.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		e.workStop() // in-flight attempts see ctx cancelled and release their tasks
-		<-done
-		err = fmt.Errorf("stop: deliveries under way were interrupted (they are delivered again later): %w", ctx.Err())
-	}
-	e.workStop()
-	return err
+	e.apps.stop()
+	return e.dispatch.stop(ctx) // the workers: attempts under way finish, or are released when ctx ends
 }
 
 // Ready reports whether the engine accepts work.
@@ -479,12 +515,10 @@ type Stats struct {
 
 // Stats returns a snapshot.
 func (e *Engine) Stats() Stats {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.mu.core == nil {
+	s, ok := e.tk.stats()
+	if !ok {
 		return Stats{}
 	}
-	s := e.mu.core.Stats()
 	return Stats{Wheel: s.Wheel, Ready: s.Ready, Cursor: s.Cursor, Now: e.clock.Now()}
 }
 
@@ -507,8 +541,6 @@ func signal(ch chan struct{}) {
 	}
 }
 
-func (e *Engine) signalReady() { signal(e.readyCh) }
-
 // Boot returns this process's id, the prefix of its lease tokens (a
 // cluster uses it as the node's member name).
 func (e *Engine) Boot() string { return e.boot }
@@ -516,390 +548,28 @@ func (e *Engine) Boot() string { return e.boot }
 // Notify tells the engine that a task it did not write itself wakes at
 // `at` (a cluster node's notice of another node's write). It enters the
 // wheel if it falls within what is loaded.
-func (e *Engine) Notify(id task.ID, at time.Time, app string) {
-	e.mu.Lock()
-	earlier := e.mu.core != nil && e.mu.core.Wake(id, at, app)
-	e.mu.Unlock()
-	if earlier {
-		signal(e.kick)
-	}
-}
+func (e *Engine) Notify(id task.ID, at time.Time, app string) { e.tk.wake(id, at, app) }
 
 // Rescan makes the loader read the whole window again from the start (the
 // index holds tasks the loader has not seen: a new app's). The wheel
 // ignores what it already has.
-func (e *Engine) Rescan() { e.rescan(false) }
+func (e *Engine) Rescan() { e.tk.rescan(false) }
 
 // Reown is Rescan after the cluster's slot ownership changed: the wheel is
 // emptied first, so that the tasks of slots another node now owns stop
 // firing here (each would cost a store transaction and, for a limited app,
 // a token, only to lose the claim). Everything in the wheel came from the
 // index, which the loader reads again.
-func (e *Engine) Reown() { e.rescan(true) }
+func (e *Engine) Reown() { e.tk.rescan(true) }
 
-func (e *Engine) rescan(forget bool) {
-	e.mu.Lock()
-	if e.mu.core != nil {
-		e.mu.core.Rescan(forget)
-	}
-	e.mu.Unlock()
-	signal(e.loadKick)
-	signal(e.kick)
+// update, updateMany and wrote are the writer's (writer.go), for the
+// API's files.
+func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (written, error) {
+	return e.writer.update(ctx, id, opts, fn)
 }
 
-// wrote mirrors tasks just written to the store into the cluster index,
-// then tracks them. A failed mirror is logged: the repair scan restores it.
-func (e *Engine) wrote(ctx context.Context, ws ...written) {
-	if len(ws) == 0 {
-		return
-	}
-	if e.cfg.Index != nil {
-		ts := make([]*task.Task, len(ws))
-		for i, w := range ws {
-			ts[i] = w.t
-		}
-		sctx, cancel := detached(ctx)
-		defer cancel()
-		if err := e.cfg.Index.Sync(sctx, ts...); err != nil {
-			e.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
-		}
-	}
-	for _, w := range ws {
-		e.track(w)
-	}
+func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
+	return e.writer.updateMany(ctx, ids, opts, fn)
 }
 
-// track brings the wheel in line with a task just written to (or read from)
-// the store: the only way tasks enter the wheel besides the loader. A copy
-// older than one tracked already is ignored (see package sched).
-func (e *Engine) track(w written) {
-	t := w.t
-	wake := t.WakeAt
-	if e.cfg.Index != nil && !e.cfg.Index.Watches(t) {
-		wake = time.Time{} // another node times it
-	}
-	if t.Target.Pull != nil {
-		// Written: a claim must not hand out a copy read before. Dropped
-		// before the wheel has the task again, which may fire it into
-		// the ready queue at once.
-		e.dropQueued(t.ID)
-	}
-	e.mu.Lock()
-	if e.mu.core == nil {
-		e.mu.Unlock()
-		return
-	}
-	earlier := e.mu.core.Track(sched.Entry{ID: t.ID, WakeAt: wake, Seq: w.seq, App: t.App})
-	e.mu.Unlock()
-	if earlier {
-		signal(e.kick)
-	}
-	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(e.clock.Now()) {
-		e.notifyPull(t.App)
-	}
-}
-
-// runLoop fires what is due and sleeps until the wheel's next bucket.
-func (e *Engine) runLoop(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		e.mu.Lock()
-		now := e.clock.Now()
-		moved, next := e.mu.core.Advance(now)
-		e.mu.Unlock()
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = next.Sub(now)
-		}
-		if moved > 0 {
-			e.signalReady()
-		}
-		timer.Reset(max(wait, 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-e.kick:
-		}
-	}
-}
-
-// pumpLoop hands ready tasks to workers in batches, at most MaxInFlight
-// workers at once. When all are busy it waits, and tasks queue in memory,
-// in their apps' ready queues, which a batch takes from in turns (package
-// sched): one app's backlog does not hold up the others.
-//
-// A batch is what came due together, up to fireBatchMax and to the workers
-// free: one store write fires it (fireMany), one transaction on SQL instead
-// of one per task.
-//
-// Workers outlive their job: an idle one takes the next, and only after
-// workerIdle without work does it end, so that the fire path does not grow
-// a fresh goroutine stack for every task.
-func (e *Engine) pumpLoop(ctx context.Context) {
-	last := 0 // tasks the last batch took
-	for {
-		// A fire job takes its ready tasks only once a write slot is free:
-		// while the writes in flight run, the tasks falling due meanwhile
-		// gather into the next batch (a group commit), rather than many
-		// small batches queueing on the store's locks.
-		select {
-		case e.writing <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		if e.cfg.Index != nil && last >= gatherAbove && !e.gatherFire(ctx) {
-			<-e.writing
-			return
-		}
-		free := max(1, e.cfg.MaxInFlight-int(e.busy.Load()))
-		e.mu.Lock()
-		taken := e.mu.core.Take(min(fireBatchMax, free))
-		e.mu.Unlock()
-		last = len(taken)
-		if len(taken) == 0 {
-			<-e.writing
-			select {
-			case <-ctx.Done():
-				return
-			case <-e.readyCh:
-				continue
-			}
-		}
-		if !e.handOff(ctx, job{fire: taken}) {
-			<-e.writing
-			return
-		}
-		e.maybeKickLoader()
-	}
-}
-
-// In a cluster, under load (the last batch took gatherAbove tasks or more),
-// a fire job waits fireGather before it takes its batch, so that the tasks
-// due meanwhile join it: each batch costs one SQL transaction and a Redis
-// round trip whatever its size, and at a few thousand fires a second the
-// batches a free write slot takes at once are a handful of tasks. Measured
-// on one node at 4 000 fires/s: 0.10 SQL transactions per fire instead of
-// 0.25, a fifth less CPU per fire over the node, PostgreSQL and Redis, and
-// p99 lateness 17–38 ms instead of 55–76 (less queueing behind the
-// transactions saved). A lone task, or a trickle, goes at once.
-const (
-	gatherAbove = 8
-	fireGather  = 4 * time.Millisecond
-)
-
-// gatherFire waits fireGather; false when ctx ended first.
-func (e *Engine) gatherFire(ctx context.Context) bool { return sleepCtx(ctx, fireGather) }
-
-// fireWriters bounds the fire jobs writing to the store at once: two keep
-// one write in flight while the next batch gathers (toc bench's fire
-// workload chose it over one, four and no bound).
-const fireWriters = 2
-
-// job is a worker's piece of work: tasks to fire, or a push attempt to
-// deliver.
-type job struct {
-	fire    []sched.Taken
-	deliver *task.Task
-}
-
-// handOff gives j to an idle worker, or to a new one while there are fewer
-// than MaxInFlight, or waits for either. False: the loops stop.
-func (e *Engine) handOff(ctx context.Context, j job) bool {
-	select {
-	case e.work <- j:
-		return true
-	default:
-	}
-	select {
-	case e.work <- j:
-	case e.sem <- struct{}{}:
-		e.startWorker(ctx, j)
-	case <-ctx.Done():
-		return false
-	}
-	return true
-}
-
-// tryHandOff is handOff without the wait: false when every worker is busy
-// and there are MaxInFlight of them.
-func (e *Engine) tryHandOff(ctx context.Context, j job) bool {
-	select {
-	case e.work <- j:
-		return true
-	case e.sem <- struct{}{}:
-		e.startWorker(ctx, j)
-		return true
-	default:
-		return false
-	}
-}
-
-// startWorker starts a worker, which holds a token of e.sem, on j.
-func (e *Engine) startWorker(ctx context.Context, j job) {
-	e.workers.Add(1)
-	go func() {
-		defer e.workers.Done()
-		defer func() { <-e.sem }()
-		e.worker(ctx, j)
-	}()
-}
-
-// workerIdle is how long a worker waits for another job before it ends.
-const workerIdle = 10 * time.Second
-
-// worker does j, then the jobs handed to it, until it has waited
-// workerIdle for one or the loops stop. Between jobs it delivers the push
-// attempts waiting for a worker (waiting.go), before it takes a new job.
-func (e *Engine) worker(ctx context.Context, j job) {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		e.busy.Add(1)
-		switch {
-		case j.deliver != nil:
-			e.deliver(e.workCtx, j.deliver)
-		case j.fire != nil:
-			e.fireMany(e.workCtx, j.fire)
-		}
-		e.deliverWaiting(e.workCtx)
-		e.busy.Add(-1)
-		idle.Reset(workerIdle)
-		select {
-		case j = <-e.work:
-		case <-e.deliverKick:
-			j = job{} // only the waiting attempts
-		case <-idle.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// deliverAll delivers the push attempts fireMany started: each by a worker
-// of its own while there are idle workers or room for one, the last here.
-// When no worker is free, the rest wait in their apps' queues (waiting.go)
-// for the first worker free, this one included, which takes them by app in
-// turn: one after the other here, an app's delivery that hangs would hold
-// up the other apps' of the batch. It never waits for a worker, so workers
-// firing batches cannot all wait on each other.
-func (e *Engine) deliverAll(ctx context.Context, ts []*task.Task) {
-	for i, t := range ts {
-		switch {
-		case i == len(ts)-1:
-			e.deliver(ctx, t)
-		case !e.tryHandOff(e.loopCtx, job{deliver: t}):
-			e.queueDeliveries(ts[i:])
-			return // the worker delivers them next (deliverWaiting)
-		}
-	}
-}
-
-// maybeKickLoader wakes the loader when it stopped for lack of room and
-// there is room again.
-func (e *Engine) maybeKickLoader() {
-	e.mu.Lock()
-	room := e.mu.core.NeedsLoad()
-	e.mu.Unlock()
-	if room {
-		signal(e.loadKick)
-	}
-}
-
-// loadLoop keeps the wheel filled up to now+Window. It scans when half the
-// window has passed since its last scan, or when room frees up after the
-// cap stopped it.
-func (e *Engine) loadLoop(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait := e.cfg.Window / 2
-		if err := e.load(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			e.log.ErrorContext(ctx, "load due tasks", slog.String("error", err.Error()))
-			wait = time.Second // the store is in trouble; try again soon
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-e.loadKick:
-		}
-	}
-}
-
-const loadPage = 1000
-
-// scan reads one page of the wake order: the node's slots of the cluster
-// index, or the store's.
-func (e *Engine) scan(ctx context.Context, s sched.Scan) ([]store.Wakeup, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if e.cfg.Index != nil {
-		return e.cfg.Index.Wakeups(ctx, s.From, s.Until, s.Limit)
-	}
-	return e.store.Wakeups(ctx, s.From, s.Until, s.Limit)
-}
-
-// load moves tasks due up to now+Window from the store (or, in a cluster,
-// the node's slots of the index) into the wheel, in wake order, while there
-// is room.
-func (e *Engine) load(ctx context.Context) error {
-	until := e.clock.Now().Add(e.cfg.Window)
-	for {
-		e.mu.Lock()
-		scan, ok := e.mu.core.BeginScan(until, loadPage)
-		e.mu.Unlock()
-		if !ok {
-			return nil
-		}
-		ws, err := e.scan(ctx, scan)
-		e.mu.Lock()
-		earlier, again := e.mu.core.EndScan(scan, ws, err != nil)
-		e.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("scan wakeups after %s: %w", scan.From.At.Format(time.RFC3339Nano), err)
-		}
-		if earlier {
-			signal(e.kick)
-		}
-		if !again {
-			return nil
-		}
-	}
-}
-
-// sweepLoop deletes finished tasks past the retention period, a page at a
-// time, so that it never holds up the hot path for long.
-func (e *Engine) sweepLoop(ctx context.Context) {
-	every := min(e.cfg.Retention/10, time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cutoff := e.clock.Now().Add(-e.cfg.Retention)
-		for {
-			sctx, cancel := context.WithTimeout(ctx, callTimeout)
-			n, err := e.store.Sweep(sctx, cutoff, 1000)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					e.log.ErrorContext(ctx, "sweep finished tasks", slog.String("error", err.Error()))
-				}
-				break
-			}
-			if n < 1000 {
-				break
-			}
-		}
-	}
-}
+func (e *Engine) wrote(ctx context.Context, ws ...written) { e.writer.wrote(ctx, ws...) }

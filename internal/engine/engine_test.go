@@ -608,33 +608,68 @@ func TestTrackIgnoresStaleCopies(t *testing.T) {
 		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Hour), Target: pull})
 		synctest.Wait() // the loader has read the window
 		newer, older := written{t: tk.Clone()}, written{t: tk.Clone()}
-		newer.t.WakeAt, newer.seq = time.Now().Add(5*time.Second), b.eng.seq.Add(2)
+		newer.t.WakeAt, newer.seq = time.Now().Add(5*time.Second), b.eng.writer.seq.Add(2)
 		older.t.WakeAt, older.seq = time.Time{}, newer.seq-1
 
-		at := func() (time.Time, bool) {
-			b.eng.mu.Lock()
-			defer b.eng.mu.Unlock()
-			return b.eng.mu.core.Contains(tk.ID)
-		}
-		b.eng.track(newer)
+		at := func() (time.Time, bool) { return b.eng.tk.contains(tk.ID) }
+		b.eng.writer.track(newer)
 		if got, ok := at(); !ok || !got.Equal(newer.t.WakeAt) {
 			t.Fatalf("after the newer copy: entry %v (%v), want %v", got, ok, newer.t.WakeAt)
 		}
-		b.eng.track(older) // stale: would drop the entry
+		b.eng.writer.track(older) // stale: would drop the entry
 		if got, ok := at(); !ok || !got.Equal(newer.t.WakeAt) {
 			t.Fatalf("after a stale copy without a wake: entry %v (%v), want %v", got, ok, newer.t.WakeAt)
 		}
 		older.t.WakeAt = time.Now().Add(time.Minute)
-		b.eng.track(older) // stale: would move it later
+		b.eng.writer.track(older) // stale: would move it later
 		if got, ok := at(); !ok || !got.Equal(newer.t.WakeAt) {
 			t.Fatalf("after a stale copy waking later: entry %v (%v), want %v", got, ok, newer.t.WakeAt)
 		}
 		// A newer copy still moves it.
-		newest := written{t: newer.t.Clone(), seq: b.eng.seq.Add(1)}
+		newest := written{t: newer.t.Clone(), seq: b.eng.writer.seq.Add(1)}
 		newest.t.WakeAt = time.Now().Add(7 * time.Second)
-		b.eng.track(newest)
+		b.eng.writer.track(newest)
 		if got, ok := at(); !ok || !got.Equal(newest.t.WakeAt) {
 			t.Fatalf("after a newer copy: entry %v (%v), want %v", got, ok, newest.t.WakeAt)
 		}
 	})
+}
+
+// TestStartStopStress: Stop is safe before Start, and twice, and from
+// several goroutines at once while tasks fire; Start twice is refused;
+// every service's goroutine has ended when Stop returns (goleak in
+// TestMain checks none is left).
+func TestStartStopStress(t *testing.T) {
+	for i := range 10 {
+		st := memstore.New()
+		eng, err := New(Config{Store: st, Sinks: map[string]sink.Sink{"http": &recorder{}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Stop(t.Context()); err != nil {
+			t.Fatalf("round %d: Stop before Start: %v", i, err)
+		}
+		if err := eng.Start(t.Context()); err != nil {
+			t.Fatalf("round %d: Start: %v", i, err)
+		}
+		if err := eng.Start(t.Context()); err == nil {
+			t.Fatalf("round %d: a second Start was not refused", i)
+		}
+		b := &bundle{store: st, eng: eng}
+		for k := range 20 {
+			b.schedule(t, ScheduleParams{Key: fmt.Sprint(k), DueAt: time.Now()})
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if err := eng.Stop(context.Background()); err != nil {
+					t.Errorf("round %d: Stop: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if eng.Ready() {
+			t.Fatalf("round %d: ready after Stop", i)
+		}
+	}
 }

@@ -181,15 +181,15 @@ func TestHangingDeliveryDoesNotHoldUpBatch(t *testing.T) {
 		mk := func(app string) *task.Task {
 			return &task.Task{ID: e.ids.New(start, 0), App: app, DueAt: start, Target: httpTarget, Lease: "l"}
 		}
-		e.sem <- struct{}{} // c's worker
-		e.startWorker(e.loopCtx, job{deliver: mk("c")})
-		e.sem <- struct{}{} // the firing worker: this goroutine's
+		e.dispatch.sem <- struct{}{} // c's worker
+		e.dispatch.startWorker(e.dispatch.loopCtx, job{deliver: mk("c")})
+		e.dispatch.sem <- struct{}{} // the firing worker: this goroutine's
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			defer func() { <-e.sem }()
-			e.deliverAll(e.workCtx, []*task.Task{mk("a"), mk("b"), mk("b")})
-			e.deliverWaiting(e.workCtx) // as the worker does after its job
+			defer func() { <-e.dispatch.sem }()
+			e.dispatch.deliverAll(e.dispatch.workCtx, []*task.Task{mk("a"), mk("b"), mk("b")})
+			e.dispatch.deliverWaiting(e.dispatch.workCtx) // as the worker does after its job
 		}()
 		time.Sleep(time.Second)
 		synctest.Wait()

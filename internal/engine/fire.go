@@ -6,15 +6,43 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/engine/sched"
+	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/telemetry"
 	"github.com/toc-dev/toc/task"
 )
+
+// firer runs fire jobs: the dispatcher hands it the tasks the timekeeper
+// found due (fire), and it decides each one and starts the push attempts,
+// which it hands back to the dispatcher's workers (deliverAll), each
+// delivered by deliver. It has no state of its own: the attempts under way
+// are the attempts service's, the pull tasks held the held service's,
+// and the apps' limits admission's (apps.go).
+type firer struct {
+	apps       *apps
+	tk         *timekeeper
+	attempts   *attempts
+	outcomes   *outcomes
+	held       *held
+	waiters    *waiters
+	writer     *writer
+	index      engIdx
+	sinks      map[string]sink.Sink
+	hooks      Hooks
+	clock      clock.Clock
+	log        *slog.Logger
+	boot       string
+	leaseGrace time.Duration
+	deliverAll func(ctx context.Context, ts []*task.Task) // the dispatcher's
+	alog       *attemptLog                                // the index's (a direct call: no variadic slice per delivery)
+	fired      *atomic.Int64                              // push attempts started and pull tasks fallen due (testclock.go)
+}
 
 // A fire job is a pipeline over the tasks the wheel says are due:
 //
@@ -29,17 +57,17 @@ import (
 //	         attempts and the rollbacks of leases that ran out to this node, in
 //	         one round trip (Index.Claim, one Lua call per slot)
 //	rollback the claimed rollbacks are written (rare: a pull lease that ran out)
-//	settle   the wheel, the limits and the index follow what was decided (settleFiring)
+//	after    the wheel, the limits and the index follow what was decided (afterFire)
 //	deliver  the push attempts go to their sinks (deliverAll)
 //
 // Each task's part in it is a firing, whose verdict says what look decided.
 //
 // # Push attempts are not stored until they end
 //
-// A push attempt lives in this process only (e.out.attempts): the store
+// A push attempt lives in this process only (attempts.go): the store
 // keeps the task as it was when the attempt started (scheduled, due), and
 // the attempt's outcome is written once, over it, in a group commit
-// (settleOutcome) fenced by the attempt's number, given when it started
+// (outcomes.go) fenced by the attempt's number, given when it started
 // (attemptlog.go): it lands only if the task is still scheduled with fewer
 // attempts recorded (not cancelled, moved or finished by a newer attempt
 // meanwhile; landsOn). One write per push fire instead of two. A crash
@@ -88,21 +116,22 @@ const (
 	claimExpired                 // rolling back a lease that ran out
 )
 
-// fireBatchMax bounds the tasks fireMany writes in one store call.
+// fireBatchMax bounds the tasks a fire job writes in one store call.
 const fireBatchMax = 128
 
-// fireMany runs the fire pipeline over taken. The pump took a write slot
-// (e.writing) for the job; fireMany gives it back once its store call
+// fire runs the fire pipeline over taken. The pump took a write slot for
+// the job; fire gives it back (done) once its store call
 // returned, so that the tasks falling due meanwhile gather into the next
 // batch.
-func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
-	wrote := sync.OnceFunc(func() { <-e.writing })
+func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
+	wrote := sync.OnceFunc(done)
 	defer wrote()
-	taken, ends := e.pullLeasesDue(taken)
+	taken, ends, again := r.attempts.leasesDue(taken, msNowOf(r.clock))
+	r.tk.deferAll(again...)
 	if len(ends) > 0 {
-		defer func() { wrote(); e.settleOutcome(ctx, ends...) }()
+		defer func() { wrote(); r.outcomes.add(ctx, ends...) }()
 	}
-	fs := e.pace(taken)
+	fs := r.pace(taken)
 	if len(fs) == 0 {
 		return
 	}
@@ -110,24 +139,24 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 	for i, f := range fs {
 		ids[i] = f.id
 	}
-	now := e.msNow()
+	now := msNowOf(r.clock)
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ws, errs := e.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
-		return e.look(fs, ts, now)
+	ws, errs := r.writer.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
+		return r.look(fs, ts, now)
 	})
 	wrote()
-	e.claimAll(wctx, fs, ws, errs, now)
-	e.writeRollbacks(wctx, fs, ws, errs, now)
+	r.claimAll(wctx, fs, ws, errs, now)
+	r.writeRollbacks(wctx, fs, ws, errs, now)
 	var mirror []written
 	var push, spent []*task.Task
 	for i := range fs {
-		w, m := e.settleFiring(ctx, &fs[i], ws[i], errs[i])
+		w, m := r.afterFire(ctx, &fs[i], ws[i], errs[i])
 		if m {
 			mirror = append(mirror, w)
 		}
 		if fs[i].v == vPush {
-			t := e.startAttempt(&fs[i], w.t, now)
+			t := r.startAttempt(&fs[i], w.t, now)
 			if t.Attempts > t.Retry.WithDefaults().MaxAttempts && t.Attempts > w.t.Attempts+1 {
 				// The index counted attempts that nodes started and
 				// stopped during, and they were the last.
@@ -137,19 +166,19 @@ func (e *Engine) fireMany(ctx context.Context, taken []sched.Taken) {
 			push = append(push, t)
 		}
 	}
-	e.wrote(ctx, mirror...)
+	r.writer.wrote(ctx, mirror...)
 	for _, t := range spent {
-		e.apps.release(t.App, t.ID)
-		e.settleOutcome(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
+		r.apps.release(t.App, t.ID)
+		r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
 	}
-	e.deliverAll(ctx, push)
+	r.deliverAll(ctx, push)
 }
 
 // pace turns taken into firings, once each, leaving out the rated apps'
 // tasks that must wait: in a cluster they queue at their app's gate, which
 // sends them back when the cluster's limits allow; on one node they go back
 // into the wheel at the time their app's rate allows.
-func (e *Engine) pace(taken []sched.Taken) []firing {
+func (r *firer) pace(taken []sched.Taken) []firing {
 	fs := make([]firing, 0, len(taken))
 	seen := make(map[task.ID]bool, len(taken))
 	for _, tk := range taken {
@@ -157,15 +186,12 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 			continue // fired twice at once: the first look decides for both
 		}
 		seen[tk.ID] = true
-		switch {
-		case !e.apps.isRated(tk.App):
-		case e.cfg.Limiter != nil:
-			if e.apps.enterGate(tk.App, tk.ID) {
+		if r.apps.isRated(tk.App) {
+			switch gated, at := r.apps.pace(tk.App, tk.ID, msNowOf(r.clock)); {
+			case gated:
 				continue
-			}
-		default:
-			if at := e.apps.preAdmit(tk.App, tk.ID, e.msNow()); !at.IsZero() {
-				e.deferTo(tk.ID, at, tk.App)
+			case !at.IsZero():
+				r.tk.deferTo(tk.ID, at, tk.App)
 				continue
 			}
 		}
@@ -178,18 +204,14 @@ func (e *Engine) pace(taken []sched.Taken) []firing {
 // rows of fs) and returns, per task, nil to store the change decide
 // made or errSkip to leave the row as it is: a push attempt and a rollback
 // waiting for the index's claim are not written here.
-func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
+func (r *firer) look(fs []firing, ts []*task.Task, now time.Time) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
 		f := &fs[i]
 		*f = firing{id: f.id, knownApp: f.knownApp} // the store may run this again
 		if t != nil {
 			f.app = t.App
-			e.decide(f, t, now)
-			if f.v == vRollback && e.cfg.Index == nil {
-				rollBack(t, now) // no other node to claim it from
-				f.v = vWrite
-			}
+			r.decide(f, t, now)
 		}
 		if t == nil || f.v != vWrite {
 			errs[i] = errSkip
@@ -201,13 +223,13 @@ func (e *Engine) look(fs []firing, ts []*task.Task, now time.Time) []error {
 // decide is look's verdict on one task t, due at now, as look read it: it
 // sets f.v, and f.claim when the cluster index must give the task to this
 // node before the change is made.
-func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
+func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 	switch t.State {
 	case task.Scheduled:
 		switch {
 		case t.WakeAt.IsZero() || t.WakeAt.After(now):
 			return // a stale wheel entry: the task moved
-		case e.underway(t.ID):
+		case r.attempts.underway(t.ID):
 			return // its attempt is under way here; the outcome tracks it again
 		case pastDeadline(t, now):
 			expire(t, now)
@@ -217,16 +239,13 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 			f.v = vWrite
 		case t.Target.Pull != nil:
 			f.pullDue = true
-			if e.memPull() {
-				hold, over := e.holdPull(t)
-				if hold {
-					f.v = vPull // to the ready queue as read (settleFiring)
-					return
-				}
-				if !over {
-					f.pullDue = false
-					return // queued or leased here already
-				}
+			switch hold, over := r.held.hold(t); {
+			case hold:
+				f.v = vPull // to the ready queue as read (afterFire)
+				return
+			case !over:
+				f.pullDue = false
+				return // queued or leased here already
 			}
 			// Due and waiting to be claimed: only the deadline is left to
 			// wake for.
@@ -239,15 +258,15 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 				f.v = vWrite
 			}
 		default:
-			e.decidePush(f, t, now)
+			r.decidePush(f, t, now)
 		}
 	case task.Delivering:
 		switch {
-		case t.Target.Pull == nil && leaseBoot(t.Lease) != e.boot && !e.live(leaseBoot(t.Lease)):
+		case t.Target.Pull == nil && leaseBoot(t.Lease) != r.boot && !r.index.Live(leaseBoot(t.Lease)):
 			// A push attempt of a process that is gone: deliver again now.
 			t.LastError = "interrupted: toc stopped during the delivery"
 			t.Record(now, "interrupted", t.Attempts, t.LastError)
-			schedule(t, now, now)
+			requeue(t, now, now)
 			f.v = vWrite
 		case t.LeaseExpiresAt != nil && !t.LeaseExpiresAt.After(now):
 			f.v, f.claim, f.until = vRollback, claimExpired, now.Add(time.Minute)
@@ -257,12 +276,12 @@ func (e *Engine) decide(f *firing, t *task.Task, now time.Time) {
 
 // decidePush admits a due push task against its app's limits, before the
 // claim: a task held back must stay claimable by whichever node gets to it.
-func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
+func (r *firer) decidePush(f *firing, t *task.Task, now time.Time) {
 	f.timeout = task.DefaultHTTPTimeout
 	if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 		f.timeout = h.Timeout.Std()
 	}
-	switch adm, at := e.apps.admit(t.App, t.ID, now); adm {
+	switch adm, at := r.apps.admit(t.App, t.ID, now); adm {
 	case admitLater:
 		f.v, f.at = vLater, at
 	case admitPark:
@@ -270,7 +289,7 @@ func (e *Engine) decidePush(f *firing, t *task.Task, now time.Time) {
 	case admitGate:
 		f.v = vGate
 	default:
-		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+e.cfg.LeaseGrace)
+		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+r.leaseGrace)
 	}
 }
 
@@ -281,20 +300,20 @@ func rollBack(t *task.Task, now time.Time) {
 
 // claimAll is the claim step of a fire job, after the store call and
 // outside every lock: each push attempt is reserved in this process (one
-// attempt of a task at a time, see e.out.attempts), then the cluster index
+// attempt of a task at a time, see attempts.go), then the cluster index
 // is asked, in one round trip, for the reserved attempts and the rollbacks.
 // A firing that is not given to this node becomes vLost (another node has
 // it) or, when the attempt is under way here already, vLeave.
-func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+func (r *firer) claimAll(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
 	var which []int
 	for i := range fs {
 		f := &fs[i]
 		switch {
 		case errs[i] != nil && !errors.Is(errs[i], errSkip):
-			continue // settleFiring sees the error
+			continue // afterFire sees the error
 		case f.v == vPush:
-			if !e.reserve(f.id) {
-				e.apps.release(f.app, f.id) // admitted for an attempt it will not make
+			if !r.attempts.reserve(f.id) {
+				r.apps.release(f.app, f.id) // admitted for an attempt it will not make
 				f.v = vLeave
 				continue
 			}
@@ -306,14 +325,14 @@ func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs [
 	if len(which) == 0 {
 		return
 	}
-	held := e.claim(ctx, ws, which, fs, now)
+	held := r.claim(ctx, ws, which, fs, now)
 	for k, i := range which {
 		if held[k] > 0 {
 			fs[i].n = held[k]
 			continue
 		}
 		if fs[i].v == vPush {
-			e.unreserve(fs[i].id)
+			r.attempts.unreserve(fs[i].id)
 		}
 		fs[i].v = vLost
 	}
@@ -321,7 +340,7 @@ func (e *Engine) claimAll(ctx context.Context, fs []firing, ws []written, errs [
 
 // writeRollbacks writes the rollbacks the index gave to this node, each
 // only if its lease is still the one that ran out.
-func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
+func (r *firer) writeRollbacks(ctx context.Context, fs []firing, ws []written, errs []error, now time.Time) {
 	var which []int
 	for i := range fs {
 		if fs[i].v == vRollback {
@@ -336,7 +355,7 @@ func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, 
 	for k, i := range which {
 		ids[k], lease[k] = fs[i].id, ws[i].t.Lease
 	}
-	rws, rerrs := e.updateMany(ctx, ids, fireWrite, func(ts []*task.Task) []error {
+	rws, rerrs := r.writer.updateMany(ctx, ids, fireWrite, func(ts []*task.Task) []error {
 		errs := make([]error, len(ts))
 		for k, t := range ts {
 			if t == nil || t.State != task.Delivering || t.Lease != lease[k] {
@@ -356,54 +375,54 @@ func (e *Engine) writeRollbacks(ctx context.Context, fs []firing, ws []written, 
 	}
 }
 
-// settleFiring brings the wheel, the limits and the gate in line with what
+// afterFire brings the wheel, the limits and the gate in line with what
 // the store write did for one firing (err: its result). It returns the task as
 // stored (none when there is nothing to go on with), and whether to mirror
 // it to the index.
-func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
+func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) (_ written, mirror bool) {
 	id, app := f.id, f.app
 	if f.v == vPull && !errors.Is(err, errSkip) {
-		e.unholdPull(id) // the look's batch failed: not queued
+		r.held.unhold(id) // the look's batch failed: not queued
 		f.v = vLeave
 	}
 	if f.v == vPush && err != nil && !errors.Is(err, errSkip) {
-		e.apps.release(app, id) // admitted, but the task could not be read
-		e.unreserve(id)
+		r.apps.release(app, id) // admitted, but the task could not be read
+		r.attempts.unreserve(id)
 		f.v = vLeave
 	}
 	if f.v == vLost && f.claim == claimAttempt {
-		e.apps.release(app, id) // admitted, but another node has the task
+		r.apps.release(app, id) // admitted, but another node has the task
 	}
-	if f.v != vPush && e.cfg.Limiter != nil {
-		e.apps.dropGrant(cmp.Or(app, f.knownApp), id)
+	if f.v != vPush {
+		r.apps.dropGrant(cmp.Or(app, f.knownApp), id)
 	}
 	if f.v != vPush && f.v != vPark && f.v != vGate && app != "" {
-		defer e.apps.kickParked(app) // took no slot: let a parked task try
+		defer r.apps.kickParked(app) // took no slot: let a parked task try
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		e.untrack(id)
+		r.tk.untrack(id)
 		return written{}, false
 	case errors.Is(err, store.ErrConflict):
-		e.deferTo(id, e.clock.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
+		r.tk.deferTo(id, r.clock.Now(), cmp.Or(app, f.knownApp)) // changed under the look: look again, in its app's turn
 		return written{}, false
 	case err != nil && !errors.Is(err, errSkip):
-		e.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
-		e.retryLater(id)
+		r.log.ErrorContext(ctx, "fire task", slog.String("task", id.String()), slog.String("error", err.Error()))
+		r.tk.retryLater(id)
 		return written{}, false
 	}
 	switch f.v {
 	case vLater:
-		e.deferTo(id, f.at, app)
+		r.tk.deferTo(id, f.at, app)
 		return written{}, false
 	case vPark:
 		return written{}, false // release enqueues it when a slot frees
 	case vGate:
-		e.apps.enterGate(app, id)
+		r.apps.enterGate(app, id)
 		return written{}, false
 	case vLost:
 		// Another node has it; what it writes comes back through the index.
-		e.untrack(id)
+		r.tk.untrack(id)
 		return written{}, false
 	}
 	t := w.t
@@ -411,8 +430,8 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		return written{}, false
 	}
 	if f.pullDue {
-		e.tclock.fired.Add(1)
-		defer e.notifyPull(t.App)
+		r.fired.Add(1)
+		defer r.waiters.due(t.App)
 	}
 	switch {
 	case f.v == vPush:
@@ -422,16 +441,17 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 	case f.v == vPull:
 		// Nothing was written: the task waits in its app's ready queue
 		// as read, and the wheel keeps only its deadline (pull.go).
-		e.queuePull(t)
+		r.held.queue(t)
 		return written{}, false
 	case f.v == vWrite:
 		return w, true
-	case t.State.Final() && e.cfg.Index != nil:
+	case t.State.Final():
 		// A cluster index entry of a finished task (it can outlive the
 		// task when a promotion scan read the row just before the task
-		// finished): correct the index, or the entry stays for good.
+		// finished): correct the index, or the entry stays for good (on
+		// one node: it leaves the wheel).
 		return w, true
-	case e.underway(id) || e.queuedPull(id):
+	case r.attempts.underway(id) || r.held.queued(id):
 		// Its attempt is under way here, and its outcome tracks it again;
 		// or it waits in a ready queue for a claim (pull.go).
 		// Tracked now, the row (still due: the attempt is not stored)
@@ -441,7 +461,7 @@ func (e *Engine) settleFiring(ctx context.Context, f *firing, w written, err err
 		// TestHangingAppDoesNotDelayOthers on fake time).
 		return written{}, false
 	default:
-		e.track(w)
+		r.writer.track(w)
 		return written{}, false
 	}
 }
@@ -468,106 +488,24 @@ var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 // attempt's number. A failing index does not stop delivery: the fenced
 // outcome write keeps a stale attempt from overwriting a newer one, and the
 // index only spares nodes duplicate work.
-func (e *Engine) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []int {
+func (r *firer) claim(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) []int {
+	got, err := r.index.claimBatch(ctx, ws, which, fs, now)
+	if err == nil {
+		return got
+	}
+	r.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(which)), slog.String("error", err.Error()))
+	return byStore(ws, which)
+}
+
+// byStore numbers the attempts of the tasks ws[i].t of the indexes in which
+// as the store has them: one more than the attempts stored (one attempt of
+// a task at a time: attempts.reserve).
+func byStore(ws []written, which []int) []int {
 	held := make([]int, len(which))
-	byStore := func() []int {
-		for k, i := range which {
-			held[k] = ws[i].t.Attempts + 1 // one attempt of a task at a time (reserve)
-		}
-		return held
-	}
-	if e.cfg.Index == nil {
-		return byStore()
-	}
-	claim := make([]*task.Task, len(which))
-	until := make([]time.Time, len(which))
 	for k, i := range which {
-		claim[k], until[k] = ws[i].t, fs[i].until
+		held[k] = ws[i].t.Attempts + 1
 	}
-	got, err := e.cfg.Index.Claim(ctx, claim, until, now)
-	if err != nil {
-		e.log.WarnContext(ctx, "claim in the index; going by the store", slog.Int("tasks", len(claim)), slog.String("error", err.Error()))
-		return byStore()
-	}
-	return got
-}
-
-// live reports whether a lease's process is alive: on a single node only
-// this process is.
-func (e *Engine) live(boot string) bool {
-	if e.cfg.Index == nil {
-		return boot == e.boot
-	}
-	return e.cfg.Index.Live(boot)
-}
-
-// retryLater puts a task whose store write failed back into the wheel a
-// second from now, so a store hiccup delays it instead of losing it from
-// memory until the next restart.
-func (e *Engine) retryLater(id task.ID) {
-	e.deferTo(id, e.clock.Now().Add(time.Second), "")
-}
-
-// untrack drops id from the wheel (the task is gone, or another node has
-// it).
-func (e *Engine) untrack(id task.ID) {
-	e.mu.Lock()
-	if e.mu.core != nil {
-		e.mu.core.Untrack(id)
-	}
-	e.mu.Unlock()
-}
-
-// attempt is a push attempt under way in this process. It is not stored:
-// the store keeps base, and the outcome is written over it (storeOutcomes).
-type attempt struct {
-	base *task.Task // the task as stored when the attempt started; never changed
-	t    *task.Task // base with the attempt started: what the sink gets, and what Get shows; never changed (it shares base's payload and target)
-	pull bool       // a claim's lease (pull.go), not a push attempt
-	// ending: a pull attempt's outcome (an ack, a nack, its lease's end)
-	// is on its way to the store; no other is taken. Guarded by e.out.
-	ending bool
-}
-
-// reserve marks an attempt of id under way in this process, before it
-// starts; false when one is under way already (a task fired twice at once
-// by two jobs: the first to reserve makes the attempt).
-func (e *Engine) reserve(id task.ID) bool {
-	e.out.Lock()
-	defer e.out.Unlock()
-	if _, ok := e.out.attempts[id]; ok {
-		return false
-	}
-	e.out.attempts[id] = nil
-	return true
-}
-
-// unreserve drops a reservation whose attempt does not start.
-func (e *Engine) unreserve(id task.ID) {
-	e.out.Lock()
-	defer e.out.Unlock()
-	if a, ok := e.out.attempts[id]; ok && a == nil {
-		delete(e.out.attempts, id)
-	}
-}
-
-// underway reports whether an attempt of id is reserved or under way here.
-func (e *Engine) underway(id task.ID) bool {
-	e.out.Lock()
-	defer e.out.Unlock()
-	_, ok := e.out.attempts[id]
-	return ok
-}
-
-// attemptOf returns a copy of the task as its attempt under way in this
-// process shows it (delivering, its attempt counted, a lease), or nil.
-func (e *Engine) attemptOf(id task.ID) *task.Task {
-	e.out.Lock()
-	defer e.out.Unlock()
-	if a := e.out.attempts[id]; a != nil {
-		return a.t.Clone()
-	}
-	return nil
+	return held
 }
 
 // startAttempt starts the push attempt f reserved, on base, the task as
@@ -578,30 +516,28 @@ func (e *Engine) attemptOf(id task.ID) *task.Task {
 // copy as read, kept unchanged until the outcome (attempt), and the
 // attempt's task is never changed either, so a deep copy per fire would
 // only copy bytes. Its history is its own, with room for the attempt.
-func (e *Engine) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
+func (r *firer) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
 	t := new(task.Task)
 	*t = *base
 	t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
 	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
-	startAttempt(t, now, f.timeout+e.cfg.LeaseGrace, e.boot)
-	e.out.Lock()
-	e.out.attempts[f.id] = &attempt{base: base, t: t}
-	e.out.Unlock()
-	e.tclock.fired.Add(1)
+	startAttempt(t, now, f.timeout+r.leaseGrace, r.boot)
+	r.attempts.put(f.id, &attempt{base: base, t: t})
+	r.fired.Add(1)
 	return t
 }
 
 // deliver runs one push attempt of t, which holds a fresh lease, and has
-// the outcome recorded under that lease (settleOutcome).
-func (e *Engine) deliver(ctx context.Context, t *task.Task) {
+// the outcome recorded under that lease (outcomes.add).
+func (r *firer) deliver(ctx context.Context, t *task.Task) {
 	kind := t.Target.Kind()
 	start := time.Now() // the wall clock: took is a duration for metrics
-	if h := e.cfg.Hooks.AttemptStarted; h != nil {
-		h(t.App, kind, e.clock.Now().Sub(t.NextAttemptAt))
+	if h := r.hooks.AttemptStarted; h != nil {
+		h(t.App, kind, r.clock.Now().Sub(t.NextAttemptAt))
 	}
-	s := e.cfg.Sinks[kind]
+	s := r.sinks[kind]
 	if ctx.Err() == nil {
-		e.noteAttempts(ctx, t) // counted from here on, even if toc dies during it
+		r.alog.note(ctx, t) // counted from here on, even if toc dies during it
 	}
 	dctx, span := telemetry.StartDeliver(ctx, t, start) // the attempt's span: ctx and nil when tracing is off
 	var derr error
@@ -610,504 +546,14 @@ func (e *Engine) deliver(ctx context.Context, t *task.Task) {
 	} else {
 		derr = s.Deliver(dctx, t)
 	}
-	if h := e.cfg.Hooks.AttemptEnded; h != nil {
+	if h := r.hooks.AttemptEnded; h != nil {
 		h(t.App, kind, time.Since(start), derr)
 	}
 	released := derr != nil && ctx.Err() != nil // shutting down: not the receiver's fault
 	telemetry.EndDeliver(span, t, derr, released)
 	// The delivery is over: its in-flight slot goes to the next one now,
 	// not once the outcome is stored (which waits for a batch). The task
-	// itself stays under way until then (e.out.attempts).
-	e.apps.release(t.App, t.ID)
-	e.settleOutcome(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, err: derr, released: released})
-}
-
-// outcome is the end of one push attempt, to be stored.
-type outcome struct {
-	id       task.ID
-	app      string
-	lease    string // the attempt's lease, which names it
-	err      error  // the sink's; nil when delivered
-	released bool   // cut short by Stop: not the receiver's fault
-	spent    bool   // not made: the attempts before it used up max_attempts
-
-	retryIn *time.Duration // a nack's retry_in (nil: the backoff)
-	wait    *outcomeWait   // an ack or nack waiting for its write (nil: nobody waits)
-	slot    int            // its result's index in wait.res
-}
-
-// outcomeWait is a caller waiting for the outcomes it handed to
-// settleOutcome to be stored: an ack or a nack, answered after the
-// (synced) write.
-type outcomeWait struct {
-	wg  sync.WaitGroup // one per outcome
-	res []outcomeResult
-}
-
-// outcomeResult is what became of one outcome of an outcomeWait.
-type outcomeResult struct {
-	landed bool       // written over the task
-	t      *task.Task // the task as stored (or as read when it did not land)
-	err    error      // the store's: not written
-}
-
-// maxSettlers bounds the goroutines storing outcomes at once.
-const maxSettlers = 4
-
-// maxConflictRounds bounds how often an outcome is written again after
-// store.ErrConflict before it is given up (and the task delivered again).
-const maxConflictRounds = 5
-
-// settleOutcome stores o with the outcomes of other attempts that end about
-// then, in one store write per batch (a group commit). The first goroutine
-// to find no one gathering gathers: while other attempts are still under
-// way it waits for their outcomes, up to outcomeGather or until a batch is
-// full or every attempt has ended, then writes the batch, and goes on while
-// outcomes are left; the others leave theirs to it and return at once. A
-// lone outcome is written at once. At most maxSettlers write at a time. The
-// attempt's in-flight slot was released when its delivery ended (deliver).
-//
-// The wait costs nothing that matters (a delivery has already been made;
-// only the store's record and the in-flight slot wait for it) and saves
-// much: at a few thousand fires a second, the outcomes of a few
-// milliseconds share one SQL transaction and one Redis round trip instead
-// of a handful each.
-func (e *Engine) settleOutcome(ctx context.Context, os ...outcome) {
-	e.out.Lock()
-	e.out.pending = append(e.out.pending, os...)
-	for _, o := range os {
-		if o.wait != nil {
-			e.out.waits++
-		}
-	}
-	if e.out.gathering || e.out.settlers >= maxSettlers {
-		if !e.moreOutcomesLocked() {
-			signal(e.out.full)
-		}
-		e.out.Unlock()
-		return
-	}
-	e.out.settlers++
-	for len(e.out.pending) > 0 {
-		if e.moreOutcomesLocked() {
-			e.out.gathering = true
-			e.out.Unlock()
-			e.gatherOutcomes()
-			e.out.Lock()
-			e.out.gathering = false
-		}
-		n := e.outcomeBatchLocked()
-		batch := slices.Clone(e.out.pending[:n])
-		for _, o := range batch {
-			if o.wait != nil {
-				e.out.waits--
-			}
-		}
-		clear(e.out.pending[:n])
-		e.out.pending = e.out.pending[n:]
-		e.out.Unlock()
-		e.storeOutcomes(ctx, batch)
-		e.out.Lock()
-	}
-	e.out.settlers--
-	e.out.Unlock()
-}
-
-// moreOutcomesLocked reports whether a batch of outcomes should wait for
-// more: it is not full, and attempts are under way whose outcomes are not
-// in it yet. e.out is held.
-func (e *Engine) moreOutcomesLocked() bool {
-	return e.out.waits == 0 && len(e.out.pending) < fireBatchMax && len(e.out.attempts)-e.out.pull.leased > len(e.out.pending)
-}
-
-// outcomeBatchLocked is how many of the pending outcomes the next write
-// takes: up to fireBatchMax of push attempts and lease ends, and up to
-// MaxClaim in all, so that a batch ack (AckMany) is one write. e.out is
-// held.
-func (e *Engine) outcomeBatchLocked() int {
-	n, other := 0, 0
-	for n < len(e.out.pending) && n < MaxClaim {
-		if e.out.pending[n].wait == nil {
-			if other == fireBatchMax {
-				break
-			}
-			other++
-		}
-		n++
-	}
-	return n
-}
-
-// gatherOutcomes waits outcomeGather, or less when a batch fills up or
-// every attempt under way has ended.
-func (e *Engine) gatherOutcomes() {
-	t := time.NewTimer(outcomeGather)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-e.out.full:
-	}
-}
-
-// outcomeGather is how long the first outcome of a batch waits for others
-// (settleOutcome).
-const outcomeGather = 5 * time.Millisecond
-
-// storeOutcomes writes a batch of outcomes over the tasks their attempts
-// started from, then ends the attempts.
-//
-// The write is fenced by the attempt's number (landsOn): an outcome lands
-// only on a task still scheduled, with fewer attempts recorded than its
-// number, and not moved since the attempt started (or moved only by the
-// outcome of an earlier attempt, another node's whose lease ran out before
-// this one began). A task cancelled, moved or retried meanwhile, or on
-// which a later attempt's outcome landed first, keeps its state; the
-// attempt is only added to its history, since it reached the receiver. An
-// attempt cut short by Stop writes nothing: the task is still due in the
-// store, and is delivered again (with the next number: attemptlog.go).
-func (e *Engine) storeOutcomes(ctx context.Context, os []outcome) {
-	as := make([]*attempt, len(os))
-	e.out.Lock()
-	for i, o := range os {
-		if a := e.out.attempts[o.id]; a != nil && a.t.Lease == o.lease {
-			as[i] = a
-		}
-	}
-	e.out.Unlock()
-	var ids []task.ID
-	var which []int
-	var released []*task.Task
-	for i, o := range os {
-		switch {
-		case as[i] == nil:
-		case o.released:
-			released = append(released, as[i].base)
-		default:
-			ids = append(ids, o.id)
-			which = append(which, i)
-		}
-	}
-	opts := fireWrite
-	keep := make([]bool, len(os)) // an ack's attempt whose write failed: its lease stays
-	for _, o := range os {
-		if o.wait != nil {
-			opts = ackWrite // a client waits for it: synced
-		}
-	}
-	result := func(i int, r outcomeResult) {
-		if w := os[i].wait; w != nil {
-			w.res[os[i].slot] = r
-		}
-	}
-	wctx, cancel := detached(ctx)
-	defer cancel()
-	var stored, moved []written
-	// A task another writer changed between the optimistic read and the
-	// write (store.ErrConflict) is written again, from a fresh read; an
-	// outcome the store refused for lack of disk space
-	// (store.ErrDiskFull) is written again after a pause, until the engine
-	// stops: the attempt stays under way meanwhile, so the task is not
-	// delivered again while its outcome waits.
-	fullWait := diskFullWait
-	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
-	for len(ids) > 0 {
-		landed := make([]bool, len(ids))
-		ws, errs := e.updateMany(wctx, ids, opts, func(ts []*task.Task) []error {
-			now := e.msNow()
-			errs := make([]error, len(ts))
-			for k, t := range ts {
-				a, o := as[which[k]], os[which[k]]
-				landed[k] = t != nil && landsOn(t, a)
-				switch {
-				case t == nil:
-					errs[k] = errSkip
-				case landed[k]:
-					recordOutcome(t, a, o, now)
-				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
-					// The task moved on (or was retried), or has this
-					// attempt already (a write tried again after its
-					// answer was lost): it keeps what it has.
-					errs[k] = errSkip
-				default:
-					// The task moved on, but the attempt reached the
-					// receiver: its history says so.
-					n := a.t.Attempts
-					t.Record(a.t.UpdatedAt, "attempt", n, "")
-					if o.err == nil {
-						t.Record(now, "delivered", n, "")
-					} else {
-						t.Record(now, "failed", n, o.err.Error())
-					}
-				}
-			}
-			return errs
-		})
-		var again []task.ID
-		var againWhich []int
-		conflict, unavailable := false, false
-		ff := firstFull(errs)
-		for k, err := range errs {
-			switch {
-			case err == nil && landed[k]:
-				stored = append(stored, ws[k])
-				result(which[k], outcomeResult{landed: true, t: ws[k].t})
-			case err == nil:
-				moved = append(moved, ws[k])
-				result(which[k], outcomeResult{t: ws[k].t})
-			case errors.Is(err, errSkip):
-				moved = append(moved, ws[k])
-				result(which[k], outcomeResult{t: ws[k].t})
-			case errors.Is(err, store.ErrNotFound):
-				result(which[k], outcomeResult{err: err})
-			case os[which[k]].wait != nil && !errors.Is(err, store.ErrConflict):
-				// A client waits: it gets the error now, and may send
-				// its ack again under the lease, which stays.
-				result(which[k], outcomeResult{err: err})
-				keep[which[k]] = true
-			case errors.Is(err, store.ErrConflict) && rounds < maxConflictRounds:
-				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
-				conflict = true
-			case errors.Is(err, store.ErrUnavailable) && tries < maxUnavailableTries:
-				// The connection or the database was lost (a restart):
-				// write again on a new connection, after a pause.
-				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
-				unavailable = true
-			case errors.Is(err, store.ErrDiskFull) && waitDiskFull(ctx, &fullWait, k == ff):
-				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
-			default:
-				// The task is still due in the store: deliver it again.
-				e.log.ErrorContext(ctx, "record delivery outcome; the task will be delivered again", slog.String("task", ids[k].String()), slog.String("error", err.Error()))
-				e.retryLater(ids[k])
-			}
-		}
-		ids, which = again, againWhich
-		if conflict {
-			rounds++
-		}
-		if unavailable {
-			d := min(unavailableBackoff<<tries, unavailableBackoffMax)
-			tries++
-			e.log.WarnContext(ctx, "record delivery outcomes: database unavailable; trying again", slog.Int("tasks", len(ids)), slog.Duration("in", d))
-			if !sleepCtx(ctx, d) {
-				for _, id := range ids { // stopping: deliver them again
-					e.retryLater(id)
-				}
-				break
-			}
-		}
-	}
-	ended := 0 // pull attempts
-	e.out.Lock()
-	for i, o := range os {
-		switch a := as[i]; {
-		case a == nil:
-		case keep[i]:
-			a.ending = false
-		default:
-			delete(e.out.attempts, o.id)
-			if a.pull {
-				e.out.pull.leased--
-				e.out.pull.unref(a.t.App)
-				ended++
-			}
-		}
-	}
-	e.out.Unlock()
-	if ended > 0 {
-		e.pullLeases.Add(-int64(ended))
-		// The wheel entries at the leases' ends go: the tasks are
-		// tracked again as stored (a deferred entry would outlive a
-		// finished task's track).
-		e.mu.Lock()
-		for i, o := range os {
-			if a := as[i]; a != nil && a.pull && !keep[i] && e.mu.core != nil {
-				e.mu.core.Untrack(o.id)
-			}
-		}
-		e.mu.Unlock()
-	}
-	e.settled(ctx, stored, moved, released)
-	for _, o := range os {
-		if o.wait != nil {
-			o.wait.wg.Done()
-		}
-	}
-}
-
-// ackWrite is for the outcomes of acks and nacks: synced, since the
-// client is answered after it; otherwise as fireWrite.
-var ackWrite = &store.UpdateOpts{Optimistic: true}
-
-// Outcome writes that meet an unavailable store (store.ErrUnavailable: a
-// database restart, a lost connection) are tried again up to
-// maxUnavailableTries times, after unavailableBackoff doubling up to
-// unavailableBackoffMax (about 9 s in all), before the outcome is given up
-// and the task delivered again.
-const (
-	maxUnavailableTries   = 8
-	unavailableBackoff    = 100 * time.Millisecond
-	unavailableBackoffMax = 2 * time.Second
-)
-
-// sleepCtx waits d, or less when ctx ends first; it reports whether d
-// passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// inHistory reports whether t's history has the start of attempt a.
-func inHistory(t *task.Task, a *attempt) bool {
-	for _, ev := range t.History {
-		if ev.What == "attempt" && ev.Attempt == a.t.Attempts && ev.At.Equal(a.t.UpdatedAt) {
-			return true
-		}
-	}
-	return false
-}
-
-// landsOn reports whether the outcome of attempt a may be written over t,
-// the task as stored now: t is still scheduled, no outcome of a (from the
-// number on) has landed, and t has not moved since a started, or only by
-// the outcome of an earlier attempt (whose number is below a's: another
-// node's, late; a's own started when its lease ran out).
-func landsOn(t *task.Task, a *attempt) bool {
-	if t.State != task.Scheduled || t.Attempts >= a.t.Attempts {
-		return false
-	}
-	if t.Attempts == a.base.Attempts {
-		return t.NextAttemptAt.Equal(a.base.NextAttemptAt)
-	}
-	return t.Attempts > a.base.Attempts
-}
-
-// recordOutcome writes the outcome o of attempt a over t, on which it lands
-// (landsOn).
-func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
-	n := a.t.Attempts
-	if o.spent {
-		// The attempts up to n-1 were started by processes that
-		// stopped during them (the index counted them), and they were
-		// the last.
-		t.Attempts = n - 1
-		t.LastError = interruptedMsg
-		t.Record(now, "interrupted", t.Attempts, interruptedMsg)
-		finish(t, task.Dead, now)
-		return
-	}
-	if t.Attempts < n-1 {
-		// Attempts between were started and have no outcome: their
-		// process stopped during them, or their outcome is late.
-		t.Record(a.t.UpdatedAt, "interrupted", n-1, "no outcome recorded for this attempt: its process stopped during it, or its outcome comes late")
-	}
-	t.Attempts = n
-	t.Record(a.t.UpdatedAt, "attempt", n, "")
-	if o.err == nil {
-		finish(t, task.Delivered, now)
-		t.LastError = ""
-	} else {
-		failAttempt(t, now, o.err.Error(), o.retryIn)
-	}
-}
-
-// diskFullWait is the first pause before an outcome refused for lack of
-// disk space is written again; it doubles up to diskFullWaitMax.
-const (
-	diskFullWait    = 100 * time.Millisecond
-	diskFullWaitMax = 5 * time.Second
-)
-
-// waitDiskFull reports whether an outcome refused for lack of disk space
-// is to be written again: yes until ctx (the engine's) ends. The first
-// such outcome of a round (first) waits *wait, which then doubles; the
-// others of the round go with it.
-func waitDiskFull(ctx context.Context, wait *time.Duration, first bool) bool {
-	if !first {
-		return ctx.Err() == nil
-	}
-	d := *wait
-	*wait = min(2*d, diskFullWaitMax)
-	return sleepCtx(ctx, d)
-}
-
-// firstFull is the index of the first store.ErrDiskFull in errs, or -1.
-func firstFull(errs []error) int {
-	for k, err := range errs {
-		if errors.Is(err, store.ErrDiskFull) {
-			return k
-		}
-	}
-	return -1
-}
-
-// settled mirrors the outcomes of attempts into the cluster index and
-// tracks the tasks again: stored, the outcomes written; moved, the tasks
-// whose outcome was not written because they moved on (as read); released,
-// the tasks of attempts cut short (as stored: due). The index holds the
-// members of all three in their PrepareQueue, where the claim put them.
-func (e *Engine) settled(ctx context.Context, stored, moved []written, released []*task.Task) {
-	if x := e.cfg.Index; x != nil {
-		ts := make([]*task.Task, 0, len(stored)+len(moved)+len(released))
-		for _, w := range stored {
-			ts = append(ts, w.t)
-		}
-		for _, w := range moved {
-			ts = append(ts, w.t)
-		}
-		ts = append(ts, released...)
-		if len(ts) > 0 {
-			sctx, cancel := detached(ctx)
-			defer cancel()
-			if err := x.Settled(sctx, ts...); err != nil {
-				e.log.WarnContext(ctx, "mirror delivery outcomes to the index; the repair scan will", slog.Int("tasks", len(ts)), slog.String("error", err.Error()))
-			}
-		}
-	}
-	for _, w := range stored {
-		e.track(w)
-	}
-	for _, w := range moved {
-		e.track(w)
-	}
-}
-
-// notifyPull wakes the claims waiting on app, on every node.
-func (e *Engine) notifyPull(app string) {
-	e.notifyLocal(app)
-	if e.cfg.Index != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		defer cancel()
-		e.cfg.Index.PullDue(ctx, app)
-	}
-}
-
-// notifyLocal wakes this process's claims waiting on app.
-func (e *Engine) notifyLocal(app string) {
-	e.mu.Lock()
-	ch, ok := e.mu.waiters[app]
-	if ok {
-		delete(e.mu.waiters, app)
-	}
-	e.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-}
-
-// pullWaiter returns a channel closed at the next notifyPull(app).
-func (e *Engine) pullWaiter(app string) <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ch, ok := e.mu.waiters[app]
-	if !ok {
-		ch = make(chan struct{})
-		e.mu.waiters[app] = ch
-	}
-	return ch
+	// itself stays under way until then (attempts.go).
+	r.apps.release(t.App, t.ID)
+	r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, err: derr, released: released})
 }

@@ -100,7 +100,5 @@ func cpuTime(b *testing.B) time.Duration {
 
 // attemptsUnderway is how many push attempts have no outcome stored yet.
 func (e *Engine) attemptsUnderway() int {
-	e.out.Lock()
-	defer e.out.Unlock()
-	return len(e.out.attempts)
+	return e.attempts.count()
 }

@@ -37,6 +37,23 @@ type gate struct {
 	freed   chan struct{} // capacity 1: a slot was freed, or the limits changed
 }
 
+// start sets the gates' context: they run until it ends (the engine's
+// loops').
+func (a *apps) start(ctx context.Context) {
+	a.mu.Lock()
+	a.ctx = ctx
+	a.mu.Unlock()
+}
+
+// stop starts no gate from here on and waits for those running, which end
+// with their context.
+func (a *apps) stop() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.gates.Wait()
+}
+
 // gatedBy reports whether p's limits go through the cluster's limiter.
 func (a *apps) gatedBy(p AppPolicy) bool {
 	return a.limiter != nil && (p.DeliveriesPerSecond > 0 || p.MaxInFlight > 0)
@@ -249,8 +266,12 @@ func (a *apps) slotFreed(app string) {
 }
 
 // dropGrant forgets a grant that fire did not use (the task needed no
-// attempt after all) and gives back its slot.
+// attempt after all) and gives back its slot. Without a Limiter there are
+// no grants.
 func (a *apps) dropGrant(app string, id task.ID) {
+	if a.limiter == nil {
+		return
+	}
 	a.mu.Lock()
 	st, ok := a.state[app]
 	var g grant

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"context"
 	"time"
 
-	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -42,57 +40,4 @@ type Hooks struct {
 type written struct {
 	t   *task.Task
 	seq uint64
-}
-
-// update is Store.Update plus the Finished hook. It numbers the write.
-func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (written, error) {
-	var before task.State
-	var seq uint64
-	t, err := e.store.Update(ctx, id, opts, func(t *task.Task) error {
-		before = t.State
-		if err := fn(t); err != nil {
-			return err
-		}
-		seq = e.seq.Add(1)
-		return nil
-	})
-	if err == nil && t != nil && t.State.Final() && !before.Final() {
-		if h := e.cfg.Hooks.Finished; h != nil {
-			h(t.App, t.State)
-		}
-	}
-	return written{t, seq}, err
-}
-
-// updateMany is store.UpdateMany with the Finished hook and the numbering
-// of update.
-func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
-	before := make([]task.State, len(ids))
-	seqs := make([]uint64, len(ids))
-	ts, errs := e.store.UpdateMany(ctx, ids, opts, func(ts []*task.Task) []error {
-		for i, t := range ts {
-			if t != nil {
-				before[i] = t.State
-			}
-		}
-		errs := fn(ts)
-		for i, t := range ts {
-			if t != nil && errs[i] == nil {
-				seqs[i] = e.seq.Add(1)
-			}
-		}
-		return errs
-	})
-	if h := e.cfg.Hooks.Finished; h != nil {
-		for i, t := range ts {
-			if errs[i] == nil && t != nil && t.State.Final() && !before[i].Final() {
-				h(t.App, t.State)
-			}
-		}
-	}
-	ws := make([]written, len(ts))
-	for i, t := range ts {
-		ws[i] = written{t, seqs[i]}
-	}
-	return ws, errs
 }

@@ -672,7 +672,7 @@ func (e *Engine) retireOccurrence(ctx context.Context, s *task.Schedule, due tim
 		return nil
 	}
 	w, err := e.update(ctx, t.ID, nil, func(t *task.Task) error {
-		if t.State != task.Scheduled || t.Attempts > 0 || e.attemptOf(t.ID) != nil {
+		if t.State != task.Scheduled || t.Attempts > 0 || e.attempts.attemptOf(t.ID) != nil {
 			return errSkip // started: it finishes
 		}
 		now := e.msNow()
@@ -957,7 +957,7 @@ func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.C
 	}
 	due := *s.NextAt
 	w, err := e.update(ctx, r.Task.ID, nil, func(t *task.Task) error {
-		if e.attemptOf(t.ID) != nil {
+		if e.attempts.attemptOf(t.ID) != nil {
 			return errSkip
 		}
 		switch {
@@ -976,7 +976,7 @@ func (e *Engine) syncOccurrence(ctx context.Context, s *task.Schedule, r store.C
 			t.ScheduleID = s.ID
 			t.Attempts, t.LastError = 0, ""
 			e.applyTemplate(t, s, due, now)
-			schedule(t, due, now)
+			requeue(t, due, now)
 			t.Record(now, "rescheduled", 0, "")
 		default:
 			return errSkip

@@ -48,8 +48,25 @@ func (e *ClockBackError) Error() string {
 		e.Now.Format(time.RFC3339Nano), e.To.Format(time.RFC3339Nano))
 }
 
-// testClockState is the engine's part of AdvanceClock.
-type testClockState struct {
+// testClock is AdvanceClock's service: it moves a test clock and waits,
+// at each instant, for the other services to be quiet, reading their
+// state through their own methods (quietAt). advancing makes advances one
+// at a time; mu guards the schedule loop's passes; nothing is taken under
+// either but the other services' own locks, one at a time.
+type testClock struct {
+	clock     clock.Clock
+	window    time.Duration
+	store     store.Store
+	schedules store.Schedules // nil: the store keeps none
+	tk        *timekeeper
+	dispatch  *dispatcher
+	attempts  *attempts
+	outcomes  *outcomes
+	sweeper   *sweeper
+	log       *slog.Logger
+	ready     func() error // the engine's checkReady
+	kickSched func()       // wakes the schedule loop
+
 	advancing sync.Mutex   // one advance at a time
 	fired     atomic.Int64 // push attempts started and pull tasks fallen due, ever
 
@@ -62,14 +79,14 @@ type testClockState struct {
 
 // scheduleIdle notes that the schedule loop goes to sleep, having acted on
 // everything due at now.
-func (s *testClockState) scheduleIdle(now time.Time) {
+func (s *testClock) scheduleIdle(now time.Time) {
 	s.mu.Lock()
 	s.mu.passes++
 	s.mu.at = now
 	s.mu.Unlock()
 }
 
-func (s *testClockState) schedulePass() (uint64, time.Time) {
+func (s *testClock) schedulePass() (uint64, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.passes, s.mu.at
@@ -95,52 +112,57 @@ const quietPoll = time.Millisecond
 // clock's time, and ctx's error when ctx ends first (the clock stays where
 // the advance had moved it). Advances run one at a time.
 func (e *Engine) AdvanceClock(ctx context.Context, to time.Time) (now time.Time, fired int, err error) {
-	tc, ok := e.clock.(*clock.Test)
+	return e.tclock.advance(ctx, to)
+}
+
+// advance is AdvanceClock.
+func (c *testClock) advance(ctx context.Context, to time.Time) (now time.Time, fired int, err error) {
+	tc, ok := c.clock.(*clock.Test)
 	if !ok {
-		return e.clock.Now(), 0, ErrWallClock
+		return c.clock.Now(), 0, ErrWallClock
 	}
-	if err := e.checkReady(); err != nil {
+	if err := c.ready(); err != nil {
 		return tc.Now(), 0, err
 	}
-	e.tclock.advancing.Lock()
-	defer e.tclock.advancing.Unlock()
+	c.advancing.Lock()
+	defer c.advancing.Unlock()
 	to = to.UTC()
 	if now := tc.Now(); to.Before(now) {
 		return now, 0, &ClockBackError{Now: now, To: to}
 	}
-	start, from := e.tclock.fired.Load(), tc.Now()
+	start, from := c.fired.Load(), tc.Now()
 	defer func() {
-		e.log.InfoContext(ctx, "test clock advanced", slog.Time("from", from), slog.Time("to", now), slog.Int("fired", fired), slog.Any("error", err))
+		c.log.InfoContext(ctx, "test clock advanced", slog.Time("from", from), slog.Time("to", now), slog.Int("fired", fired), slog.Any("error", err))
 	}()
 	for {
 		now := tc.Now()
-		next, err := e.settleAt(ctx, now, to)
+		next, err := c.runDue(ctx, now, to)
 		if err != nil {
-			return now, int(e.tclock.fired.Load() - start), fmt.Errorf("advance the test clock at %s: %w", now.Format(time.RFC3339Nano), err)
+			return now, int(c.fired.Load() - start), fmt.Errorf("advance the test clock at %s: %w", now.Format(time.RFC3339Nano), err)
 		}
 		if !now.Before(to) {
-			return now, int(e.tclock.fired.Load() - start), nil
+			return now, int(c.fired.Load() - start), nil
 		}
 		if err := tc.Set(earliest(next, to)); err != nil {
-			return now, int(e.tclock.fired.Load() - start), err
+			return now, int(c.fired.Load() - start), err
 		}
 	}
 }
 
-// settleAt has the engine do everything due at now, the clock's time, and
+// runDue has the engine do everything due at now, the clock's time, and
 // waits until it is quiet; it returns the next instant after now that
 // anything is due, or a time after `to` when nothing is by then.
-func (e *Engine) settleAt(ctx context.Context, now, to time.Time) (next time.Time, err error) {
-	passes, _ := e.tclock.schedulePass()
-	signal(e.loadKick)
-	signal(e.kick)
-	if e.schedules != nil {
-		e.kickSchedules()
+func (c *testClock) runDue(ctx context.Context, now, to time.Time) (next time.Time, err error) {
+	passes, _ := c.schedulePass()
+	signal(c.tk.loadKick)
+	signal(c.tk.kick)
+	if c.schedules != nil {
+		c.kickSched()
 	}
-	if err := e.sweepTo(ctx, now); err != nil {
+	if err := c.sweeper.sweepTo(ctx, now); err != nil {
 		return time.Time{}, err
 	}
-	wheelNext, err := e.awaitQuiet(ctx, now, passes)
+	wheelNext, err := c.awaitQuiet(ctx, now, passes)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -150,15 +172,15 @@ func (e *Engine) settleAt(ctx context.Context, now, to time.Time) (next time.Tim
 	}
 	// The store's next wake after now, strictly: what is due at now (a
 	// pull task waiting for a claim) stays so.
-	ws, err := e.store.Wakeups(ctx, store.Cursor{At: now, ID: sched.MaxID}, to, 1)
+	ws, err := c.store.Wakeups(ctx, store.Cursor{At: now, ID: sched.MaxID}, to, 1)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read the next wakeup: %w", err)
 	}
 	if len(ws) > 0 {
 		next = earliest(next, ws[0].At)
 	}
-	if e.schedules != nil {
-		ss, err := e.schedules.DueSchedules(ctx, to, schedulePage)
+	if c.schedules != nil {
+		ss, err := c.schedules.DueSchedules(ctx, to, schedulePage)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("read the next schedule: %w", err)
 		}
@@ -179,33 +201,18 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// sweepTo deletes the finished tasks past the retention at now (the sweep
-// loop's work, which runs on a wall-clock ticker).
-func (e *Engine) sweepTo(ctx context.Context, now time.Time) error {
-	cutoff := now.Add(-e.cfg.Retention)
-	for {
-		n, err := e.store.Sweep(ctx, cutoff, 1000)
-		if err != nil {
-			return fmt.Errorf("sweep finished tasks: %w", err)
-		}
-		if n < 1000 {
-			return nil
-		}
-	}
-}
-
 // awaitQuiet waits until the engine is quiet at now (see above) and
 // returns the wheel's next instant. passes is the schedule loop's count
 // from before the loops were woken.
-func (e *Engine) awaitQuiet(ctx context.Context, now time.Time, passes uint64) (wheelNext time.Time, err error) {
+func (c *testClock) awaitQuiet(ctx context.Context, now time.Time, passes uint64) (wheelNext time.Time, err error) {
 	t := time.NewTimer(quietPoll)
 	defer t.Stop()
 	for {
-		quiet, next := e.quietAt(now, passes)
+		quiet, next := c.quietAt(now, passes)
 		if quiet {
 			return next, nil
 		}
-		if err := e.checkReady(); err != nil {
+		if err := c.ready(); err != nil {
 			return time.Time{}, err // stopping: the loops will not get quiet
 		}
 		t.Reset(quietPoll)
@@ -217,42 +224,30 @@ func (e *Engine) awaitQuiet(ctx context.Context, now time.Time, passes uint64) (
 	}
 }
 
-func (e *Engine) quietAt(now time.Time, passes uint64) (bool, time.Time) {
-	e.mu.Lock()
-	if e.mu.core == nil {
-		e.mu.Unlock()
+func (c *testClock) quietAt(now time.Time, passes uint64) (bool, time.Time) {
+	moved, next, st, ok := c.tk.advance(now)
+	if !ok {
 		return true, time.Time{}
 	}
-	moved, next := e.mu.core.Advance(now)
-	st := e.mu.core.Stats()
-	e.mu.Unlock()
 	if moved > 0 {
-		e.signalReady()
 		return false, next
 	}
-	if st.Cursor.Before(now.Add(e.cfg.Window)) {
-		signal(e.loadKick)
+	if st.Cursor.Before(now.Add(c.window)) {
+		signal(c.tk.loadKick)
 		return false, next
 	}
-	if st.Ready > 0 || len(e.writing) > 0 || e.busy.Load() > 0 {
+	if st.Ready > 0 || !c.dispatch.idle() {
 		return false, next
 	}
-	e.out.Lock()
-	busy := len(e.out.pending) > 0 || e.out.settlers > 0 || len(e.out.waiting.ring) > 0
-	for _, a := range e.out.attempts {
-		// A pull task's lease held here (pull.go) waits for its consumer,
-		// not for the engine: it ends by an ack or by the clock.
-		if busy || a == nil || !a.pull || a.ending {
-			busy = true
-			break
-		}
-	}
-	e.out.Unlock()
-	if busy {
+	// The attempts first, then their outcomes: an attempt leaves the
+	// attempts while its outcome's writer runs, so that, read in this
+	// order, none goes unseen. A pull lease held here waits for its
+	// consumer, not for the engine (attempts.busy).
+	if c.attempts.busy() || c.outcomes.busy() {
 		return false, next
 	}
-	if e.schedules != nil {
-		if p, at := e.tclock.schedulePass(); p <= passes || at.Before(now) {
+	if c.schedules != nil {
+		if p, at := c.schedulePass(); p <= passes || at.Before(now) {
 			return false, next
 		}
 	}

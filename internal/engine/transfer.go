@@ -356,7 +356,7 @@ func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err er
 		// The attempt under way on the source is made again here.
 		t.Record(now, "released", t.Attempts, "moved to another server by an import while being delivered")
 		t.Attempts = max(t.Attempts-1, 0)
-		schedule(t, now, now)
+		requeue(t, now, now)
 		released = true
 	case t.State == task.Scheduled:
 		t.Lease, t.LeaseExpiresAt = "", nil

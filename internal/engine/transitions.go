@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/toc-dev/toc/internal/clock"
+
 	"github.com/toc-dev/toc/task"
 )
 
@@ -56,8 +58,8 @@ func expire(t *task.Task, now time.Time) {
 	finish(t, task.Expired, now)
 }
 
-// schedule puts t back to scheduled for an attempt at next.
-func schedule(t *task.Task, next, now time.Time) {
+// requeue puts t back to scheduled for an attempt at next.
+func requeue(t *task.Task, next, now time.Time) {
 	t.State = task.Scheduled
 	t.Lease = ""
 	t.LeaseExpiresAt = nil
@@ -95,7 +97,7 @@ func failAttempt(t *task.Task, now time.Time, msg string, retryIn *time.Duration
 	if retryIn != nil {
 		d = *retryIn
 	}
-	schedule(t, task.Ms(now.Add(d)), now)
+	requeue(t, task.Ms(now.Add(d)), now)
 }
 
 // backoff returns the delay after the n-th failed attempt: min·2^(n-1)
@@ -146,11 +148,14 @@ func retry(t *task.Task, now time.Time) {
 	t.Attempts = 0
 	t.Deadline = nil
 	t.Record(now, "retried", 0, "")
-	schedule(t, now, now)
+	requeue(t, now, now)
 }
 
 func msNow() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
 // msNow is the engine's clock's time at millisecond precision, in UTC:
 // the time every transition records and decides by.
-func (e *Engine) msNow() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }
+func (e *Engine) msNow() time.Time { return msNowOf(e.clock) }
+
+// msNowOf is c's time at millisecond precision, in UTC.
+func msNowOf(c clock.Clock) time.Time { return c.Now().UTC().Truncate(time.Millisecond) }

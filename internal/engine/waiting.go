@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"slices"
 
 	"github.com/toc-dev/toc/task"
@@ -12,7 +11,7 @@ import (
 // started, taken by the apps in turn, by whichever worker is free first.
 // An attempt of one app thus never waits behind another app's delivery
 // that hangs (it did when the firing worker ran the rest of its batch one
-// after the other), only for a free worker. Guarded by Engine.out.
+// after the other), only for a free worker. Guarded by dispatcher.mu.
 type waitingDeliveries struct {
 	by   map[string][]*task.Task // by app, non-empty
 	ring []string                // the apps in by, in turn order
@@ -56,30 +55,4 @@ func (w *waitingDeliveries) pop() *task.Task {
 		w.turn = 0
 	}
 	return t
-}
-
-// queueDeliveries adds ts to the waiting attempts and wakes an idle worker
-// (one that went idle after the hand-off failed) to take them.
-func (e *Engine) queueDeliveries(ts []*task.Task) {
-	if len(ts) == 0 {
-		return
-	}
-	e.out.Lock()
-	e.out.waiting.push(ts...)
-	e.out.Unlock()
-	signal(e.deliverKick)
-}
-
-// deliverWaiting delivers waiting attempts, the apps in turn, until none
-// is left.
-func (e *Engine) deliverWaiting(ctx context.Context) {
-	for {
-		e.out.Lock()
-		t := e.out.waiting.pop()
-		e.out.Unlock()
-		if t == nil {
-			return
-		}
-		e.deliver(ctx, t)
-	}
 }

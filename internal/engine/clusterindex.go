@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// engIdx is the index as the engine's services use it: an Index, and what
+// the mode adds at start and per attempt. Its two adapters are
+// localIndex (one node) and clusterIndex (Config.Index).
+type engIdx interface {
+	Index
+	// start runs before anything fires: on one node it finds what a
+	// previous process left under way; in a cluster, Live tells whose
+	// leases are orphaned and the slots' owners roll them back.
+	start(ctx context.Context, now time.Time) error
+	// attemptLog notes the push attempts (and pull leases) as they start:
+	// on one node the store's attempt log; in a cluster one that notes
+	// nothing, since the index numbered them when it claimed them.
+	attemptLog() *attemptLog
+	// fireGather is how long a fire job under load waits for more due
+	// tasks (dispatcher.go): worth it where each batch costs round trips.
+	fireGather() time.Duration
+	// mirror is Sync of the tasks of ws, and mirrorEnded Settled of the
+	// tasks of the attempts that ended (their groups in turn), each run to
+	// its end (detached from ctx's cancellation). On one node they do
+	// nothing, and cost nothing.
+	mirror(ctx context.Context, ws []written) error
+	// claimBatch is Claim for the tasks ws[i].t of the indexes in which,
+	// each held until fs[i].until, the fire job's (firer.claim).
+	claimBatch(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) ([]int, error)
+	mirrorEnded(ctx context.Context, stored, moved []written, released []*task.Task) error
+}
+
+// clusterIndex is the cluster's Index (Config.Index) as an engIdx.
+type clusterIndex struct{ Index }
+
+var _ engIdx = clusterIndex{}
+
+func (clusterIndex) start(context.Context, time.Time) error { return nil }
+func (clusterIndex) attemptLog() *attemptLog                { return &attemptLog{} }
+func (clusterIndex) fireGather() time.Duration              { return fireGather }
+
+func (x clusterIndex) claimBatch(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) ([]int, error) {
+	claim := make([]*task.Task, len(which))
+	until := make([]time.Time, len(which))
+	for k, i := range which {
+		claim[k], until[k] = ws[i].t, fs[i].until
+	}
+	return x.Claim(ctx, claim, until, now)
+}
+
+func (x clusterIndex) mirror(ctx context.Context, ws []written) error {
+	ts := make([]*task.Task, len(ws))
+	for i, w := range ws {
+		ts[i] = w.t
+	}
+	sctx, cancel := detached(ctx)
+	defer cancel()
+	return x.Sync(sctx, ts...)
+}
+
+func (x clusterIndex) mirrorEnded(ctx context.Context, stored, moved []written, released []*task.Task) error {
+	ts := make([]*task.Task, 0, len(stored)+len(moved)+len(released))
+	for _, w := range stored {
+		ts = append(ts, w.t)
+	}
+	for _, w := range moved {
+		ts = append(ts, w.t)
+	}
+	ts = append(ts, released...)
+	if len(ts) == 0 {
+		return nil
+	}
+	sctx, cancel := detached(ctx)
+	defer cancel()
+	return x.Settled(sctx, ts...)
+}

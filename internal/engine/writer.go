@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/toc-dev/toc/internal/clock"
+	"github.com/toc-dev/toc/internal/engine/sched"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// writer writes tasks to the store and has the rest of the engine follow:
+// it numbers each write (written), calls the Finished hook, mirrors what it
+// wrote into the index (Index.Sync) and tracks it in the timekeeper. Every
+// service that changes a task goes through it. Its only state is the write
+// counter (atomic).
+type writer struct {
+	store    store.Store
+	finished func(app string, state task.State) // Hooks.Finished; nil: none
+	index    engIdx
+	tk       *timekeeper
+	clock    clock.Clock
+	log      *slog.Logger
+	seq      atomic.Uint64 // numbers the writes (see written)
+
+	// dropHeld forgets a pull task held in memory that was just written
+	// (its copy is out of date); pullDue wakes the leases waiting for
+	// app's pull tasks (the pull service).
+	dropHeld func(id task.ID)
+	pullDue  func(app string)
+}
+
+// update is Store.Update plus the Finished hook. It numbers the write.
+func (w *writer) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (written, error) {
+	var before task.State
+	var seq uint64
+	t, err := w.store.Update(ctx, id, opts, func(t *task.Task) error {
+		before = t.State
+		if err := fn(t); err != nil {
+			return err
+		}
+		seq = w.seq.Add(1)
+		return nil
+	})
+	if err == nil && t != nil && t.State.Final() && !before.Final() {
+		if h := w.finished; h != nil {
+			h(t.App, t.State)
+		}
+	}
+	return written{t, seq}, err
+}
+
+// updateMany is store.UpdateMany with the Finished hook and the numbering
+// of update.
+func (w *writer) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
+	before := make([]task.State, len(ids))
+	seqs := make([]uint64, len(ids))
+	ts, errs := w.store.UpdateMany(ctx, ids, opts, func(ts []*task.Task) []error {
+		for i, t := range ts {
+			if t != nil {
+				before[i] = t.State
+			}
+		}
+		errs := fn(ts)
+		for i, t := range ts {
+			if t != nil && errs[i] == nil {
+				seqs[i] = w.seq.Add(1)
+			}
+		}
+		return errs
+	})
+	if h := w.finished; h != nil {
+		for i, t := range ts {
+			if errs[i] == nil && t != nil && t.State.Final() && !before[i].Final() {
+				h(t.App, t.State)
+			}
+		}
+	}
+	ws := make([]written, len(ts))
+	for i, t := range ts {
+		ws[i] = written{t, seqs[i]}
+	}
+	return ws, errs
+}
+
+// wrote mirrors tasks just written to the store into the index, then
+// tracks them. A failed mirror is logged: the repair scan restores it.
+func (w *writer) wrote(ctx context.Context, ws ...written) {
+	if len(ws) == 0 {
+		return
+	}
+	if err := w.index.mirror(ctx, ws); err != nil {
+		w.log.WarnContext(ctx, "mirror tasks to the index; the repair scan will", slog.Int("tasks", len(ws)), slog.String("error", err.Error()))
+	}
+	for _, x := range ws {
+		w.track(x)
+	}
+}
+
+// track brings the wheel in line with a task just written to (or read
+// from) the store. A copy older than one tracked already is ignored (see
+// package sched).
+func (w *writer) track(x written) {
+	t := x.t
+	wake := t.WakeAt
+	if !w.index.Watches(t) {
+		wake = time.Time{} // another node times it
+	}
+	if t.Target.Pull != nil {
+		// Written: a lease must not hand out a copy read before. Dropped
+		// before the wheel has the task again, which may fire it into
+		// the ready queue at once.
+		w.dropHeld(t.ID)
+	}
+	w.tk.track(sched.Entry{ID: t.ID, WakeAt: wake, Seq: x.seq, App: t.App})
+	if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.After(w.clock.Now()) {
+		w.pullDue(t.App)
+	}
+}
