@@ -533,6 +533,38 @@ func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, no
 	return n.x.ClaimMany(ctx, cs, now)
 }
 
+// promotePage puts one page of a shard's wakeups in their slots, in one
+// round trip (AddMany and SettleMany pipeline their scripts, one per slot),
+// and announces, in one message, those that wake soon.
+func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
+	var adds []redisindex.Added
+	var leases []redisindex.Op
+	var announce strings.Builder
+	near := time.Now().Add(n.cfg.Near)
+	for _, w := range ws {
+		slot := n.x.Slot(w.Key, w.ID)
+		switch w.State {
+		case task.Scheduled:
+			adds = append(adds, redisindex.Added{App: w.App, Slot: slot, ID: w.ID, At: w.At})
+		case task.Delivering:
+			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At})
+		}
+		if w.At.Before(near) {
+			announce.WriteString(w.ID.String() + " " + strconv.FormatInt(w.At.UnixMilli(), 10) + " " + strconv.Itoa(slot) + " " + w.App + "\n")
+		}
+	}
+	if _, err := n.x.AddMany(ctx, adds); err != nil {
+		return err
+	}
+	if err := n.x.SettleMany(ctx, leases); err != nil {
+		return err
+	}
+	if announce.Len() > 0 {
+		_ = n.rdb.Publish(ctx, n.wakeChannel(), announce.String()).Err()
+	}
+	return nil
+}
+
 // promoteLoop moves tasks entering the hot window from the owned SQL shards
 // into Redis, and every RepairEvery promotes the whole window again.
 func (n *Node) promoteLoop(ctx context.Context) {
@@ -592,21 +624,11 @@ func (n *Node) promote(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("scan shard %d: %w", h, err)
 			}
-			for _, w := range ws {
-				slot := n.x.Slot(w.Key, w.ID)
-				switch w.State {
-				case task.Scheduled:
-					_, err = n.x.Add(ctx, w.App, slot, w.ID, w.At)
-				case task.Delivering:
-					err = n.x.Settle(ctx, w.App, slot, w.ID, redisindex.Lease, w.At)
-				}
-				if err != nil {
-					return err
-				}
-				if w.At.Before(time.Now().Add(n.cfg.Near)) {
-					_ = n.rdb.Publish(ctx, n.wakeChannel(), w.ID.String()+" "+strconv.FormatInt(w.At.UnixMilli(), 10)+" "+strconv.Itoa(slot)+" "+w.App).Err()
-				}
-				cur = store.Cursor{At: w.At, ID: w.ID}
+			if err := n.promotePage(ctx, ws); err != nil {
+				return err
+			}
+			if len(ws) > 0 {
+				cur = store.Cursor{At: ws[len(ws)-1].At, ID: ws[len(ws)-1].ID}
 			}
 			if len(ws) < 1000 {
 				break
