@@ -254,11 +254,14 @@ type Op struct {
 	Score  time.Time
 }
 
+// Note is a message published after a write, in its round trip.
+type Note struct{ Channel, Message string }
+
 // SettleMany runs Settle for each op, in order: one settle_many script per
 // slot (scripts/settle_many.lua), all in one pipeline (on Redis Cluster,
-// one per master); a member written twice goes to a second script, after
-// the first.
-func (x *Index) SettleMany(ctx context.Context, ops []Op) error {
+// one per master), then publishes notes in it; a member written twice goes
+// to a second script, after the first.
+func (x *Index) SettleMany(ctx context.Context, ops []Op, notes ...Note) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -270,7 +273,10 @@ func (x *Index) SettleMany(ctx context.Context, ops []Op) error {
 		}
 	}
 	groups := groupBySlot(len(ops), func(i int) (SlotRef, task.ID) { return SlotRef{ops[i].App, ops[i].Slot}, ops[i].ID }, claimGroupMax)
-	_, err := x.pipeline(ctx, settleManyScript, len(groups), func(pipe redis.Pipeliner, g int) redis.Cmder {
+	_, err := x.pipeline(ctx, settleManyScript, len(groups)+len(notes), func(pipe redis.Pipeliner, g int) redis.Cmder {
+		if g >= len(groups) {
+			return pipe.Publish(ctx, notes[g-len(groups)].Channel, notes[g-len(groups)].Message)
+		}
 		idx := groups[g]
 		args := make([]any, 0, 3*len(idx))
 		for _, i := range idx {
@@ -399,7 +405,8 @@ func groupBySlot(n int, ref func(int) (SlotRef, task.ID), max int) [][]int {
 // drop the finished from the attempts hash (claim_many.lua). A
 // member whose lease ran out and that another node claimed meanwhile is
 // removed all the same; that node's own outcome puts it where it belongs.
-func (x *Index) Settled(ctx context.Context, ops []Op) error {
+// The notes are published in the same round trip, after the writes.
+func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -448,6 +455,9 @@ func (x *Index) Settled(ctx context.Context, ops []Op) error {
 		if len(gone) > 0 {
 			pipe.HDel(ctx, q.Attempts, stringsOf(gone)...)
 		}
+	}
+	for _, n := range notes {
+		pipe.Publish(ctx, n.Channel, n.Message)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redisindex: settle %d claimed members: %w", len(ops), err)
