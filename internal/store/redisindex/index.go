@@ -190,9 +190,10 @@ type Added struct {
 	At   time.Time // its wake time
 }
 
-// AddMany runs Add for each task of as: one add_many script per slot
-// (scripts/add_many.lua), all in one pipeline (on Redis Cluster, one per
-// master). It reports which were added.
+// AddMany runs Add for each task of as, with a few commands per slot
+// (scripts/add_many.lua), in one round trip: on a standalone Redis one
+// script call for every slot, on Redis Cluster one per slot, pipelined (one
+// pipeline per master). It reports which were added.
 func (x *Index) AddMany(ctx context.Context, as []Added) ([]bool, error) {
 	if len(as) == 0 {
 		return nil, nil
@@ -203,26 +204,36 @@ func (x *Index) AddMany(ctx context.Context, as []Added) ([]bool, error) {
 		}
 	}
 	groups := groupBySlot(len(as), func(i int) (SlotRef, task.ID) { return SlotRef{as[i].App, as[i].Slot}, as[i].ID }, claimGroupMax)
-	cmds, err := x.pipeline(ctx, addManyScript, len(groups), func(pipe redis.Pipeliner, g int) redis.Cmder {
-		idx := groups[g]
-		q := x.Queues(as[idx[0]].App, as[idx[0]].Slot)
-		args := make([]any, 0, 2*len(idx))
-		for _, i := range idx {
-			args = append(args, as[i].ID.String(), ms(as[i].At))
+	calls := x.calls(groups)
+	cmds, err := x.pipeline(ctx, addManyScript, len(calls), func(pipe redis.Pipeliner, c int) redis.Cmder {
+		keys := make([]string, 0, 3*len(calls[c]))
+		var args []any
+		for _, idx := range calls[c] {
+			q := x.Queues(as[idx[0]].App, as[idx[0]].Slot)
+			keys = append(keys, q.Store, q.Prepare, q.Dead)
+			args = append(args, len(idx))
+			for _, i := range idx {
+				args = append(args, as[i].ID.String(), ms(as[i].At))
+			}
 		}
-		return addManyScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare, q.Dead}, args...)
+		return addManyScript.EvalSha(ctx, pipe, keys, args...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisindex: add %d members: %w", len(as), err)
 	}
 	added := make([]bool, len(as))
-	for g, c := range cmds {
-		got, err := c.(*redis.Cmd).Int64Slice()
-		if err != nil || len(got) != len(groups[g]) {
-			return nil, fmt.Errorf("redisindex: add in %s: %v (%d answers for %d members)", x.Queues(as[groups[g][0]].App, as[groups[g][0]].Slot).Store, err, len(got), len(groups[g]))
-		}
-		for k, i := range groups[g] {
-			added[i] = got[k] == 1
+	for c, cmd := range cmds {
+		got, err := cmd.(*redis.Cmd).Int64Slice()
+		k := 0
+		for _, idx := range calls[c] {
+			if err != nil || len(got) < k+len(idx) {
+				a0 := as[idx[0]]
+				return nil, fmt.Errorf("redisindex: add in %s: %v (%d answers for %d members)", x.Queues(a0.App, a0.Slot).Store, err, len(got), k+len(idx))
+			}
+			for _, i := range idx {
+				added[i] = got[k] == 1
+				k++
+			}
 		}
 	}
 	return added, nil
@@ -257,10 +268,11 @@ type Op struct {
 // Note is a message published after a write, in its round trip.
 type Note struct{ Channel, Message string }
 
-// SettleMany runs Settle for each op, in order: one settle_many script per
-// slot (scripts/settle_many.lua), all in one pipeline (on Redis Cluster,
-// one per master), then publishes notes in it; a member written twice goes
-// to a second script, after the first.
+// SettleMany runs Settle for each op, in order, with a few commands per
+// slot (scripts/settle_many.lua), in one round trip: on a standalone Redis
+// one script call for every slot, on Redis Cluster one per slot, pipelined
+// (one pipeline per master); then it publishes notes in it. A member
+// written twice goes to a later group, after the first.
 func (x *Index) SettleMany(ctx context.Context, ops []Op, notes ...Note) error {
 	if len(ops) == 0 {
 		return nil
@@ -273,16 +285,21 @@ func (x *Index) SettleMany(ctx context.Context, ops []Op, notes ...Note) error {
 		}
 	}
 	groups := groupBySlot(len(ops), func(i int) (SlotRef, task.ID) { return SlotRef{ops[i].App, ops[i].Slot}, ops[i].ID }, claimGroupMax)
-	_, err := x.pipeline(ctx, settleManyScript, len(groups)+len(notes), func(pipe redis.Pipeliner, g int) redis.Cmder {
-		if g >= len(groups) {
-			return pipe.Publish(ctx, notes[g-len(groups)].Channel, notes[g-len(groups)].Message)
+	calls := x.calls(groups)
+	_, err := x.pipeline(ctx, settleManyScript, len(calls)+len(notes), func(pipe redis.Pipeliner, c int) redis.Cmder {
+		if c >= len(calls) {
+			return pipe.Publish(ctx, notes[c-len(calls)].Channel, notes[c-len(calls)].Message)
 		}
-		idx := groups[g]
-		args := make([]any, 0, 3*len(idx))
-		for _, i := range idx {
-			args = append(args, ops[i].ID.String(), string(ops[i].Action), ms(ops[i].Score))
+		keys := make([]string, 0, 4*len(calls[c]))
+		var args []any
+		for _, idx := range calls[c] {
+			keys = append(keys, x.Queues(ops[idx[0]].App, ops[idx[0]].Slot).keys()...)
+			args = append(args, len(idx))
+			for _, i := range idx {
+				args = append(args, ops[i].ID.String(), string(ops[i].Action), ms(ops[i].Score))
+			}
 		}
-		return settleManyScript.EvalSha(ctx, pipe, x.Queues(ops[idx[0]].App, ops[idx[0]].Slot).keys(), args...)
+		return settleManyScript.EvalSha(ctx, pipe, keys, args...)
 	})
 	if err != nil {
 		return fmt.Errorf("redisindex: settle %d members: %w", len(ops), err)
@@ -320,22 +337,7 @@ func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int
 		return nil, nil
 	}
 	groups := groupBySlot(len(cs), func(i int) (SlotRef, task.ID) { return SlotRef{cs[i].App, cs[i].Slot}, cs[i].ID }, claimGroupMax)
-	// calls: the groups of each script call, in order.
-	var calls [][][]int
-	if _, cluster := x.rdb.(*redis.ClusterClient); cluster {
-		for _, g := range groups {
-			calls = append(calls, [][]int{g})
-		}
-	} else {
-		n := 0
-		for _, g := range groups {
-			if len(calls) == 0 || n+len(g) > claimGroupMax {
-				calls, n = append(calls, nil), 0
-			}
-			calls[len(calls)-1] = append(calls[len(calls)-1], g)
-			n += len(g)
-		}
-	}
+	calls := x.calls(groups)
 	cmds, err := x.pipeline(ctx, claimManyScript, len(calls), func(pipe redis.Pipeliner, c int) redis.Cmder {
 		keys := make([]string, 0, 3*len(calls[c]))
 		args := []any{ms(now)}
@@ -372,6 +374,28 @@ func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int
 		}
 	}
 	return held, nil
+}
+
+// calls packs groups (of one slot each) into script calls, in order: on a
+// standalone Redis as many groups per call as claimGroupMax members allow;
+// on Redis Cluster, where a script's keys must share a hash slot, one.
+func (x *Index) calls(groups [][]int) [][][]int {
+	var calls [][][]int
+	if _, cluster := x.rdb.(*redis.ClusterClient); cluster {
+		for _, g := range groups {
+			calls = append(calls, [][]int{g})
+		}
+		return calls
+	}
+	n := 0
+	for _, g := range groups {
+		if len(calls) == 0 || n+len(g) > claimGroupMax {
+			calls, n = append(calls, nil), 0
+		}
+		calls[len(calls)-1] = append(calls[len(calls)-1], g)
+		n += len(g)
+	}
+	return calls
 }
 
 // groupBySlot returns the indexes 0..n-1 grouped by their slot (ref(i)'s
