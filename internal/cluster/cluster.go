@@ -644,9 +644,9 @@ func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, no
 	return n.x.ClaimMany(ctx, cs, now)
 }
 
-// promotePage puts one page of a shard's wakeups in their slots, in one
-// round trip (AddMany and SettleMany pipeline their scripts, one per slot),
-// and announces, in one message, those that wake soon.
+// promotePage puts one page of a shard's wakeups in their slots (the
+// scheduled in one round trip, AddMany; the leased, rare, in another) and
+// announces, in one message, those that wake soon.
 func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	var adds []redisindex.Added
 	var leases []redisindex.Op

@@ -428,3 +428,29 @@ func TestClaimManyNumbersMany(t *testing.T) {
 		t.Fatalf("held %v, %v; want [6 1 8]", held, err)
 	}
 }
+
+// TestAddManyAnswers: AddMany over several slots (one script call) answers
+// for each member in order, leaving out those being delivered.
+func TestAddManyAnswers(t *testing.T) {
+	t.Parallel()
+	x, c := newIndexClient(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	ids := []task.ID{g.New(now, 0), g.New(now, 0), g.New(now, 0), g.New(now, 0)}
+	if err := x.Settle(ctx, "a", 1, ids[1], redisindex.Lease, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	added, err := x.AddMany(ctx, []redisindex.Added{
+		{App: "a", Slot: 0, ID: ids[0], At: now},
+		{App: "a", Slot: 1, ID: ids[1], At: now},
+		{App: "a", Slot: 1, ID: ids[2], At: now},
+		{App: "b", Slot: 0, ID: ids[3], At: now},
+	})
+	if err != nil || !slices.Equal(added, []bool{true, false, true, true}) {
+		t.Fatalf("added %v, %v; want [true false true true]", added, err)
+	}
+	if s, p, _ := count(t, c, x, "a", 1); s != 1 || p != 1 {
+		t.Errorf("slot a/1: store=%d prepare=%d, want 1 1", s, p)
+	}
+}
