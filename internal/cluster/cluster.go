@@ -49,6 +49,7 @@ const (
 	MemberTTLDefault   = 2 * time.Second
 	RepairEveryDefault = 30 * time.Second
 	NearDefault        = 30 * time.Second
+	AckDelayDefault    = 200 * time.Millisecond
 )
 
 // Shards is the SQL store as the promoter sees it: its shards, each scanned
@@ -76,6 +77,12 @@ type Config struct {
 	// Near: writes due within it are announced to the slot's owner at once
 	// (match or exceed the engine's Window). Default 30s.
 	Near time.Duration
+	// AckDelay: the index entries of attempts that ended delivered (and
+	// of tasks cancelled meanwhile) leave Redis together, up to this long
+	// after the outcome, so that a few commands per slot remove many
+	// (Settled). Meanwhile an entry stays in its PrepareQueue under a
+	// lease that has not run out, which no node claims. Default 200ms.
+	AckDelay time.Duration
 }
 
 // Engine is what a node tells its engine: other nodes' notices, and the
@@ -111,6 +118,18 @@ type Node struct {
 	// Redis lost the cluster's keys, or a write to it failed.
 	repair chan struct{}
 
+	syncs gather // Sync's writes
+
+	// acks are the entries of finished tasks waiting for ackLoop
+	// (Settled); on while the loop runs. ackFull (capacity 1) asks the
+	// loop to write them at once.
+	acks struct {
+		sync.Mutex
+		ops []redisindex.Op
+		on  bool
+	}
+	ackFull chan struct{}
+
 	mu struct {
 		sync.Mutex
 		epoch  string               // the value of epochKey this node last saw
@@ -137,10 +156,11 @@ func New(cfg Config) (*Node, error) {
 	cfg.MemberTTL = cmp.Or(cfg.MemberTTL, MemberTTLDefault)
 	cfg.RepairEvery = cmp.Or(cfg.RepairEvery, RepairEveryDefault)
 	cfg.Near = cmp.Or(cfg.Near, NearDefault)
+	cfg.AckDelay = cmp.Or(cfg.AckDelay, AckDelayDefault)
 	if cfg.MemberTTL < 2*cfg.Heartbeat {
 		return nil, fmt.Errorf("cluster: MemberTTL (%s) must be at least twice Heartbeat (%s)", cfg.MemberTTL, cfg.Heartbeat)
 	}
-	n := &Node{cfg: cfg, x: cfg.Index, rdb: cfg.Redis, log: cfg.Logger, repair: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, x: cfg.Index, rdb: cfg.Redis, log: cfg.Logger, repair: make(chan struct{}, 1), ackFull: make(chan struct{}, 1)}
 	n.mu.slots = map[int]bool{}
 	n.mu.prom = map[int]store.Cursor{}
 	return n, nil
@@ -174,15 +194,20 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(3)
+	n.acks.Lock()
+	n.acks.on = true
+	n.acks.Unlock()
+	n.wg.Add(4)
 	go func() { defer n.wg.Done(); n.heartbeatLoop(lctx) }()
 	go func() { defer n.wg.Done(); n.promoteLoop(lctx) }()
 	go func() { defer n.wg.Done(); defer sub.Close(); n.listen(lctx, sub) }()
+	go func() { defer n.wg.Done(); n.ackLoop(lctx) }()
 	return nil
 }
 
 // Stop leaves the cluster (so others take over at once) and stops the
-// loops. Safe to call more than once and before Start.
+// loops, writing the finished tasks' entries that wait (Settled) first.
+// Safe to call more than once and before Start.
 func (n *Node) Stop(ctx context.Context) error {
 	if n.cancel == nil {
 		return nil
@@ -190,6 +215,10 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.cancel()
 	n.wg.Wait()
 	n.cancel = nil
+	n.acks.Lock()
+	n.acks.on = false // from now on Settled writes at once
+	n.acks.Unlock()
+	n.flushAcks(ctx)
 	if err := n.rdb.ZRem(ctx, n.membersKey(), n.me).Err(); err != nil {
 		return fmt.Errorf("leave the cluster: %w", err)
 	}
@@ -412,25 +441,103 @@ func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time,
 	return out, nil
 }
 
-// Sync implements engine.Index: mirror each task's state into its slot, in
-// one pipeline, and announce (in one message) those that wake soon.
+// Sync implements engine.Index: mirror each task's state into its slot and
+// announce (in one message) those that wake soon, in one round trip. Calls
+// that come while one is under way are gathered into the next (the
+// requests of one create gather call at once), so a gather of creates
+// costs one or two round trips, not one per request.
 func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
-	return n.mirror(ctx, ts, n.x.SettleMany)
+	if len(ts) == 0 {
+		return nil
+	}
+	ops, announce := n.opsOf(ts)
+	return n.syncs.do(ctx, &gathered{ops: ops, announce: announce}, func(ctx context.Context, ops []redisindex.Op, announce string) error {
+		return n.write(ctx, ops, announce, n.x.SettleMany)
+	})
 }
 
 // Settled implements engine.Index: mirror the outcomes of attempts this node
 // claimed (each task's member is in its PrepareQueue), with a few variadic
-// commands per slot instead of a script per task.
+// commands per slot instead of a script per task. The entries of tasks
+// delivered or cancelled, which no write brings back, leave in batches, up
+// to AckDelay later (see Config.AckDelay); the others at once.
 func (n *Node) Settled(ctx context.Context, ts ...*task.Task) error {
-	return n.mirror(ctx, ts, n.x.Settled)
-}
-
-// mirror turns each task's state into where its member goes, has write put
-// them there, and announces those that wake soon.
-func (n *Node) mirror(ctx context.Context, ts []*task.Task, write func(context.Context, []redisindex.Op) error) error {
 	if len(ts) == 0 {
 		return nil
 	}
+	rest := ts
+	n.acks.Lock()
+	if n.acks.on {
+		rest = make([]*task.Task, 0, len(ts))
+		now := time.Now()
+		for _, t := range ts {
+			if t.State != task.Delivered && t.State != task.Cancelled {
+				rest = append(rest, t)
+				continue
+			}
+			n.acks.ops = append(n.acks.ops, redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Action: redisindex.Drop, Score: now})
+		}
+		if len(n.acks.ops) >= ackBatchMax {
+			select {
+			case n.ackFull <- struct{}{}:
+			default:
+			}
+		}
+	}
+	n.acks.Unlock()
+	if len(rest) == 0 {
+		return nil
+	}
+	ops, announce := n.opsOf(rest)
+	return n.write(ctx, ops, announce, n.x.Settled)
+}
+
+// ackWriteTimeout bounds one write of the ack loop.
+const ackWriteTimeout = 5 * time.Second
+
+// ackBatchMax is how many deferred entries make the ack loop write at once.
+const ackBatchMax = 4096
+
+// ackLoop writes the deferred entries of finished tasks (Settled) every
+// AckDelay, or at once when ackBatchMax are waiting.
+func (n *Node) ackLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.AckDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.ackFull:
+		}
+		// A write begun is not cut short by Stop (which writes what is
+		// left after the loop).
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackWriteTimeout)
+		n.flushAcks(wctx)
+		cancel()
+	}
+}
+
+// flushAcks writes the deferred entries of finished tasks: they leave their
+// PrepareQueues and attempts hashes. One that fails to leave stays until its
+// lease runs out: the slot's owner then claims it, finds the task finished
+// and drops it.
+func (n *Node) flushAcks(ctx context.Context) {
+	n.acks.Lock()
+	ops := n.acks.ops
+	n.acks.ops = nil
+	n.acks.Unlock()
+	if len(ops) == 0 {
+		return
+	}
+	if err := n.x.Settled(ctx, ops); err != nil && ctx.Err() == nil {
+		n.log.WarnContext(ctx, "remove finished tasks from the index; their leases' end will", slog.Int("tasks", len(ops)), slog.String("error", err.Error()))
+	}
+}
+
+// opsOf turns each task's state into where its member goes, and the
+// announcement of those that wake soon.
+func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 	now := time.Now()
 	ops := make([]redisindex.Op, 0, len(ts))
 	var announce strings.Builder
@@ -453,15 +560,19 @@ func (n *Node) mirror(ctx context.Context, ts []*task.Task, write func(context.C
 			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + " " + t.App + "\n")
 		}
 	}
-	if err := write(ctx, ops); err != nil {
-		n.wantRepair() // the repair scan restores what this write left out
-		return err
+	return ops, announce.String()
+}
+
+// write has write put ops in Redis and publishes announce in the same round
+// trip; when it fails, the repair scan restores what it left out.
+func (n *Node) write(ctx context.Context, ops []redisindex.Op, announce string, write func(context.Context, []redisindex.Op, ...redisindex.Note) error) error {
+	var notes []redisindex.Note
+	if announce != "" {
+		notes = append(notes, redisindex.Note{Channel: n.wakeChannel(), Message: announce})
 	}
-	if announce.Len() > 0 {
-		if err := n.rdb.Publish(ctx, n.wakeChannel(), announce.String()).Err(); err != nil {
-			n.wantRepair()
-			return fmt.Errorf("announce %d tasks: %w", len(ts), err)
-		}
+	if err := write(ctx, ops, notes...); err != nil {
+		n.wantRepair()
+		return err
 	}
 	return nil
 }
@@ -533,6 +644,38 @@ func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, no
 	return n.x.ClaimMany(ctx, cs, now)
 }
 
+// promotePage puts one page of a shard's wakeups in their slots (the
+// scheduled in one round trip, AddMany; the leased, rare, in another) and
+// announces, in one message, those that wake soon.
+func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
+	var adds []redisindex.Added
+	var leases []redisindex.Op
+	var announce strings.Builder
+	near := time.Now().Add(n.cfg.Near)
+	for _, w := range ws {
+		slot := n.x.Slot(w.Key, w.ID)
+		switch w.State {
+		case task.Scheduled:
+			adds = append(adds, redisindex.Added{App: w.App, Slot: slot, ID: w.ID, At: w.At})
+		case task.Delivering:
+			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At})
+		}
+		if w.At.Before(near) {
+			announce.WriteString(w.ID.String() + " " + strconv.FormatInt(w.At.UnixMilli(), 10) + " " + strconv.Itoa(slot) + " " + w.App + "\n")
+		}
+	}
+	if _, err := n.x.AddMany(ctx, adds); err != nil {
+		return err
+	}
+	if err := n.x.SettleMany(ctx, leases); err != nil {
+		return err
+	}
+	if announce.Len() > 0 {
+		_ = n.rdb.Publish(ctx, n.wakeChannel(), announce.String()).Err()
+	}
+	return nil
+}
+
 // promoteLoop moves tasks entering the hot window from the owned SQL shards
 // into Redis, and every RepairEvery promotes the whole window again.
 func (n *Node) promoteLoop(ctx context.Context) {
@@ -592,21 +735,11 @@ func (n *Node) promote(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("scan shard %d: %w", h, err)
 			}
-			for _, w := range ws {
-				slot := n.x.Slot(w.Key, w.ID)
-				switch w.State {
-				case task.Scheduled:
-					_, err = n.x.Add(ctx, w.App, slot, w.ID, w.At)
-				case task.Delivering:
-					err = n.x.Settle(ctx, w.App, slot, w.ID, redisindex.Lease, w.At)
-				}
-				if err != nil {
-					return err
-				}
-				if w.At.Before(time.Now().Add(n.cfg.Near)) {
-					_ = n.rdb.Publish(ctx, n.wakeChannel(), w.ID.String()+" "+strconv.FormatInt(w.At.UnixMilli(), 10)+" "+strconv.Itoa(slot)+" "+w.App).Err()
-				}
-				cur = store.Cursor{At: w.At, ID: w.ID}
+			if err := n.promotePage(ctx, ws); err != nil {
+				return err
+			}
+			if len(ws) > 0 {
+				cur = store.Cursor{At: ws[len(ws)-1].At, ID: ws[len(ws)-1].ID}
 			}
 			if len(ws) < 1000 {
 				break

@@ -124,15 +124,15 @@ func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead, q.
 func (x *Index) appsKey() string { return x.prefix + ":apps" }
 
 var (
-	//go:embed scripts/add.lua
-	addLua    string
-	addScript = redis.NewScript(addLua)
+	//go:embed scripts/add_many.lua
+	addManyLua    string
+	addManyScript = redis.NewScript(addManyLua)
 	//go:embed scripts/claim_many.lua
 	claimManyLua    string
 	claimManyScript = redis.NewScript(claimManyLua)
-	//go:embed scripts/settle.lua
-	settleLua    string
-	settleScript = redis.NewScript(settleLua)
+	//go:embed scripts/settle_many.lua
+	settleManyLua    string
+	settleManyScript = redis.NewScript(settleManyLua)
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -175,14 +175,68 @@ func (x *Index) Apps(ctx context.Context) ([]string, error) {
 // Add puts a scheduled task in its slot's StoreQueue at `at`, unless it is
 // in the PrepareQueue (being delivered). Reports whether it was added.
 func (x *Index) Add(ctx context.Context, app string, slot int, id task.ID, at time.Time) (bool, error) {
-	if err := x.register(ctx, app); err != nil {
+	added, err := x.AddMany(ctx, []Added{{App: app, Slot: slot, ID: id, At: at}})
+	if err != nil {
 		return false, err
 	}
-	n, err := addScript.Run(ctx, x.rdb, x.Queues(app, slot).keys(), id.String(), ms(at)).Int()
-	if err != nil {
-		return false, fmt.Errorf("redisindex: add %s: %w", id, err)
+	return added[0], nil
+}
+
+// Added is one task of AddMany.
+type Added struct {
+	App  string
+	Slot int
+	ID   task.ID
+	At   time.Time // its wake time
+}
+
+// AddMany runs Add for each task of as, with a few commands per slot
+// (scripts/add_many.lua), in one round trip: on a standalone Redis one
+// script call for every slot, on Redis Cluster one per slot, pipelined (one
+// pipeline per master). It reports which were added.
+func (x *Index) AddMany(ctx context.Context, as []Added) ([]bool, error) {
+	if len(as) == 0 {
+		return nil, nil
 	}
-	return n == 1, nil
+	for _, a := range as {
+		if err := x.register(ctx, a.App); err != nil {
+			return nil, err
+		}
+	}
+	groups := groupBySlot(len(as), func(i int) (SlotRef, task.ID) { return SlotRef{as[i].App, as[i].Slot}, as[i].ID }, claimGroupMax)
+	calls := x.calls(groups)
+	cmds, err := x.pipeline(ctx, addManyScript, len(calls), func(pipe redis.Pipeliner, c int) redis.Cmder {
+		keys := make([]string, 0, 3*len(calls[c]))
+		var args []any
+		for _, idx := range calls[c] {
+			q := x.Queues(as[idx[0]].App, as[idx[0]].Slot)
+			keys = append(keys, q.Store, q.Prepare, q.Dead)
+			args = append(args, len(idx))
+			for _, i := range idx {
+				args = append(args, as[i].ID.String(), ms(as[i].At))
+			}
+		}
+		return addManyScript.EvalSha(ctx, pipe, keys, args...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisindex: add %d members: %w", len(as), err)
+	}
+	added := make([]bool, len(as))
+	for c, cmd := range cmds {
+		got, err := cmd.(*redis.Cmd).Int64Slice()
+		k := 0
+		for _, idx := range calls[c] {
+			if err != nil || len(got) < k+len(idx) {
+				a0 := as[idx[0]]
+				return nil, fmt.Errorf("redisindex: add in %s: %v (%d answers for %d members)", x.Queues(a0.App, a0.Slot).Store, err, len(got), k+len(idx))
+			}
+			for _, i := range idx {
+				added[i] = got[k] == 1
+				k++
+			}
+		}
+	}
+	return added, nil
 }
 
 // Action is what Settle does with a member.
@@ -197,17 +251,9 @@ const (
 	Drop  Action = "drop"  // gone from every queue (SQL keeps the task)
 )
 
-// Settle records where a member goes: see scripts/settle.lua.
+// Settle records where a member goes: see scripts/settle_many.lua.
 func (x *Index) Settle(ctx context.Context, app string, slot int, id task.ID, a Action, score time.Time) error {
-	if a == Retry {
-		if err := x.register(ctx, app); err != nil {
-			return err
-		}
-	}
-	if err := settleScript.Run(ctx, x.rdb, x.Queues(app, slot).keys(), id.String(), string(a), ms(score)).Err(); err != nil {
-		return fmt.Errorf("redisindex: %s %s: %w", a, id, err)
-	}
-	return nil
+	return x.SettleMany(ctx, []Op{{App: app, Slot: slot, ID: id, Action: a, Score: score}})
 }
 
 // Op is one Settle of SettleMany.
@@ -219,9 +265,15 @@ type Op struct {
 	Score  time.Time
 }
 
-// SettleMany runs Settle for each op in one pipeline (on Redis Cluster, one
-// per master).
-func (x *Index) SettleMany(ctx context.Context, ops []Op) error {
+// Note is a message published after a write, in its round trip.
+type Note struct{ Channel, Message string }
+
+// SettleMany runs Settle for each op, in order, with a few commands per
+// slot (scripts/settle_many.lua), in one round trip: on a standalone Redis
+// one script call for every slot, on Redis Cluster one per slot, pipelined
+// (one pipeline per master); then it publishes notes in it. A member
+// written twice goes to a later group, after the first.
+func (x *Index) SettleMany(ctx context.Context, ops []Op, notes ...Note) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -232,9 +284,22 @@ func (x *Index) SettleMany(ctx context.Context, ops []Op) error {
 			}
 		}
 	}
-	_, err := x.pipeline(ctx, settleScript, len(ops), func(pipe redis.Pipeliner, i int) redis.Cmder {
-		op := ops[i]
-		return settleScript.EvalSha(ctx, pipe, x.Queues(op.App, op.Slot).keys(), op.ID.String(), string(op.Action), ms(op.Score))
+	groups := groupBySlot(len(ops), func(i int) (SlotRef, task.ID) { return SlotRef{ops[i].App, ops[i].Slot}, ops[i].ID }, claimGroupMax)
+	calls := x.calls(groups)
+	_, err := x.pipeline(ctx, settleManyScript, len(calls)+len(notes), func(pipe redis.Pipeliner, c int) redis.Cmder {
+		if c >= len(calls) {
+			return pipe.Publish(ctx, notes[c-len(calls)].Channel, notes[c-len(calls)].Message)
+		}
+		keys := make([]string, 0, 4*len(calls[c]))
+		var args []any
+		for _, idx := range calls[c] {
+			keys = append(keys, x.Queues(ops[idx[0]].App, ops[idx[0]].Slot).keys()...)
+			args = append(args, len(idx))
+			for _, i := range idx {
+				args = append(args, ops[i].ID.String(), string(ops[i].Action), ms(ops[i].Score))
+			}
+		}
+		return settleManyScript.EvalSha(ctx, pipe, keys, args...)
 	})
 	if err != nil {
 		return fmt.Errorf("redisindex: settle %d members: %w", len(ops), err)
@@ -259,62 +324,98 @@ type Claim struct {
 const claimGroupMax = 1000
 
 // ClaimMany claims the members of cs that are due at now for the caller
-// (scripts/claim_many.lua): the claims of one slot go to one script call,
-// all calls in one pipeline (on Redis Cluster, one per master). It reports
-// which members the caller now holds, each in its PrepareQueue until its
-// LeaseUntil: 0 where it does not; for an attempt, the attempt's number
-// (one more than the last claimed of the member, or than its Attempts when
-// that is more); 1 for another claim.
+// (scripts/claim_many.lua), in one round trip: on a standalone Redis one
+// script call claims in every slot of cs (a few commands per slot, not per
+// member); on Redis Cluster, where a script's keys share a hash slot, one
+// call per slot, all in one pipeline per master. It reports which members
+// the caller now holds, each in its PrepareQueue until its LeaseUntil: 0
+// where it does not; for an attempt, the attempt's number (one more than
+// the last claimed of the member, or than its Attempts when that is more);
+// 1 for another claim.
 func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	groups := groupBySlot(len(cs), func(i int) SlotRef { return SlotRef{cs[i].App, cs[i].Slot} }, claimGroupMax)
-	cmds, err := x.pipeline(ctx, claimManyScript, len(groups), func(pipe redis.Pipeliner, g int) redis.Cmder {
-		idx := groups[g]
-		c0 := cs[idx[0]]
-		q := x.Queues(c0.App, c0.Slot)
-		args := make([]any, 0, 1+3*len(idx))
-		args = append(args, ms(now))
-		for _, i := range idx {
-			n := -1
-			if cs[i].Attempt {
-				n = cs[i].Attempts
+	groups := groupBySlot(len(cs), func(i int) (SlotRef, task.ID) { return SlotRef{cs[i].App, cs[i].Slot}, cs[i].ID }, claimGroupMax)
+	calls := x.calls(groups)
+	cmds, err := x.pipeline(ctx, claimManyScript, len(calls), func(pipe redis.Pipeliner, c int) redis.Cmder {
+		keys := make([]string, 0, 3*len(calls[c]))
+		args := []any{ms(now)}
+		for _, idx := range calls[c] {
+			q := x.Queues(cs[idx[0]].App, cs[idx[0]].Slot)
+			keys = append(keys, q.Store, q.Prepare, q.Attempts)
+			args = append(args, len(idx))
+			for _, i := range idx {
+				n := -1
+				if cs[i].Attempt {
+					n = cs[i].Attempts
+				}
+				args = append(args, cs[i].ID.String(), ms(cs[i].LeaseUntil), n)
 			}
-			args = append(args, cs[i].ID.String(), ms(cs[i].LeaseUntil), n)
 		}
-		return claimManyScript.EvalSha(ctx, pipe, []string{q.Store, q.Prepare, q.Attempts}, args...)
+		return claimManyScript.EvalSha(ctx, pipe, keys, args...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisindex: claim %d members: %w", len(cs), err)
 	}
 	held := make([]int, len(cs))
-	for g, c := range cmds {
-		got, err := c.(*redis.Cmd).Int64Slice()
-		if err != nil || len(got) != len(groups[g]) {
-			return nil, fmt.Errorf("redisindex: claim in %s: %v (%d answers for %d members)", x.Queues(cs[groups[g][0]].App, cs[groups[g][0]].Slot).Prepare, err, len(got), len(groups[g]))
-		}
-		for k, i := range groups[g] {
-			held[i] = int(got[k])
+	for c, cmd := range cmds {
+		got, err := cmd.(*redis.Cmd).Int64Slice()
+		k := 0
+		for _, idx := range calls[c] {
+			if err != nil || len(got) < k+len(idx) {
+				c0 := cs[idx[0]]
+				return nil, fmt.Errorf("redisindex: claim in %s: %v (%d answers for %d members)", x.Queues(c0.App, c0.Slot).Prepare, err, len(got), k+len(idx))
+			}
+			for _, i := range idx {
+				held[i] = int(got[k])
+				k++
+			}
 		}
 	}
 	return held, nil
 }
 
-// groupBySlot returns the indexes 0..n-1 grouped by their slot (ref(i)),
-// in first-seen order, no group longer than max.
-func groupBySlot(n int, ref func(int) SlotRef, max int) [][]int {
+// calls packs groups (of one slot each) into script calls, in order: on a
+// standalone Redis as many groups per call as claimGroupMax members allow;
+// on Redis Cluster, where a script's keys must share a hash slot, one.
+func (x *Index) calls(groups [][]int) [][][]int {
+	var calls [][][]int
+	if _, cluster := x.rdb.(*redis.ClusterClient); cluster {
+		for _, g := range groups {
+			calls = append(calls, [][]int{g})
+		}
+		return calls
+	}
+	n := 0
+	for _, g := range groups {
+		if len(calls) == 0 || n+len(g) > claimGroupMax {
+			calls, n = append(calls, nil), 0
+		}
+		calls[len(calls)-1] = append(calls[len(calls)-1], g)
+		n += len(g)
+	}
+	return calls
+}
+
+// groupBySlot returns the indexes 0..n-1 grouped by their slot (ref(i)'s
+// SlotRef), in first-seen order, no group longer than max. A member (ref(i)'s
+// ID) met again in its slot starts a new group, after the one that has it:
+// a script sees each member once, and a later write of it comes later.
+func groupBySlot(n int, ref func(int) (SlotRef, task.ID), max int) [][]int {
 	at := make(map[SlotRef]int)
+	in := make(map[task.ID]int, n) // the last group of each member
 	var groups [][]int
 	for i := range n {
-		r := ref(i)
+		r, id := ref(i)
 		g, ok := at[r]
-		if !ok || len(groups[g]) >= max {
+		if last, seen := in[id]; !ok || len(groups[g]) >= max || seen && last == g {
 			g = len(groups)
 			at[r] = g
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], i)
+		in[id] = g
 	}
 	return groups
 }
@@ -328,7 +429,8 @@ func groupBySlot(n int, ref func(int) SlotRef, max int) [][]int {
 // drop the finished from the attempts hash (claim_many.lua). A
 // member whose lease ran out and that another node claimed meanwhile is
 // removed all the same; that node's own outcome puts it where it belongs.
-func (x *Index) Settled(ctx context.Context, ops []Op) error {
+// The notes are published in the same round trip, after the writes.
+func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -339,7 +441,7 @@ func (x *Index) Settled(ctx context.Context, ops []Op) error {
 			}
 		}
 	}
-	groups := groupBySlot(len(ops), func(i int) SlotRef { return SlotRef{ops[i].App, ops[i].Slot} }, claimGroupMax)
+	groups := groupBySlot(len(ops), func(i int) (SlotRef, task.ID) { return SlotRef{ops[i].App, ops[i].Slot}, ops[i].ID }, claimGroupMax)
 	pipe := x.rdb.Pipeline()
 	for _, idx := range groups {
 		q := x.Queues(ops[idx[0]].App, ops[idx[0]].Slot)
@@ -377,6 +479,9 @@ func (x *Index) Settled(ctx context.Context, ops []Op) error {
 		if len(gone) > 0 {
 			pipe.HDel(ctx, q.Attempts, stringsOf(gone)...)
 		}
+	}
+	for _, n := range notes {
+		pipe.Publish(ctx, n.Channel, n.Message)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redisindex: settle %d claimed members: %w", len(ops), err)

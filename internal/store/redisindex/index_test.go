@@ -376,3 +376,81 @@ func TestClaimManyNumbersAttempts(t *testing.T) {
 		t.Errorf("claim after the member was acked: attempt %d, want 1 (its number forgotten)", n)
 	}
 }
+
+// TestSettleManyInOrder: a member written twice in one call ends where its
+// last write puts it, as if each were its own call.
+func TestSettleManyInOrder(t *testing.T) {
+	t.Parallel()
+	x, c := newIndexClient(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	a, b := g.New(now, 0), g.New(now, 0)
+	err := x.SettleMany(ctx, []redisindex.Op{
+		{App: "a", Slot: 2, ID: a, Action: redisindex.Retry, Score: now},
+		{App: "a", Slot: 2, ID: b, Action: redisindex.Lease, Score: now},
+		{App: "a", Slot: 2, ID: a, Action: redisindex.Ack},
+		{App: "a", Slot: 2, ID: b, Action: redisindex.Retry, Score: now},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, p, d := count(t, c, x, "a", 2); s != 1 || p != 0 || d != 0 {
+		t.Fatalf("store=%d prepare=%d dead=%d, want 1 0 0", s, p, d)
+	}
+}
+
+// TestClaimManyNumbersMany: attempts claimed together in one slot are
+// numbered each from its own count.
+func TestClaimManyNumbersMany(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	ids := []task.ID{g.New(now, 0), g.New(now, 0), g.New(now, 0)}
+	for _, id := range ids {
+		if _, err := x.Add(ctx, "a", 5, id, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first has an attempt claimed before (its node stopped during it).
+	if _, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 5, ID: ids[0], LeaseUntil: now, Attempt: true, Attempts: 4}}, now); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Second)
+	held, err := x.ClaimMany(ctx, []redisindex.Claim{
+		{App: "a", Slot: 5, ID: ids[0], LeaseUntil: later.Add(time.Minute), Attempt: true, Attempts: 4},
+		{App: "a", Slot: 5, ID: ids[1], LeaseUntil: later.Add(time.Minute), Attempt: true, Attempts: 0},
+		{App: "a", Slot: 5, ID: ids[2], LeaseUntil: later.Add(time.Minute), Attempt: true, Attempts: 7},
+	}, later)
+	if err != nil || !slices.Equal(held, []int{6, 1, 8}) {
+		t.Fatalf("held %v, %v; want [6 1 8]", held, err)
+	}
+}
+
+// TestAddManyAnswers: AddMany over several slots (one script call) answers
+// for each member in order, leaving out those being delivered.
+func TestAddManyAnswers(t *testing.T) {
+	t.Parallel()
+	x, c := newIndexClient(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	ids := []task.ID{g.New(now, 0), g.New(now, 0), g.New(now, 0), g.New(now, 0)}
+	if err := x.Settle(ctx, "a", 1, ids[1], redisindex.Lease, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	added, err := x.AddMany(ctx, []redisindex.Added{
+		{App: "a", Slot: 0, ID: ids[0], At: now},
+		{App: "a", Slot: 1, ID: ids[1], At: now},
+		{App: "a", Slot: 1, ID: ids[2], At: now},
+		{App: "b", Slot: 0, ID: ids[3], At: now},
+	})
+	if err != nil || !slices.Equal(added, []bool{true, false, true, true}) {
+		t.Fatalf("added %v, %v; want [true false true true]", added, err)
+	}
+	if s, p, _ := count(t, c, x, "a", 1); s != 1 || p != 1 {
+		t.Errorf("slot a/1: store=%d prepare=%d, want 1 1", s, p)
+	}
+}

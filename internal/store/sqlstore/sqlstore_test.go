@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -616,5 +617,38 @@ func TestMinConns(t *testing.T) {
 				t.Errorf("connections after Open with MinConns 3: %v per database, want at least 3 each", got)
 			}
 		})
+	}
+}
+
+// TestCreateOneTransaction: one Create (the engine's gather of concurrent
+// create requests) is one transaction per database, whatever its tasks'
+// tables and keys: on PostgreSQL every row it inserts carries one xmin.
+func TestCreateOneTransaction(t *testing.T) {
+	postgres.use(t)
+	dsns := postgres.databases(t, 1)
+	s := open(t, dsns)
+	defer s.Close()
+	var gen task.IDGenerator
+	var ts []*task.Task
+	for i := range 200 {
+		key := ""
+		if i%2 == 0 {
+			key = fmt.Sprintf("k%d", i)
+		}
+		ts = append(ts, newTask(s, &gen, "app", key, epoch))
+	}
+	if _, err := s.Create(context.Background(), ts); err != nil {
+		t.Fatal(err)
+	}
+	var union []string
+	for i := range testTables {
+		union = append(union, fmt.Sprintf("SELECT xmin::text AS x FROM toc_tasks_%04d", i))
+	}
+	q := "SELECT count(DISTINCT x) FROM (" + strings.Join(union, " UNION ALL ") + ") AS rows"
+	if n := postgres.queryInt(t, dsns[0], q); n != 1 {
+		t.Errorf("the rows of one Create carry %d transaction ids, want 1", n)
+	}
+	if n := postgres.queryInt(t, dsns[0], "SELECT count(*) FROM ("+strings.Join(union, " UNION ALL ")+") AS rows"); n != len(ts) {
+		t.Errorf("%d rows, want %d", n, len(ts))
 	}
 }

@@ -13,76 +13,105 @@
 -- number, so an attempt whose node stopped during it (no outcome stored)
 -- still counts, and two nodes' attempts never share a number.
 --
--- The commands run are a fixed few per call (ZMSCORE of each queue, HMGET,
--- one variadic ZREM, ZADD and HSET), not a few per member, so a batch costs
--- Redis about what one member does.
--- KEYS[1] store, KEYS[2] prepare, KEYS[3] attempts (hash: member → number)
--- ARGV[1] now (ms), then triples: member, lease end (ms), stored attempt
--- count (-1: not an attempt, a rollback)
--- Returns per member: 0 where the caller does not hold it; where it does,
--- the attempt's number, or 1 for a rollback.
+-- One call may claim in several slots (a group each; on Redis Cluster the
+-- caller sends one group per call, as a script's keys must share a hash
+-- slot there). The commands run are a fixed few per group (ZMSCORE of each
+-- queue, one variadic ZREM and ZADD, HMGET and HSET, or one HINCRBY for a
+-- lone attempt), not a few per member, so a batch costs Redis about what
+-- one member does.
+-- KEYS: per group store, prepare, attempts (hash: member → number)
+-- ARGV[1] now (ms), then per group: its member count, then triples: member,
+-- lease end (ms), stored attempt count (-1: not an attempt, a rollback)
+-- Returns per member, groups in order: 0 where the caller does not hold it;
+-- where it does, the attempt's number, or 1 for a rollback.
 local now = tonumber(ARGV[1])
-local n = (#ARGV - 1) / 3
-local members = {}
-for i = 1, n do
-  members[i] = ARGV[3 * i - 1]
-end
-local got = {}
-local fromStore, add = {}, {}
-local missing = {}
-local s = redis.call('ZMSCORE', KEYS[1], unpack(members))
-for i = 1, n do
-  got[i] = 0
-  if s[i] then
-    if tonumber(s[i]) <= now then
-      got[i] = 1
-      fromStore[#fromStore + 1] = members[i]
-    end
-  else
-    missing[#missing + 1] = i
+local out = {}
+
+-- claim claims the n members whose triples start at ARGV[at] in the slot
+-- of keys store, prepare, attempts, appending the answers to out.
+local function claim(store, prepare, attempts, at, n)
+  local members = {}
+  for i = 1, n do
+    members[i] = ARGV[at + 3 * (i - 1)]
   end
-end
-if #missing > 0 then
-  local ms = {}
-  for k, i in ipairs(missing) do
-    ms[k] = members[i]
-  end
-  local p = redis.call('ZMSCORE', KEYS[2], unpack(ms))
-  for k, i in ipairs(missing) do
-    if p[k] and tonumber(p[k]) <= now then
-      got[i] = 1
+  local got = {}
+  local fromStore, add = {}, {}
+  local missing = {}
+  local s = redis.call('ZMSCORE', store, unpack(members))
+  for i = 1, n do
+    got[i] = 0
+    if s[i] then
+      if tonumber(s[i]) <= now then
+        got[i] = 1
+        fromStore[#fromStore + 1] = members[i]
+      end
+    else
+      missing[#missing + 1] = i
     end
   end
-end
-if #fromStore > 0 then
-  redis.call('ZREM', KEYS[1], unpack(fromStore))
-end
-local counted = {}
-for i = 1, n do
-  if got[i] == 1 then
-    add[#add + 1] = ARGV[3 * i]
-    add[#add + 1] = members[i]
-    if tonumber(ARGV[3 * i + 1]) >= 0 then
-      counted[#counted + 1] = i
+  if #missing > 0 then
+    local ms = {}
+    for k, i in ipairs(missing) do
+      ms[k] = members[i]
+    end
+    local p = redis.call('ZMSCORE', prepare, unpack(ms))
+    for k, i in ipairs(missing) do
+      if p[k] and tonumber(p[k]) <= now then
+        got[i] = 1
+      end
     end
   end
-end
-if #add > 0 then
-  redis.call('ZADD', KEYS[2], unpack(add))
-end
-if #counted > 0 then
-  local ms = {}
-  for k, i in ipairs(counted) do
-    ms[k] = members[i]
+  if #fromStore > 0 then
+    redis.call('ZREM', store, unpack(fromStore))
   end
-  local h = redis.call('HMGET', KEYS[3], unpack(ms))
-  local set = {}
-  for k, i in ipairs(counted) do
-    local a = math.max(tonumber(h[k]) or 0, tonumber(ARGV[3 * i + 1])) + 1
+  local counted = {}
+  for i = 1, n do
+    if got[i] == 1 then
+      add[#add + 1] = ARGV[at + 3 * (i - 1) + 1]
+      add[#add + 1] = members[i]
+      if tonumber(ARGV[at + 3 * (i - 1) + 2]) >= 0 then
+        counted[#counted + 1] = i
+      end
+    end
+  end
+  if #add > 0 then
+    redis.call('ZADD', prepare, unpack(add))
+  end
+  if #counted == 1 then
+    -- One command in the common case: the number held plus one is the
+    -- attempt's, unless the stored count is ahead of it.
+    local i = counted[1]
+    local stored = tonumber(ARGV[at + 3 * (i - 1) + 2])
+    local a = redis.call('HINCRBY', attempts, members[i], 1)
+    if a <= stored then
+      a = stored + 1
+      redis.call('HSET', attempts, members[i], a)
+    end
     got[i] = a
-    set[#set + 1] = members[i]
-    set[#set + 1] = a
+  elseif #counted > 1 then
+    local ms = {}
+    for k, i in ipairs(counted) do
+      ms[k] = members[i]
+    end
+    local h = redis.call('HMGET', attempts, unpack(ms))
+    local set = {}
+    for k, i in ipairs(counted) do
+      local a = math.max(tonumber(h[k]) or 0, tonumber(ARGV[at + 3 * (i - 1) + 2])) + 1
+      got[i] = a
+      set[#set + 1] = members[i]
+      set[#set + 1] = a
+    end
+    redis.call('HSET', attempts, unpack(set))
   end
-  redis.call('HSET', KEYS[3], unpack(set))
+  for i = 1, n do
+    out[#out + 1] = got[i]
+  end
 end
-return got
+
+local at = 2
+for g = 0, #KEYS / 3 - 1 do
+  local n = tonumber(ARGV[at])
+  claim(KEYS[3 * g + 1], KEYS[3 * g + 2], KEYS[3 * g + 3], at + 1, n)
+  at = at + 1 + 3 * n
+end
+return out

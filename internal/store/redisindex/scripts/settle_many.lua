@@ -1,0 +1,61 @@
+-- settle_many: record where members go, each after its attempt or write,
+-- in a fixed few variadic commands per slot whatever their number (what
+-- settle, one member per call, did one by one). One call may write in
+-- several slots (a group each; on Redis Cluster the caller sends one group
+-- per call, as a script's keys must share a hash slot there):
+-- "retry" puts it in the StoreQueue at its score (out of the PrepareQueue
+-- and the DeadQueue); "lease" keeps it in the PrepareQueue with its score
+-- as the lease expiry (out of the StoreQueue); "dead" moves it to the
+-- DeadQueue at its score; "ack" and "drop" remove it everywhere (finished,
+-- cancelled, or beyond the hot window: SQL keeps it). A member that leaves
+-- for good (ack, dead, drop) leaves the attempts hash too (claim_many.lua).
+-- The caller passes each member once (a later write of one member goes to
+-- a later call), so the removals and additions do not meet.
+-- KEYS: per group store, prepare, dead, attempts
+-- ARGV: per group its member count, then triples: member, action, score
+-- (unix ms)
+-- settle writes the n members whose triples start at ARGV[at] in the slot
+-- of keys store, prepare, dead, attempts.
+local function settle(store, prepare, dead, attempts, at, n)
+  local remStore, remPrepare, remDead, forget = {}, {}, {}, {}
+  local addStore, addPrepare, addDead = {}, {}, {}
+  for i = at, at + 3 * (n - 1), 3 do
+    local m, a, s = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    if a == 'retry' then
+      remPrepare[#remPrepare + 1] = m
+      remDead[#remDead + 1] = m
+      addStore[#addStore + 1] = s
+      addStore[#addStore + 1] = m
+    elseif a == 'lease' then
+      remStore[#remStore + 1] = m
+      addPrepare[#addPrepare + 1] = s
+      addPrepare[#addPrepare + 1] = m
+    elseif a == 'dead' then
+      remStore[#remStore + 1] = m
+      remPrepare[#remPrepare + 1] = m
+      addDead[#addDead + 1] = s
+      addDead[#addDead + 1] = m
+      forget[#forget + 1] = m
+    else -- ack, drop
+      remStore[#remStore + 1] = m
+      remPrepare[#remPrepare + 1] = m
+      remDead[#remDead + 1] = m
+      forget[#forget + 1] = m
+    end
+  end
+  if #remStore > 0 then redis.call('ZREM', store, unpack(remStore)) end
+  if #remPrepare > 0 then redis.call('ZREM', prepare, unpack(remPrepare)) end
+  if #remDead > 0 then redis.call('ZREM', dead, unpack(remDead)) end
+  if #forget > 0 then redis.call('HDEL', attempts, unpack(forget)) end
+  if #addStore > 0 then redis.call('ZADD', store, unpack(addStore)) end
+  if #addPrepare > 0 then redis.call('ZADD', prepare, unpack(addPrepare)) end
+  if #addDead > 0 then redis.call('ZADD', dead, unpack(addDead)) end
+end
+
+local at = 1
+for g = 0, #KEYS / 4 - 1 do
+  local n = tonumber(ARGV[at])
+  settle(KEYS[4 * g + 1], KEYS[4 * g + 2], KEYS[4 * g + 3], KEYS[4 * g + 4], at + 1, n)
+  at = at + 1 + 3 * n
+end
+return 1
