@@ -183,7 +183,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	if len(tasks) == 0 {
 		return results, nil
 	}
-	rs, err := e.create(ctx, tasks)
+	rs, err := e.creates.create(ctx, tasks)
 	if err != nil {
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}

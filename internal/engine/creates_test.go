@@ -69,9 +69,9 @@ func TestCreatesGather(t *testing.T) {
 		req(i, p(fmt.Sprintf("k%d-1", i)), p(fmt.Sprintf("k%d-2", i)), p("shared"))
 	}
 	testkit.WaitFor(t, 10*time.Second, "ten requests queued behind the writes", func() bool {
-		b.eng.creates.Lock()
-		defer b.eng.creates.Unlock()
-		return len(b.eng.creates.pending) == 10
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == 10
 	})
 	close(held.release) // everything from here on passes straight through
 	if n := <-held.entered; n != 30 {
@@ -147,9 +147,9 @@ func TestCreatesOneWriter(t *testing.T) {
 		req(i)
 	}
 	testkit.WaitFor(t, 10*time.Second, "five requests queued behind the first write", func() bool {
-		b.eng.creates.Lock()
-		defer b.eng.creates.Unlock()
-		return len(b.eng.creates.pending) == 5
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == 5
 	})
 	if n := held.calls.Load(); n != 1 {
 		t.Fatalf("%d store writes started while the first ran, want 1", n)
@@ -198,9 +198,9 @@ func TestCreatesUnderLoad(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	b.eng.creates.Lock()
-	defer b.eng.creates.Unlock()
-	if b.eng.creates.writers != 0 || len(b.eng.creates.pending) != 0 {
-		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.writers, len(b.eng.creates.pending))
+	b.eng.creates.mu.Lock()
+	defer b.eng.creates.mu.Unlock()
+	if b.eng.creates.mu.writers != 0 || len(b.eng.creates.mu.pending) != 0 {
+		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.mu.writers, len(b.eng.creates.mu.pending))
 	}
 }

@@ -35,8 +35,8 @@
 //     waiting for a worker (waiting.go) and their outcomes waiting to be
 //     stored (fire.go), and the pull tasks held in this process: due and
 //     waiting for a claim, or claimed under a lease (pull.go);
-//   - e.creates guards the creates gathering into the next group-committed
-//     store write (creates.go).
+//   - e.creates.mu guards the creates gathering into the next
+//     group-committed store write (creates.go).
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
 // Store callbacks (Update, UpdateMany) run under the store's own row locks
@@ -268,9 +268,9 @@ type Engine struct {
 		waiters map[string]chan struct{}
 	}
 
-	// creates holds the create requests waiting for a store write
-	// (creates.go).
-	creates createQueue
+	// creates is the creates batcher: create requests gathering into
+	// the next group-committed store write (creates.go).
+	creates *creates
 
 	// out holds the push attempts under way in this process (fire.go:
 	// they are not stored until they end; nil: reserved, not started) and
@@ -329,10 +329,7 @@ func New(cfg Config) (*Engine, error) {
 		deliverKick: make(chan struct{}, 1),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
-	e.creates.maxWriters = createWriters
-	if cw, ok := store.As[store.CreateWriters](cfg.Store); ok && cw.CreateWriters() > 0 {
-		e.creates.maxWriters = cw.CreateWriters()
-	}
+	e.creates = newCreates(cfg.Store)
 	if cfg.Index == nil {
 		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
 		e.noteErrs.Every = noteErrorsEvery

@@ -883,7 +883,7 @@ func (e *Engine) makeOccurrences(ctx context.Context, s *task.Schedule, dues []t
 	for i, due := range dues {
 		ts[i] = e.occurrence(s, due, now)
 	}
-	rs, err := e.create(ctx, ts)
+	rs, err := e.creates.create(ctx, ts)
 	if err != nil {
 		return nil, fmt.Errorf("create occurrences of schedule %s: %w", s.ID, err)
 	}

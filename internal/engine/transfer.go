@@ -259,7 +259,7 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 	if len(fresh) == 0 {
 		return res, nil
 	}
-	rs, err := e.create(ctx, fresh)
+	rs, err := e.creates.create(ctx, fresh)
 	if err != nil {
 		return res, fmt.Errorf("store tasks: %w", err)
 	}
