@@ -38,6 +38,47 @@ type ScheduleResult struct {
 // MaxBatch is the most tasks one Schedule call takes.
 const MaxBatch = 1000
 
+// wireEdge makes the services the API's edge uses (the creates batcher,
+// the rules of every way in, bulk actions, transfers) over e's task
+// writer: each gets what it uses as func fields, never e itself. New
+// calls it once, after the apps; nothing runs until Start.
+func wireEdge(e *Engine, cfg Config) {
+	e.creates = newCreates(cfg.Store)
+	e.rules = &rules{
+		policy:     e.apps.policy,
+		vetTarget:  cfg.CheckTarget,
+		maxPayload: cfg.MaxPayload,
+		ids:        &e.ids,
+		shardFor:   cfg.ShardFor,
+	}
+	updateMany := func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
+		return e.updateMany(ctx, ids, nil, fn)
+	}
+	e.bulk = &Bulk{p: bulkParams{
+		ready:      e.checkReady,
+		now:        e.msNow,
+		list:       cfg.Store.List,
+		updateMany: updateMany,
+		wrote:      e.wrote,
+		underway:   e.underway,
+	}}
+	e.transfer = newTransfer(cfg.Store, cfg.Index != nil, transferParams{
+		ready:   e.checkReady,
+		now:     e.msNow,
+		rules:   e.rules,
+		create:  e.creates.create,
+		wrote:   e.wrote,
+		stepNow: e.stepNow,
+	})
+}
+
+// Bulk returns the engine's bulk actions (RetryAll, CancelAll): changes
+// of many tasks a filter selects, beside the one-task API on Engine.
+func (e *Engine) Bulk() *Bulk { return e.bulk }
+
+// Transfer returns the engine's backup, export and import.
+func (e *Engine) Transfer() *Transfer { return e.transfer }
+
 func (e *Engine) checkReady() error {
 	if !e.Ready() {
 		return ErrNotReady
@@ -63,32 +104,22 @@ func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
 		p.Target = *pol.Target
 	}
 	if p.Target.Kind() == "" {
-		return nil, &task.FieldError{Field: "target", Message: `is required (the app has no default target): {"http":{"url":"..."}} or {"pull":{}}`}
+		return nil, noTarget()
 	}
-	if err := p.Target.Validate(); err != nil {
+	if err := e.rules.target(p.App, p.Target); err != nil {
 		return nil, err
-	}
-	if check := e.cfg.CheckTarget; check != nil {
-		if err := check(p.App, p.Target); err != nil {
-			return nil, err
-		}
 	}
 	if err := p.Retry.Validate(); err != nil {
 		return nil, err
 	}
 	p.Retry = withPolicyRetry(p.Retry, pol.Retry)
-	limit := cmp.Or(pol.MaxPayload, e.cfg.MaxPayload)
-	if len(p.Payload) > limit {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(p.Payload), limit)
+	if err := e.rules.payload(p.App, len(p.Payload)); err != nil {
+		return nil, err
 	}
 	due := task.Ms(p.DueAt)
 	now = now.UTC().Truncate(time.Millisecond)
-	id := e.ids.New(now, 0)
-	if f := e.cfg.ShardFor; f != nil {
-		id = id.WithShard(f(p.App, p.Key, id))
-	}
 	t := &task.Task{
-		ID:            id,
+		ID:            e.rules.newID(now, p.App, p.Key),
 		App:           p.App,
 		Key:           p.Key,
 		DueAt:         due,
@@ -212,7 +243,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 // store keeps it scheduled until the outcome (fire.go), which is what
 // another node of a cluster shows meanwhile.
 func (e *Engine) Get(ctx context.Context, id task.ID) (*task.Task, error) {
-	t, err := e.get(ctx, id) // transfer.go: also finds a task an import moved to another shard
+	t, err := e.store.Get(ctx, id) // an imported task too: ids survive a move (transfer.go)
 	return e.shown(t), err
 }
 
@@ -258,9 +289,8 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 			return conflict("change", t, "")
 		}
 		if p.Payload != nil {
-			limit := cmp.Or(e.Policy(t.App).MaxPayload, e.cfg.MaxPayload)
-			if len(*p.Payload) > limit {
-				return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), limit)
+			if err := e.rules.payload(t.App, len(*p.Payload)); err != nil {
+				return err
 			}
 		}
 		now := e.msNow()

@@ -135,7 +135,7 @@ func TestRetryAllPagesAndIsIdempotent(t *testing.T) {
 		*failing = false
 		bs.reset()
 
-		res, err := b.eng.RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
+		res, err := b.eng.Bulk().RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestRetryAllPagesAndIsIdempotent(t *testing.T) {
 			t.Errorf("%d of the other app's %d dead tasks left dead", n, len(others))
 		}
 
-		res, err = b.eng.RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
+		res, err = b.eng.Bulk().RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
 		if err != nil || res != (BulkResult{}) {
 			t.Errorf("repeat: %+v, %v; want 0", res, err)
 		}
@@ -233,7 +233,7 @@ func TestRetryAllFilters(t *testing.T) {
 				if tt.before != 0 {
 					f.DueBefore = hours(tt.before)
 				}
-				res, err := b.eng.RetryAll(t.Context(), f)
+				res, err := b.eng.Bulk().RetryAll(t.Context(), f)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -276,14 +276,14 @@ func TestCancelAll(t *testing.T) {
 			b.schedule(t, ScheduleParams{App: "other", Key: "promo/x", DueAt: start.Add(time.Hour)}).ID)
 
 		f := BulkFilter{App: "app", State: task.Scheduled, KeyPrefix: "promo/", DueBefore: start.Add(2 * time.Hour)}
-		res, err := b.eng.CancelAll(t.Context(), f)
+		res, err := b.eng.Bulk().CancelAll(t.Context(), f)
 		if err != nil || res != (BulkResult{Count: 600}) {
 			t.Fatalf("CancelAll = %+v, %v; want 600", res, err)
 		}
 		if n := countState(t, b, match, task.Cancelled); n != len(match) {
 			t.Errorf("%d of %d cancelled", n, len(match))
 		}
-		if res, err := b.eng.CancelAll(t.Context(), f); err != nil || res != (BulkResult{}) {
+		if res, err := b.eng.Bulk().CancelAll(t.Context(), f); err != nil || res != (BulkResult{}) {
 			t.Errorf("repeat: %+v, %v; want 0", res, err)
 		}
 
@@ -307,7 +307,7 @@ func TestBulkLimit(t *testing.T) {
 		*failing = false
 		f := BulkFilter{App: "app", State: task.Dead, Limit: 700}
 		for i, want := range []BulkResult{{Count: 700, More: true}, {Count: 500}, {}} {
-			res, err := b.eng.RetryAll(t.Context(), f)
+			res, err := b.eng.Bulk().RetryAll(t.Context(), f)
 			if err != nil || res != want {
 				t.Errorf("call %d: %+v, %v; want %+v", i+1, res, err, want)
 			}
@@ -323,7 +323,7 @@ func TestBulkLimit(t *testing.T) {
 		*failing = false
 		f = BulkFilter{App: "app2", State: task.Dead, Limit: 1000}
 		for i, want := range []BulkResult{{Count: 1000, More: true}, {}} {
-			res, err := b.eng.RetryAll(t.Context(), f)
+			res, err := b.eng.Bulk().RetryAll(t.Context(), f)
 			if err != nil || res != want {
 				t.Errorf("app2 call %d: %+v, %v; want %+v", i+1, res, err, want)
 			}
@@ -342,7 +342,7 @@ func TestBulkContextEnds(t *testing.T) {
 		bs.mu.Lock()
 		bs.afterWrite = cancel
 		bs.mu.Unlock()
-		res, err := b.eng.RetryAll(ctx, BulkFilter{App: "app", State: task.Dead})
+		res, err := b.eng.Bulk().RetryAll(ctx, BulkFilter{App: "app", State: task.Dead})
 		if !errors.Is(err, context.Canceled) || res != (BulkResult{Count: BulkPage}) {
 			t.Fatalf("RetryAll = %+v, %v; want %d and context.Canceled", res, err, BulkPage)
 		}
@@ -381,9 +381,9 @@ func TestBulkValidation(t *testing.T) {
 		{"limit too large", true, BulkFilter{App: "a", State: task.Scheduled, Limit: MaxBulk + 1}, "limit"},
 	}
 	for _, tt := range tests {
-		op := b.eng.RetryAll
+		op := b.eng.Bulk().RetryAll
 		if tt.cancel {
-			op = b.eng.CancelAll
+			op = b.eng.Bulk().CancelAll
 		}
 		_, err := op(t.Context(), tt.f)
 		var fe *task.FieldError
@@ -394,7 +394,7 @@ func TestBulkValidation(t *testing.T) {
 	if err := b.eng.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.RetryAll(t.Context(), BulkFilter{App: "a", State: task.Dead}); !errors.Is(err, ErrNotReady) {
+	if _, err := b.eng.Bulk().RetryAll(t.Context(), BulkFilter{App: "a", State: task.Dead}); !errors.Is(err, ErrNotReady) {
 		t.Errorf("after Stop: %v, want ErrNotReady", err)
 	}
 }

@@ -268,9 +268,13 @@ type Engine struct {
 		waiters map[string]chan struct{}
 	}
 
-	// creates is the creates batcher: create requests gathering into
-	// the next group-committed store write (creates.go).
-	creates *creates
+	// The API's edge (wireEdge, api.go): the creates batcher (create
+	// requests gathering into the next group-committed store write:
+	// creates.go), the checks of every way in, bulk actions and transfers.
+	creates  *creates
+	rules    *rules
+	bulk     *Bulk
+	transfer *Transfer
 
 	// out holds the push attempts under way in this process (fire.go:
 	// they are not stored until they end; nil: reserved, not started) and
@@ -329,13 +333,13 @@ func New(cfg Config) (*Engine, error) {
 		deliverKick: make(chan struct{}, 1),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
-	e.creates = newCreates(cfg.Store)
 	if cfg.Index == nil {
 		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
 		e.noteErrs.Every = noteErrorsEvery
 	}
 	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, e.enqueue)
+	wireEdge(e, cfg)
 	e.mu.waiters = make(map[string]chan struct{})
 	e.out.attempts = make(map[task.ID]*attempt)
 	e.out.full = make(chan struct{}, 1)

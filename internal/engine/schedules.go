@@ -265,33 +265,9 @@ func (e *Engine) newSchedule(in *task.Schedule, now time.Time) (*task.Schedule, 
 	return s, nil
 }
 
-// checkTemplate validates s's task template as a create validates a task,
-// filling the app's default target (fill) and retry policy.
+// checkTemplate is rules.checkTemplate.
 func (e *Engine) checkTemplate(s *task.Schedule, fill bool) error {
-	pol := e.Policy(s.App)
-	if fill && s.Target.Kind() == "" && pol.Target != nil {
-		s.Target = pol.Target.Clone()
-	}
-	if s.Target.Kind() == "" {
-		return &task.FieldError{Field: "target", Message: `is required (the app has no default target): {"http":{"url":"..."}} or {"pull":{}}`}
-	}
-	if err := s.Target.Validate(); err != nil {
-		return err
-	}
-	if check := e.cfg.CheckTarget; check != nil {
-		if err := check(s.App, s.Target); err != nil {
-			return err
-		}
-	}
-	if err := s.Retry.Validate(); err != nil {
-		return err
-	}
-	s.Retry = withPolicyRetry(s.Retry, pol.Retry).WithDefaults()
-	limit := cmp.Or(pol.MaxPayload, e.cfg.MaxPayload)
-	if len(s.Payload) > limit {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(s.Payload), limit)
-	}
-	return nil
+	return e.rules.checkTemplate(s, fill)
 }
 
 // anchorOf is the instant an every-rule counts from: StartAt when given,

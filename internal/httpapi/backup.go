@@ -75,7 +75,7 @@ func (h *Handler) backup(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Content-Disposition", `attachment; filename="toc-backup-`+start.UTC().Format("20060102T150405Z")+`.tar"`)
 		hd.Set("Cache-Control", "no-store")
 	})
-	m, err := h.eng.Backup(r.Context(), sw)
+	m, err := h.eng.Transfer().Backup(r.Context(), sw)
 	if err != nil {
 		if !sw.started {
 			if errors.Is(err, engine.ErrNoBackup) {

@@ -300,11 +300,11 @@ func (h *Handler) importTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	var res engine.ImportResult
 	if len(in.tasks) > 0 {
-		res, err = h.eng.Import(r.Context(), in.tasks)
+		res, err = h.eng.Transfer().Import(r.Context(), in.tasks)
 	}
 	var sres engine.ScheduleImportResult
 	if err == nil && len(in.schedules) > 0 {
-		sres, err = h.eng.ImportSchedules(r.Context(), in.schedules)
+		sres, err = h.eng.Transfer().ImportSchedules(r.Context(), in.schedules)
 	}
 	var ie *engine.ImportError
 	if errors.As(err, &ie) {
