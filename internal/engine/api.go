@@ -51,6 +51,36 @@ func wireEdge(e *Engine, cfg Config) {
 		ids:        &e.ids,
 		shardFor:   cfg.ShardFor,
 	}
+	update := func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error) {
+		return e.update(ctx, id, nil, fn)
+	}
+	e.steps = newStepper(stepperParams{
+		store:       e.schedules,
+		clock:       cfg.Clock,
+		log:         cfg.Logger,
+		rules:       e.rules,
+		hooks:       cfg.Hooks,
+		owns:        cfg.OwnsSchedule,
+		takeCreates: e.apps.takeCreates,
+		changed:     e.apps.changed,
+		idle:        e.tclock.scheduleIdle,
+		create:      e.creates.create,
+		getByKey:    cfg.Store.GetByKey,
+		update:      update,
+		wrote:       e.wrote,
+		attemptOf:   e.attemptOf,
+	})
+	e.sched = &Schedules{p: schedulesParams{
+		ready:       e.checkReady,
+		now:         e.msNow,
+		store:       e.schedules,
+		rules:       e.rules,
+		allowCreate: e.apps.allowCreate,
+		log:         cfg.Logger,
+		stepNow:     e.steps.stepNow,
+		retireOld:   e.steps.retireOld,
+		kick:        e.steps.kick,
+	}}
 	updateMany := func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
 		return e.updateMany(ctx, ids, nil, fn)
 	}
@@ -68,13 +98,16 @@ func wireEdge(e *Engine, cfg Config) {
 		rules:   e.rules,
 		create:  e.creates.create,
 		wrote:   e.wrote,
-		stepNow: e.stepNow,
+		stepNow: e.steps.stepNow,
 	})
 }
 
 // Bulk returns the engine's bulk actions (RetryAll, CancelAll): changes
 // of many tasks a filter selects, beside the one-task API on Engine.
 func (e *Engine) Bulk() *Bulk { return e.bulk }
+
+// Schedules returns the API of recurring schedules.
+func (e *Engine) Schedules() *Schedules { return e.sched }
 
 // Transfer returns the engine's backup, export and import.
 func (e *Engine) Transfer() *Transfer { return e.transfer }

@@ -240,21 +240,8 @@ type Engine struct {
 	seq      atomic.Uint64 // numbers the writes (see written)
 
 	// schedules is the store's schedules (nil: it keeps none, and the
-	// schedule loop does not run); schedKick wakes the loop (capacity 1).
-	// startedAt is when Start ran: schedule occurrences due before it were
-	// missed while toc was down (schedules.go). Set before the loops start
-	// and the engine is ready, never changed after.
+	// schedule loop does not run).
 	schedules store.Schedules
-	schedKick chan struct{}
-	startedAt time.Time
-	// stepping marks the schedules an API call of this process is
-	// stepping (stepNow), id → its own mark: the loop leaves them, so
-	// that one step, not two, takes the app's creates for them.
-	stepping sync.Map
-	// loopSteps marks the schedules the loop is stepping, id → a channel
-	// closed when the step ends (beginLoopStep): a PATCH, pause or delete
-	// waits for it before it answers (awaitLoopStep).
-	loopSteps sync.Map
 	// tclock is AdvanceClock's (testclock.go).
 	tclock testClockState
 
@@ -275,6 +262,8 @@ type Engine struct {
 	rules    *rules
 	bulk     *Bulk
 	transfer *Transfer
+	sched    *Schedules // the schedules' API (schedules.go)
+	steps    *stepper   // the schedule stepper and its loop (stepper.go)
 
 	// out holds the push attempts under way in this process (fire.go:
 	// they are not stored until they end; nil: reserved, not started) and
@@ -337,7 +326,6 @@ func New(cfg Config) (*Engine, error) {
 		e.alog, _ = store.As[store.AttemptLog](cfg.Store)
 		e.noteErrs.Every = noteErrorsEvery
 	}
-	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, e.enqueue)
 	wireEdge(e, cfg)
 	e.mu.waiters = make(map[string]chan struct{})
@@ -358,7 +346,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.mu.core = sched.New(now, sched.Config{MaxLoaded: e.cfg.MaxLoaded, Weight: e.apps.weight})
 	e.mu.Unlock()
-	e.startedAt = now.UTC().Truncate(time.Millisecond)
+	e.steps.startedAt = now.UTC().Truncate(time.Millisecond)
 
 	if e.cfg.Index == nil { // in a cluster, Live tells whose leases are orphaned
 		if err := e.recover(ctx, now); err != nil {
@@ -387,7 +375,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	go func() { defer e.loops.Done(); e.sweepLoop(loopCtx) }()
 	if e.schedules != nil {
 		e.loops.Add(1)
-		go func() { defer e.loops.Done(); e.scheduleLoop(loopCtx) }()
+		go func() { defer e.loops.Done(); e.steps.run(loopCtx) }()
 	}
 	return nil
 }

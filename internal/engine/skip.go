@@ -47,7 +47,7 @@ func (e *Engine) skipped(ctx context.Context, t *task.Task) {
 	next := nextTime(s, rule, t.DueAt)
 	var made []store.CreateResult
 	if !next.IsZero() {
-		if made, err = e.makeOccurrences(ctx, s, []time.Time{next}, now); err != nil {
+		if made, err = e.steps.makeOccurrences(ctx, s, []time.Time{next}, now); err != nil {
 			warn("move a schedule past a cancelled occurrence", err)
 			return
 		}
@@ -69,11 +69,11 @@ func (e *Engine) skipped(ctx context.Context, t *task.Task) {
 		if gerr != nil {
 			cur = nil
 		}
-		e.dropStray(ctx, s, cur, made, false, now)
+		e.steps.dropStray(ctx, s, cur, made, false, now)
 	case err != nil:
 		warn("move a schedule past a cancelled occurrence", err)
 	}
-	e.kickSchedules()
+	e.steps.kick()
 }
 
 // madeOf is s's last occurrence made. A schedule a release before Made

@@ -135,7 +135,7 @@ func (e *Engine) settleAt(ctx context.Context, now, to time.Time) (next time.Tim
 	signal(e.loadKick)
 	signal(e.kick)
 	if e.schedules != nil {
-		e.kickSchedules()
+		e.steps.kick()
 	}
 	if err := e.sweepTo(ctx, now); err != nil {
 		return time.Time{}, err
