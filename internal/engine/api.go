@@ -12,9 +12,9 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// ScheduleParams is one task to create. The API layer has turned delay into
+// CreateParams is one task to create. The API layer has turned delay into
 // DueAt and the payload forms into bytes.
-type ScheduleParams struct {
+type CreateParams struct {
 	App      string
 	Key      string // optional
 	DueAt    time.Time
@@ -27,15 +27,15 @@ type ScheduleParams struct {
 	TraceParent, TraceState string
 }
 
-// ScheduleResult is the outcome of one ScheduleParams: a task (new or the one
+// CreateResult is the outcome of one CreateParams: a task (new or the one
 // that had the key) or an error naming the bad field.
-type ScheduleResult struct {
+type CreateResult struct {
 	Task    *task.Task
 	Created bool
 	Err     error
 }
 
-// MaxBatch is the most tasks one Schedule call takes.
+// MaxBatch is the most tasks one Create call takes.
 const MaxBatch = 1000
 
 // wireEdge makes the services the API's edge uses (the creates batcher,
@@ -120,7 +120,7 @@ func (e *Engine) checkReady() error {
 }
 
 // validate checks p and returns the task to store.
-func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
+func (e *Engine) newTask(p CreateParams, now time.Time) (*task.Task, error) {
 	if err := task.ValidateApp(p.App); err != nil {
 		return nil, err
 	}
@@ -204,15 +204,15 @@ func checkDeadline(deadline, due, now time.Time) error {
 	return nil
 }
 
-// Schedule creates tasks in one durable write. Each result says whether its
+// Create creates tasks in one durable write. Each result says whether its
 // task was created or already existed (same app and key), or why it was
 // refused. The error is for the whole call (not ready, store failure).
-func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleResult, error) {
+func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
 	now := e.msNow()
-	results := make([]ScheduleResult, len(ps))
+	results := make([]CreateResult, len(ps))
 	var tasks []*task.Task
 	var idx []int
 	perApp := map[string]int{}
@@ -254,7 +254,7 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	created := map[string]int{}
 	var fresh []written
 	for j, r := range rs {
-		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
+		results[idx[j]] = CreateResult{Task: r.Task, Created: r.Created}
 		if r.Created {
 			fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
 			created[r.Task.App]++
@@ -443,14 +443,14 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	return w.t, nil
 }
 
-// ClaimParams bounds a claim.
-type ClaimParams struct {
+// LeaseParams bounds a Lease call (the HTTP API's claim).
+type LeaseParams struct {
 	Max   int           // 1..1000
 	Lease time.Duration // 1s..1h
 	Wait  time.Duration // 0..30s
 }
 
-// Limits of ClaimParams.
+// Limits of LeaseParams.
 const (
 	MaxClaim = 1000
 	MinLease = time.Second
@@ -458,9 +458,9 @@ const (
 	MaxWait  = 30 * time.Second
 )
 
-// Claim takes up to Max due pull tasks of app, each now delivering under a
-// lease of its own. With Wait it waits up to that long for at least one.
-func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
+// Lease takes up to Max due pull tasks of app, each now delivering under a
+// lease of its own (the HTTP API's POST …/claim). With Wait it waits up to that long for at least one.
+func (e *Engine) Lease(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
 	if err := task.ValidateApp(app); err != nil {
 		return nil, err
 	}
@@ -485,7 +485,7 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 		// Take the waiter before looking, so a task that becomes due
 		// between the look and the wait still wakes us.
 		wake := e.pullWaiter(app)
-		got, err := e.claimOnce(ctx, app, p)
+		got, err := e.leaseOnce(ctx, app, p)
 		if err != nil || len(got) > 0 || timeout == nil {
 			return got, err
 		}
@@ -499,18 +499,18 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 	}
 }
 
-// claimOnce claims what is due now: from the app's ready queue first
-// (pull.go), then, when that did not fill the claim, from the store.
-func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
+// leaseOnce leases what is due now: from the app's ready queue first
+// (pull.go), then, when that did not fill the call, from the store.
+func (e *Engine) leaseOnce(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
 	if !e.memPull() {
-		return e.claimStored(ctx, app, p, p.Max)
+		return e.leaseStored(ctx, app, p, p.Max)
 	}
 	got := e.claimQueued(ctx, app, p)
 	if len(got) == p.Max || e.firing() || !e.storeClaimDue(app, e.clock.Now()) {
 		return got, nil
 	}
 	want := p.Max - len(got)
-	more, err := e.claimStored(ctx, app, ClaimParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
+	more, err := e.leaseStored(ctx, app, LeaseParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
 	switch {
 	case err != nil && len(got) == 0:
 		return nil, err
@@ -520,13 +520,13 @@ func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*t
 	return append(got, more...), nil
 }
 
-// claimStored claims up to p.Max of the pull tasks the store has due for
+// leaseStored leases up to p.Max of the pull tasks the store has due for
 // app, reading up to scan of them, and leases them in one synced write.
 // On a single node it takes only the tasks waiting in the store (written
 // so by an older version, or past pullHoldMax: pull.go), not those the
 // wheel fires into the ready queue (stored with their due time as WakeAt)
 // nor those held here.
-func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, scan int) ([]*task.Task, error) {
+func (e *Engine) leaseStored(ctx context.Context, app string, p LeaseParams, scan int) ([]*task.Task, error) {
 	mem := e.memPull()
 	ids, err := e.store.Claimable(ctx, app, e.clock.Now(), scan)
 	if err != nil {
@@ -599,13 +599,13 @@ func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, sca
 	return got, nil
 }
 
-// Ack marks a claimed task delivered. The lease must be the task's current
+// Ack ends a lease: it marks the leased task delivered. The lease must be the task's current
 // one; otherwise it is a *ConflictError.
 func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
-	if held, err := e.settleHeld("ack", pullAck{id: id, lease: lease}); held {
+	if held, err := e.endHeldLease("ack", pullAck{id: id, lease: lease}); held {
 		return err
 	}
-	return e.settle(ctx, "ack", id, lease, acked)
+	return e.endLease(ctx, "ack", id, lease, acked)
 }
 
 // acked is what an ack does to a task whose lease it holds.
@@ -614,13 +614,13 @@ func acked(t *task.Task, now time.Time) {
 	t.LastError = ""
 }
 
-// AckParams is one task of AckMany: its id and the lease its claim gave.
+// AckParams is one task of AckMany: its id and the lease Lease gave.
 type AckParams struct {
 	ID    task.ID
 	Lease string
 }
 
-// AckMany acks up to MaxClaim claimed tasks of app, as Ack does each, in one
+// AckMany acks up to MaxClaim leased tasks of app, as Ack does each, in one
 // durable write. The errors are in the order of acks, nil for a task acked;
 // else a *task.FieldError naming acks.N.lease (empty) or acks.N.id (given
 // twice: only its first ack counts), a *ConflictError when the lease is no
@@ -746,25 +746,25 @@ func leaseHeld(op string, t *task.Task, lease string) error {
 	return nil
 }
 
-// Nack records a failed attempt of a claimed task: it is retried after
+// Nack ends a lease with a failed attempt: it is retried after
 // retryIn (nil: its backoff), or is dead when no attempt is left.
 func (e *Engine) Nack(ctx context.Context, id task.ID, lease, msg string, retryIn *time.Duration) error {
 	if msg == "" {
 		msg = "nacked by the consumer"
 	}
-	if held, err := e.settleHeld("nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}); held {
+	if held, err := e.endHeldLease("nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}); held {
 		return err
 	}
-	return e.settle(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
+	return e.endLease(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
 		failAttempt(t, now, msg, retryIn)
 	})
 }
 
-// settleHeld acks or nacks (op) k when its lease is held in memory
+// endHeldLease acks or nacks (op) k when its lease is held in memory
 // (pull.go), and reports whether it was.
-func (e *Engine) settleHeld(op string, k pullAck) (bool, error) {
+func (e *Engine) endHeldLease(op string, k pullAck) (bool, error) {
 	if !e.memPull() || k.lease == "" || !e.Ready() {
-		return false, nil // settle answers
+		return false, nil // endLease answers
 	}
 	errs := make([]error, 1)
 	mine, _ := e.takeLeases(op, "", []pullAck{k}, errs)
@@ -775,7 +775,9 @@ func (e *Engine) settleHeld(op string, k pullAck) (bool, error) {
 	return true, errs[0]
 }
 
-func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {
+// endLease acks or nacks (op) the task id as stored, when its lease is
+// lease: apply changes it under its row lock.
+func (e *Engine) endLease(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {
 	if err := e.checkReady(); err != nil {
 		return err
 	}

@@ -85,11 +85,11 @@ func deadTasks(t *testing.T, b *bundle, app string, n int) []task.ID {
 	var ids []task.ID
 	for n > 0 {
 		k := min(n, MaxBatch)
-		ps := make([]ScheduleParams, k)
+		ps := make([]CreateParams, k)
 		for i := range ps {
-			ps[i] = ScheduleParams{App: app, Target: httpTarget, DueAt: time.Now(), Retry: task.RetryPolicy{MaxAttempts: 1}}
+			ps[i] = CreateParams{App: app, Target: httpTarget, DueAt: time.Now(), Retry: task.RetryPolicy{MaxAttempts: 1}}
 		}
-		rs, err := b.eng.Schedule(t.Context(), ps)
+		rs, err := b.eng.Create(t.Context(), ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,14 +209,14 @@ func TestRetryAllFilters(t *testing.T) {
 				}
 				var tks []*task.Task
 				for _, fx := range fixtures {
-					p := ScheduleParams{Key: fx.key, DueAt: hours(fx.due), Retry: task.RetryPolicy{MaxAttempts: 1}}
+					p := CreateParams{Key: fx.key, DueAt: hours(fx.due), Retry: task.RetryPolicy{MaxAttempts: 1}}
 					if fx.state == task.Expired {
 						p.Deadline = ptr(start.Add(10 * time.Millisecond))
 						p.Retry.MaxAttempts = 5
 					}
 					tks = append(tks, b.schedule(t, p))
 				}
-				other := b.schedule(t, ScheduleParams{App: "other", Key: "a/1", DueAt: hours(-3), Retry: task.RetryPolicy{MaxAttempts: 1}})
+				other := b.schedule(t, CreateParams{App: "other", Key: "a/1", DueAt: hours(-3), Retry: task.RetryPolicy{MaxAttempts: 1}})
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				for i, fx := range fixtures {
@@ -268,12 +268,12 @@ func TestCancelAll(t *testing.T) {
 		var match, keep []task.ID
 		for i := range 600 {
 			key := fmt.Sprintf("promo/%d", i)
-			match = append(match, b.schedule(t, ScheduleParams{Key: key, DueAt: start.Add(time.Hour)}).ID)
+			match = append(match, b.schedule(t, CreateParams{Key: key, DueAt: start.Add(time.Hour)}).ID)
 		}
 		keep = append(keep,
-			b.schedule(t, ScheduleParams{Key: "order-1", DueAt: start.Add(time.Hour)}).ID,
-			b.schedule(t, ScheduleParams{Key: "promo/late", DueAt: start.Add(3 * time.Hour)}).ID,
-			b.schedule(t, ScheduleParams{App: "other", Key: "promo/x", DueAt: start.Add(time.Hour)}).ID)
+			b.schedule(t, CreateParams{Key: "order-1", DueAt: start.Add(time.Hour)}).ID,
+			b.schedule(t, CreateParams{Key: "promo/late", DueAt: start.Add(3 * time.Hour)}).ID,
+			b.schedule(t, CreateParams{App: "other", Key: "promo/x", DueAt: start.Add(time.Hour)}).ID)
 
 		f := BulkFilter{App: "app", State: task.Scheduled, KeyPrefix: "promo/", DueBefore: start.Add(2 * time.Hour)}
 		res, err := b.eng.Bulk().CancelAll(t.Context(), f)

@@ -40,21 +40,21 @@ func TestCreatesGather(t *testing.T) {
 		c.Store = held
 	})
 	type answer struct {
-		rs  []ScheduleResult
+		rs  []CreateResult
 		err error
 	}
 	answers := make([]answer, 12)
 	var wg sync.WaitGroup
-	req := func(i int, ps ...ScheduleParams) {
+	req := func(i int, ps ...CreateParams) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rs, err := b.eng.Schedule(context.Background(), ps)
+			rs, err := b.eng.Create(context.Background(), ps)
 			answers[i] = answer{rs, err}
 		}()
 	}
-	p := func(key string) ScheduleParams {
-		return ScheduleParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
 	// Two requests take the two write slots and block in the store.
 	req(0, p("a0"))
@@ -131,13 +131,13 @@ func TestCreatesOneWriter(t *testing.T) {
 		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
 		c.Store = oneWriter{held}
 	})
-	p := func(key string) ScheduleParams {
-		return ScheduleParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	req := func(i int) {
-		wg.Go(func() { _, errs[i] = b.eng.Schedule(context.Background(), []ScheduleParams{p(fmt.Sprintf("k%d", i))}) })
+		wg.Go(func() { _, errs[i] = b.eng.Create(context.Background(), []CreateParams{p(fmt.Sprintf("k%d", i))}) })
 	}
 	req(0)
 	if n := <-held.entered; n != 1 {
@@ -182,7 +182,7 @@ func TestCreatesUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			key := fmt.Sprint("load-", i)
-			rs, err := b.eng.Schedule(context.Background(), []ScheduleParams{{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
+			rs, err := b.eng.Create(context.Background(), []CreateParams{{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
 			if err != nil || rs[0].Err != nil || rs[0].Task.Key != key || !rs[0].Created {
 				t.Errorf("request %d: %+v %v", i, rs, err)
 				return

@@ -31,7 +31,7 @@ import (
 // again, and it is claimed again (at least once).
 //
 // What the queue does not hold is claimed from the store as before
-// (claimStored): pull tasks an older version stored as waiting for a claim,
+// (leaseStored): pull tasks an older version stored as waiting for a claim,
 // and those that came due while this process held pullHoldMax pull tasks
 // already (the queue is a bounded cache: past it, a pull task due is
 // written waiting, as before). A claim that the queue does not fill looks
@@ -223,7 +223,7 @@ func (e *Engine) notHeld(ids []task.ID) []task.ID {
 
 // claimQueued takes up to p.Max tasks from app's ready queue and leases
 // them in memory, each until now+p.Lease.
-func (e *Engine) claimQueued(ctx context.Context, app string, p ClaimParams) []*task.Task {
+func (e *Engine) claimQueued(ctx context.Context, app string, p LeaseParams) []*task.Task {
 	now := e.msNow()
 	var got []*task.Task
 	e.out.Lock()

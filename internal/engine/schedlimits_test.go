@@ -59,7 +59,7 @@ func TestScheduleOccurrencesWithinCreates(t *testing.T) {
 			t.Errorf("%d of %d schedules have a next_at in the past, want most", behind, n)
 		}
 		// A plain create of the app is over the limit meanwhile.
-		rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{{App: "app", DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
+		rs, err := b.eng.Create(t.Context(), []CreateParams{{App: "app", DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
 		var rl *RateLimitError
 		if err != nil || !errors.As(rs[0].Err, &rl) {
 			t.Errorf("plain create while the schedules use the limit: %v %v, want a RateLimitError", err, rs[0].Err)
