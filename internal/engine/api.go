@@ -39,10 +39,17 @@ type CreateResult struct {
 const MaxBatch = 1000
 
 // wireEdge makes the services the API's edge uses (the creates batcher,
-// the rules of every way in, bulk actions, transfers) over e's task
-// writer: each gets what it uses as func fields, never e itself. New
+// the rules of every way in, the schedules' API and stepper, stored
+// leases, bulk actions, transfers) over e's task writer: each gets what it uses as func fields, never e itself. New
 // calls it once, after the apps; nothing runs until Start.
 func wireEdge(e *Engine, cfg Config) {
+	// The task writer, as the services take it.
+	update := func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error) {
+		return e.update(ctx, id, nil, fn)
+	}
+	updateMany := func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
+		return e.updateMany(ctx, ids, nil, fn)
+	}
 	e.creates = newCreates(cfg.Store)
 	e.rules = &rules{
 		policy:     e.apps.policy,
@@ -50,9 +57,6 @@ func wireEdge(e *Engine, cfg Config) {
 		maxPayload: cfg.MaxPayload,
 		ids:        &e.ids,
 		shardFor:   cfg.ShardFor,
-	}
-	update := func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error) {
-		return e.update(ctx, id, nil, fn)
 	}
 	e.steps = newStepper(stepperParams{
 		store:       e.schedules,
@@ -81,9 +85,21 @@ func wireEdge(e *Engine, cfg Config) {
 		retireOld:   e.steps.retireOld,
 		kick:        e.steps.kick,
 	}}
-	updateMany := func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
-		return e.updateMany(ctx, ids, nil, fn)
-	}
+	e.stored = &storedLeases{p: storedLeasesParams{
+		ready:      e.checkReady,
+		now:        e.msNow,
+		clock:      cfg.Clock,
+		boot:       e.boot,
+		log:        cfg.Logger,
+		started:    cfg.Hooks.AttemptStarted,
+		claimable:  cfg.Store.Claimable,
+		mem:        e.memPull(),
+		notHeld:    e.notHeld,
+		heldPull:   e.heldPull,
+		update:     update,
+		updateMany: updateMany,
+		wrote:      e.wrote,
+	}}
 	e.bulk = &Bulk{p: bulkParams{
 		ready:      e.checkReady,
 		now:        e.msNow,
@@ -117,66 +133,6 @@ func (e *Engine) checkReady() error {
 		return ErrNotReady
 	}
 	return nil
-}
-
-// validate checks p and returns the task to store.
-func (e *Engine) newTask(p CreateParams, now time.Time) (*task.Task, error) {
-	if err := task.ValidateApp(p.App); err != nil {
-		return nil, err
-	}
-	if p.Key != "" {
-		if err := task.ValidateKey(p.Key); err != nil {
-			return nil, err
-		}
-	}
-	if p.DueAt.IsZero() {
-		return nil, &task.FieldError{Field: "due_at", Message: `one of "due_at" or "delay" is required`}
-	}
-	pol := e.Policy(p.App)
-	if p.Target.Kind() == "" && pol.Target != nil {
-		p.Target = *pol.Target
-	}
-	if p.Target.Kind() == "" {
-		return nil, noTarget()
-	}
-	if err := e.rules.target(p.App, p.Target); err != nil {
-		return nil, err
-	}
-	if err := p.Retry.Validate(); err != nil {
-		return nil, err
-	}
-	p.Retry = withPolicyRetry(p.Retry, pol.Retry)
-	if err := e.rules.payload(p.App, len(p.Payload)); err != nil {
-		return nil, err
-	}
-	due := task.Ms(p.DueAt)
-	now = now.UTC().Truncate(time.Millisecond)
-	t := &task.Task{
-		ID:            e.rules.newID(now, p.App, p.Key),
-		App:           p.App,
-		Key:           p.Key,
-		DueAt:         due,
-		NextAttemptAt: due,
-		Payload:       p.Payload,
-		Target:        p.Target.Clone(),
-		Retry:         p.Retry.WithDefaults(),
-		State:         task.Scheduled,
-		CreatedAt:     now,
-		UpdatedAt:     now,
-	}
-	if p.TraceParent != "" {
-		t.Trace = &task.TraceContext{Parent: p.TraceParent, State: p.TraceState}
-	}
-	if p.Deadline != nil {
-		d := task.Ms(*p.Deadline)
-		if err := checkDeadline(d, due, now); err != nil {
-			return nil, err
-		}
-		t.Deadline = &d
-	}
-	t.WakeAt = wakeFor(t)
-	t.Record(now, "created", 0, "")
-	return t, nil
 }
 
 // withPolicyRetry fills the zero fields of a task's retry policy from its
@@ -217,7 +173,7 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 	var idx []int
 	perApp := map[string]int{}
 	for i, p := range ps {
-		t, err := e.newTask(p, now)
+		t, err := e.rules.newTask(p, now)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -503,14 +459,14 @@ func (e *Engine) Lease(ctx context.Context, app string, p LeaseParams) ([]*task.
 // (pull.go), then, when that did not fill the call, from the store.
 func (e *Engine) leaseOnce(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
 	if !e.memPull() {
-		return e.leaseStored(ctx, app, p, p.Max)
+		return e.stored.take(ctx, app, p, p.Max)
 	}
 	got := e.claimQueued(ctx, app, p)
 	if len(got) == p.Max || e.firing() || !e.storeClaimDue(app, e.clock.Now()) {
 		return got, nil
 	}
 	want := p.Max - len(got)
-	more, err := e.leaseStored(ctx, app, LeaseParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
+	more, err := e.stored.take(ctx, app, LeaseParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
 	switch {
 	case err != nil && len(got) == 0:
 		return nil, err
@@ -520,92 +476,13 @@ func (e *Engine) leaseOnce(ctx context.Context, app string, p LeaseParams) ([]*t
 	return append(got, more...), nil
 }
 
-// leaseStored leases up to p.Max of the pull tasks the store has due for
-// app, reading up to scan of them, and leases them in one synced write.
-// On a single node it takes only the tasks waiting in the store (written
-// so by an older version, or past pullHoldMax: pull.go), not those the
-// wheel fires into the ready queue (stored with their due time as WakeAt)
-// nor those held here.
-func (e *Engine) leaseStored(ctx context.Context, app string, p LeaseParams, scan int) ([]*task.Task, error) {
-	mem := e.memPull()
-	ids, err := e.store.Claimable(ctx, app, e.clock.Now(), scan)
-	if err != nil {
-		return nil, fmt.Errorf("find claimable tasks: %w", err)
-	}
-	if mem {
-		ids = e.notHeld(ids) // not read for nothing; checked again under the row lock
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	// One synced write for the whole claim: a write (and an fsync) per
-	// task made a claim of 100 cost 100 fsyncs one after another.
-	claimed := make([]bool, len(ids))
-	ts, errs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
-		now := e.msNow()
-		errs := make([]error, len(ts))
-		n := 0
-		for i, t := range ts {
-			claimed[i] = false
-			switch {
-			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
-				errs[i] = errSkip // claimed by someone else meanwhile, or moved
-			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || e.heldPull(t.ID)):
-				errs[i] = errSkip // the wheel's: it comes to the ready queue
-			case pastDeadline(t, now):
-				expire(t, now)
-			case n == p.Max:
-				errs[i] = errSkip
-			default:
-				startAttempt(t, now, p.Lease, e.boot)
-				claimed[i] = true
-				n++
-			}
-		}
-		return errs
-	})
-	var got []*task.Task
-	var stored []written
-	var failed error
-	for i, err := range errs {
-		switch {
-		case errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound):
-			continue
-		case err != nil:
-			failed = cmp.Or(failed, fmt.Errorf("claim task %s: %w", ids[i], err))
-			continue
-		}
-		t := ts[i].t
-		stored = append(stored, ts[i])
-		if claimed[i] {
-			got = append(got, t)
-			if h := e.cfg.Hooks.AttemptStarted; h != nil {
-				h(t.App, "pull", t.UpdatedAt.Sub(t.NextAttemptAt))
-			}
-		}
-	}
-	if len(stored) > 0 {
-		e.wrote(ctx, stored...)
-	}
-	switch {
-	case failed != nil && len(got) == 0:
-		return nil, failed
-	case failed != nil:
-		// The tasks claimed are handed out: their leases are stored, and
-		// a claim that answered an error would leave them to run out
-		// unseen. The others stay due for the next claim.
-		e.log.ErrorContext(ctx, "claim pull tasks", slog.String("app", app), slog.String("error", failed.Error()))
-	}
-	return got, nil
-}
-
 // Ack ends a lease: it marks the leased task delivered. The lease must be the task's current
 // one; otherwise it is a *ConflictError.
 func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
 	if held, err := e.endHeldLease("ack", pullAck{id: id, lease: lease}); held {
 		return err
 	}
-	return e.endLease(ctx, "ack", id, lease, acked)
+	return e.stored.end(ctx, "ack", id, lease, acked)
 }
 
 // acked is what an ack does to a task whose lease it holds.
@@ -690,41 +567,8 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 			return errs, nil
 		}
 	}
-	ws, werrs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
-		now := e.msNow()
-		errs := make([]error, len(ts))
-		for j, t := range ts {
-			switch {
-			case t == nil: // not stored: the store answers its own error
-			case t.App != app:
-				errs[j] = errNoTask(t.ID) // another app's task looks absent
-			default:
-				if errs[j] = leaseHeld("ack", t, acks[idx[j]].Lease); errs[j] == nil {
-					acked(t, now)
-				}
-			}
-		}
-		return errs
-	})
-	var stored []written
-	for j, err := range werrs {
-		i := idx[j]
-		switch {
-		case err == nil:
-			stored = append(stored, ws[j])
-		case errors.Is(err, store.ErrNotFound):
-			// One answer however the store said it, the same as for
-			// another app's task.
-			errs[i] = errNoTask(ids[j])
-		case errors.As(err, new(*ConflictError)):
-			errs[i] = err
-		default:
-			errs[i] = fmt.Errorf("ack task %s: %w", ids[j], err)
-			failed = cmp.Or(failed, errs[i])
-			failures++
-		}
-	}
-	e.wrote(ctx, stored...)
+	f, n := e.stored.ackMany(ctx, app, acks, ids, idx, errs)
+	failed, failures = cmp.Or(failed, f), failures+n
 	if failures == total {
 		return nil, failed
 	}
@@ -755,7 +599,7 @@ func (e *Engine) Nack(ctx context.Context, id task.ID, lease, msg string, retryI
 	if held, err := e.endHeldLease("nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}); held {
 		return err
 	}
-	return e.endLease(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
+	return e.stored.end(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
 		failAttempt(t, now, msg, retryIn)
 	})
 }
@@ -773,27 +617,4 @@ func (e *Engine) endHeldLease(op string, k pullAck) (bool, error) {
 	}
 	e.settlePulls(op, "", mine, errs)
 	return true, errs[0]
-}
-
-// endLease acks or nacks (op) the task id as stored, when its lease is
-// lease: apply changes it under its row lock.
-func (e *Engine) endLease(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {
-	if err := e.checkReady(); err != nil {
-		return err
-	}
-	if lease == "" {
-		return &task.FieldError{Field: "lease", Message: leaseRequired}
-	}
-	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
-		if err := leaseHeld(op, t, lease); err != nil {
-			return err
-		}
-		apply(t, e.msNow())
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	e.wrote(ctx, w)
-	return nil
 }

@@ -262,8 +262,9 @@ type Engine struct {
 	rules    *rules
 	bulk     *Bulk
 	transfer *Transfer
-	sched    *Schedules // the schedules' API (schedules.go)
-	steps    *stepper   // the schedule stepper and its loop (stepper.go)
+	stored   *storedLeases // leases written to the store (leases.go)
+	sched    *Schedules    // the schedules' API (schedules.go)
+	steps    *stepper      // the schedule stepper and its loop (stepper.go)
 
 	// out holds the push attempts under way in this process (fire.go:
 	// they are not stored until they end; nil: reserved, not started) and

@@ -74,3 +74,63 @@ func (r *rules) checkTemplate(s *task.Schedule, fill bool) error {
 	s.Retry = withPolicyRetry(s.Retry, pol.Retry).WithDefaults()
 	return r.payload(s.App, len(s.Payload))
 }
+
+// newTask checks p as a create does and returns the task to store.
+func (r *rules) newTask(p CreateParams, now time.Time) (*task.Task, error) {
+	if err := task.ValidateApp(p.App); err != nil {
+		return nil, err
+	}
+	if p.Key != "" {
+		if err := task.ValidateKey(p.Key); err != nil {
+			return nil, err
+		}
+	}
+	if p.DueAt.IsZero() {
+		return nil, &task.FieldError{Field: "due_at", Message: `one of "due_at" or "delay" is required`}
+	}
+	pol := r.policy(p.App)
+	if p.Target.Kind() == "" && pol.Target != nil {
+		p.Target = *pol.Target
+	}
+	if p.Target.Kind() == "" {
+		return nil, noTarget()
+	}
+	if err := r.target(p.App, p.Target); err != nil {
+		return nil, err
+	}
+	if err := p.Retry.Validate(); err != nil {
+		return nil, err
+	}
+	p.Retry = withPolicyRetry(p.Retry, pol.Retry)
+	if err := r.payload(p.App, len(p.Payload)); err != nil {
+		return nil, err
+	}
+	due := task.Ms(p.DueAt)
+	now = now.UTC().Truncate(time.Millisecond)
+	t := &task.Task{
+		ID:            r.newID(now, p.App, p.Key),
+		App:           p.App,
+		Key:           p.Key,
+		DueAt:         due,
+		NextAttemptAt: due,
+		Payload:       p.Payload,
+		Target:        p.Target.Clone(),
+		Retry:         p.Retry.WithDefaults(),
+		State:         task.Scheduled,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+	}
+	if p.TraceParent != "" {
+		t.Trace = &task.TraceContext{Parent: p.TraceParent, State: p.TraceState}
+	}
+	if p.Deadline != nil {
+		d := task.Ms(*p.Deadline)
+		if err := checkDeadline(d, due, now); err != nil {
+			return nil, err
+		}
+		t.Deadline = &d
+	}
+	t.WakeAt = wakeFor(t)
+	t.Record(now, "created", 0, "")
+	return t, nil
+}

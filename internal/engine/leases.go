@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/toc-dev/toc/internal/clock"
+	"github.com/toc-dev/toc/internal/store"
+	"github.com/toc-dev/toc/task"
+)
+
+// storedLeases are the leases written to the store: of the pull tasks
+// waiting in the store on a single node (stored so by an older version,
+// or past pullHoldMax: pull.go), and of every pull task in a cluster. A
+// lease is taken in one synced write for the whole call, and ended (ack,
+// nack) in one too. The leases held in memory are pull.go's.
+type storedLeases struct {
+	p storedLeasesParams
+}
+
+// storedLeasesParams are what storedLeases uses of the engine and the
+// store.
+type storedLeasesParams struct {
+	ready func() error     // ErrNotReady unless the engine takes work
+	now   func() time.Time // the engine's clock, to the millisecond
+	clock clock.Clock
+	boot  string // this process's part of lease tokens
+	log   *slog.Logger
+	// started is Hooks.AttemptStarted (nil: none).
+	started func(app, kind string, lateness time.Duration)
+	// claimable is Store.Claimable.
+	claimable func(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
+	// mem says pull tasks are held in memory (a single node): take leaves
+	// those to pull.go (notHeld, heldPull).
+	mem      bool
+	notHeld  func(ids []task.ID) []task.ID
+	heldPull func(id task.ID) bool
+	// The task writer.
+	update     func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error)
+	updateMany func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error)
+	wrote      func(ctx context.Context, ws ...written)
+}
+
+// take leases up to p.Max of the pull tasks the store has due for
+// app, reading up to scan of them, and leases them in one synced write.
+// On a single node it takes only the tasks waiting in the store (written
+// so by an older version, or past pullHoldMax: pull.go), not those the
+// wheel fires into the ready queue (stored with their due time as WakeAt)
+// nor those held here.
+func (l *storedLeases) take(ctx context.Context, app string, p LeaseParams, scan int) ([]*task.Task, error) {
+	mem := l.p.mem
+	ids, err := l.p.claimable(ctx, app, l.p.clock.Now(), scan)
+	if err != nil {
+		return nil, fmt.Errorf("find claimable tasks: %w", err)
+	}
+	if mem {
+		ids = l.p.notHeld(ids) // not read for nothing; checked again under the row lock
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	// One synced write for the whole claim: a write (and an fsync) per
+	// task made a claim of 100 cost 100 fsyncs one after another.
+	claimed := make([]bool, len(ids))
+	ts, errs := l.p.updateMany(ctx, ids, func(ts []*task.Task) []error {
+		now := l.p.now()
+		errs := make([]error, len(ts))
+		n := 0
+		for i, t := range ts {
+			claimed[i] = false
+			switch {
+			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
+				errs[i] = errSkip // claimed by someone else meanwhile, or moved
+			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || l.p.heldPull(t.ID)):
+				errs[i] = errSkip // the wheel's: it comes to the ready queue
+			case pastDeadline(t, now):
+				expire(t, now)
+			case n == p.Max:
+				errs[i] = errSkip
+			default:
+				startAttempt(t, now, p.Lease, l.p.boot)
+				claimed[i] = true
+				n++
+			}
+		}
+		return errs
+	})
+	var got []*task.Task
+	var stored []written
+	var failed error
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			failed = cmp.Or(failed, fmt.Errorf("claim task %s: %w", ids[i], err))
+			continue
+		}
+		t := ts[i].t
+		stored = append(stored, ts[i])
+		if claimed[i] {
+			got = append(got, t)
+			if h := l.p.started; h != nil {
+				h(t.App, "pull", t.UpdatedAt.Sub(t.NextAttemptAt))
+			}
+		}
+	}
+	if len(stored) > 0 {
+		l.p.wrote(ctx, stored...)
+	}
+	switch {
+	case failed != nil && len(got) == 0:
+		return nil, failed
+	case failed != nil:
+		// The tasks claimed are handed out: their leases are stored, and
+		// a claim that answered an error would leave them to run out
+		// unseen. The others stay due for the next claim.
+		l.p.log.ErrorContext(ctx, "claim pull tasks", slog.String("app", app), slog.String("error", failed.Error()))
+	}
+	return got, nil
+}
+
+// ackMany acks, as stored, the tasks ids of app (AckMany's acks[idx[j]]
+// is ids[j]'s), each in errs[idx[j]] as AckMany answers it, in one write.
+// It returns the first store failure and how many there were.
+func (l *storedLeases) ackMany(ctx context.Context, app string, acks []AckParams, ids []task.ID, idx []int, errs []error) (failed error, failures int) {
+	ws, werrs := l.p.updateMany(ctx, ids, func(ts []*task.Task) []error {
+		now := l.p.now()
+		errs := make([]error, len(ts))
+		for j, t := range ts {
+			switch {
+			case t == nil: // not stored: the store answers its own error
+			case t.App != app:
+				errs[j] = errNoTask(t.ID) // another app's task looks absent
+			default:
+				if errs[j] = leaseHeld("ack", t, acks[idx[j]].Lease); errs[j] == nil {
+					acked(t, now)
+				}
+			}
+		}
+		return errs
+	})
+	var stored []written
+	for j, err := range werrs {
+		i := idx[j]
+		switch {
+		case err == nil:
+			stored = append(stored, ws[j])
+		case errors.Is(err, store.ErrNotFound):
+			// One answer however the store said it, the same as for
+			// another app's task.
+			errs[i] = errNoTask(ids[j])
+		case errors.As(err, new(*ConflictError)):
+			errs[i] = err
+		default:
+			errs[i] = fmt.Errorf("ack task %s: %w", ids[j], err)
+			failed = cmp.Or(failed, errs[i])
+			failures++
+		}
+	}
+	l.p.wrote(ctx, stored...)
+	return failed, failures
+}
+
+// end acks or nacks (op) the task id as stored, when its lease is lease:
+// apply changes it under its row lock.
+func (l *storedLeases) end(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {
+	if err := l.p.ready(); err != nil {
+		return err
+	}
+	if lease == "" {
+		return &task.FieldError{Field: "lease", Message: leaseRequired}
+	}
+	w, err := l.p.update(ctx, id, func(t *task.Task) error {
+		if err := leaseHeld(op, t, lease); err != nil {
+			return err
+		}
+		apply(t, l.p.now())
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.p.wrote(ctx, w)
+	return nil
+}
