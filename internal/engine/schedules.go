@@ -10,11 +10,16 @@ package engine
 // idempotent, an occurrence is created once however many nodes, retries or
 // restarts try.
 //
+// Two types share the work: Schedules (this file, Engine.Schedules) is
+// the API that checks and writes schedules; the stepper (stepper.go)
+// makes their occurrences, for the API's calls and in the schedule loop,
+// and cancels those a schedule no longer names.
+//
 // # The pending occurrence
 //
 // A schedule has at most one pending occurrence: the one at NextAt. The
 // next is made when it comes due: the schedule's WakeAt is the pending
-// one's due time, and the schedule loop acts on it then (stepSchedule). In
+// one's due time, and the schedule loop acts on it then (stepper.step). In
 // the steady state WakeAt == NextAt == Made (the last occurrence made);
 // LastAt is the last one that came due.
 //
@@ -30,7 +35,7 @@ package engine
 //
 // When the pending occurrence comes due, the times of the rule between it
 // and now are occurrences the engine did not make in time. Those due
-// before this process started (Engine.startedAt) were missed while toc was
+// before this process started (stepper.startedAt) were missed while toc was
 // down, and the schedule's CatchUp decides what becomes of them (skip:
 // none; one: the latest; all: the most recent task.MaxCatchUp, oldest
 // first). Those due since are always made: a loop that ran late, or a node
@@ -554,7 +559,7 @@ func (sch *Schedules) remove(ctx context.Context, ss store.Schedules, s *task.Sc
 		return err
 	}
 	// A step that read s before the delete finds it gone when it writes,
-	// and cancels what it made (stepSchedule).
+	// and cancels what it made (stepper.step).
 	sch.p.retireOld(ctx, s, nil, "deleted")
 	sch.p.kick() // the loop drops its copy
 	return nil
