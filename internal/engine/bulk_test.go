@@ -398,3 +398,75 @@ func TestBulkValidation(t *testing.T) {
 		t.Errorf("after Stop: %v, want ErrNotReady", err)
 	}
 }
+
+// TestBulkOverItsWriter runs Bulk on its own, over fakes of what it takes
+// from the engine (a listing, updateMany, wrote, underway): no engine, no
+// store. A task whose attempt is under way is left, as Cancel leaves it;
+// wrote gets exactly the tasks changed; the limit (counted over the
+// matches a page selects, the one left included) stops the call with More.
+func TestBulkOverItsWriter(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var gen task.IDGenerator
+	tasks := map[task.ID]*task.Task{}
+	var ids []task.ID
+	for range 5 {
+		tk := &task.Task{ID: gen.New(now, 0), App: "a", State: task.Scheduled, DueAt: now, Target: httpTarget}
+		tasks[tk.ID] = tk
+		ids = append(ids, tk.ID)
+	}
+	busy := ids[1]
+	var wrote []task.ID
+	b := &Bulk{p: bulkParams{
+		ready: func() error { return nil },
+		now:   func() time.Time { return now },
+		list: func(_ context.Context, app string, st task.State, after task.ID, limit int) ([]*task.Task, error) {
+			var page []*task.Task
+			from := slices.Index(ids, after) + 1 // ids are in id order; zero: -1
+			for _, id := range ids[from:] {
+				if tk := tasks[id]; tk.State == st && len(page) < limit {
+					page = append(page, tk.Clone())
+				}
+			}
+			return page, nil
+		},
+		updateMany: func(_ context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
+			ts := make([]*task.Task, len(ids))
+			for i, id := range ids {
+				ts[i] = tasks[id].Clone()
+			}
+			errs := fn(ts)
+			ws := make([]written, len(ts))
+			for i, tk := range ts {
+				if errs[i] == nil {
+					tasks[tk.ID] = tk
+					ws[i] = written{t: tk}
+				}
+			}
+			return ws, errs
+		},
+		wrote: func(_ context.Context, ws ...written) {
+			for _, w := range ws {
+				wrote = append(wrote, w.t.ID)
+			}
+		},
+		underway: func(id task.ID) bool { return id == busy },
+	}}
+
+	res, err := b.CancelAll(t.Context(), BulkFilter{App: "a", State: task.Scheduled, Limit: 3})
+	if err != nil || res.Count != 2 || !res.More {
+		t.Fatalf("CancelAll(limit 3) = %+v, %v; want 2 changed and More", res, err)
+	}
+	if want := []task.ID{ids[0], ids[2]}; !slices.Equal(wrote, want) {
+		t.Errorf("wrote %v, want %v (the one under way left)", wrote, want)
+	}
+	if st := tasks[busy].State; st != task.Scheduled {
+		t.Errorf("the task under way is %s, want scheduled", st)
+	}
+	res, err = b.CancelAll(t.Context(), BulkFilter{App: "a", State: task.Scheduled})
+	if err != nil || res.Count != 2 || res.More {
+		t.Fatalf("CancelAll again = %+v, %v; want the last two changed, no More", res, err)
+	}
+	if want := []task.ID{ids[0], ids[2], ids[3], ids[4]}; !slices.Equal(wrote, want) {
+		t.Errorf("wrote %v, want %v", wrote, want)
+	}
+}
