@@ -415,7 +415,8 @@ const (
 )
 
 // Lease takes up to Max due pull tasks of app, each now delivering under a
-// lease of its own (the HTTP API's POST …/claim). With Wait it waits up to that long for at least one.
+// lease of its own (the HTTP API's POST …/claim). With Wait it waits up
+// to that long for at least one.
 func (e *Engine) Lease(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
 	if err := task.ValidateApp(app); err != nil {
 		return nil, err

@@ -45,8 +45,8 @@ type storedLeasesParams struct {
 	wrote      func(ctx context.Context, ws ...written)
 }
 
-// take leases up to p.Max of the pull tasks the store has due for
-// app, reading up to scan of them, and leases them in one synced write.
+// take finds up to p.Max of the pull tasks the store has due for app,
+// reading up to scan of them, and leases them in one synced write.
 // On a single node it takes only the tasks waiting in the store (written
 // so by an older version, or past pullHoldMax: pull.go), not those the
 // wheel fires into the ready queue (stored with their due time as WakeAt)
@@ -63,18 +63,18 @@ func (l *storedLeases) take(ctx context.Context, app string, p LeaseParams, scan
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	// One synced write for the whole claim: a write (and an fsync) per
-	// task made a claim of 100 cost 100 fsyncs one after another.
-	claimed := make([]bool, len(ids))
+	// One synced write for the whole call: a write (and an fsync) per
+	// task made a lease of 100 tasks cost 100 fsyncs one after another.
+	leased := make([]bool, len(ids))
 	ts, errs := l.p.updateMany(ctx, ids, func(ts []*task.Task) []error {
 		now := l.p.now()
 		errs := make([]error, len(ts))
 		n := 0
 		for i, t := range ts {
-			claimed[i] = false
+			leased[i] = false
 			switch {
 			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
-				errs[i] = errSkip // claimed by someone else meanwhile, or moved
+				errs[i] = errSkip // leased by someone else meanwhile, or moved
 			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || l.p.heldPull(t.ID)):
 				errs[i] = errSkip // the wheel's: it comes to the ready queue
 			case pastDeadline(t, now):
@@ -83,7 +83,7 @@ func (l *storedLeases) take(ctx context.Context, app string, p LeaseParams, scan
 				errs[i] = errSkip
 			default:
 				startAttempt(t, now, p.Lease, l.p.boot)
-				claimed[i] = true
+				leased[i] = true
 				n++
 			}
 		}
@@ -102,7 +102,7 @@ func (l *storedLeases) take(ctx context.Context, app string, p LeaseParams, scan
 		}
 		t := ts[i].t
 		stored = append(stored, ts[i])
-		if claimed[i] {
+		if leased[i] {
 			got = append(got, t)
 			if h := l.p.started; h != nil {
 				h(t.App, "pull", t.UpdatedAt.Sub(t.NextAttemptAt))
@@ -116,9 +116,9 @@ func (l *storedLeases) take(ctx context.Context, app string, p LeaseParams, scan
 	case failed != nil && len(got) == 0:
 		return nil, failed
 	case failed != nil:
-		// The tasks claimed are handed out: their leases are stored, and
-		// a claim that answered an error would leave them to run out
-		// unseen. The others stay due for the next claim.
+		// The tasks leased are handed out: their leases are stored, and
+		// a call that answered an error would leave them to run out
+		// unseen. The others stay due for the next call.
 		l.p.log.ErrorContext(ctx, "claim pull tasks", slog.String("app", app), slog.String("error", failed.Error()))
 	}
 	return got, nil
