@@ -204,3 +204,55 @@ func TestCreatesUnderLoad(t *testing.T) {
 		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.mu.writers, len(b.eng.creates.mu.pending))
 	}
 }
+
+// TestCreatesBatcherAlone runs the creates batcher over a fake write, no
+// engine: with one writer, the requests that come while a write is in
+// flight go out together in the next one, and each gets its own results.
+func TestCreatesBatcherAlone(t *testing.T) {
+	entered := make(chan int, 10)
+	release := make(chan struct{})
+	c := &creates{maxWriters: 1, write: func(_ context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+		entered <- len(ts)
+		<-release
+		rs := make([]store.CreateResult, len(ts))
+		for i, tk := range ts {
+			rs[i] = store.CreateResult{Task: tk, Created: true}
+		}
+		return rs, nil
+	}}
+	mk := func(key string) []*task.Task { return []*task.Task{{App: "a", Key: key}} }
+	var wg sync.WaitGroup
+	got := make([][]store.CreateResult, 4)
+	req := func(i int) {
+		wg.Go(func() {
+			rs, err := c.create(t.Context(), mk(fmt.Sprint(i)))
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+			}
+			got[i] = rs
+		})
+	}
+	req(0)
+	if n := <-entered; n != 1 {
+		t.Fatalf("first write carries %d tasks, want 1", n)
+	}
+	for i := 1; i < 4; i++ {
+		req(i)
+	}
+	testkit.WaitFor(t, 5*time.Second, "three requests queued", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.mu.pending) == 3
+	})
+	release <- struct{}{}
+	if n := <-entered; n != 3 {
+		t.Errorf("second write carries %d tasks, want the 3 that queued", n)
+	}
+	close(release)
+	wg.Wait()
+	for i, rs := range got {
+		if len(rs) != 1 || rs[0].Task.Key != fmt.Sprint(i) {
+			t.Errorf("request %d got %+v, want its own task", i, rs)
+		}
+	}
+}
