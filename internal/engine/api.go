@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -39,9 +37,10 @@ type CreateResult struct {
 const MaxBatch = 1000
 
 // wireEdge makes the services the API's edge uses (the creates batcher,
-// the rules of every way in, the schedules' API and stepper, stored
-// leases, bulk actions, transfers) over e's task writer: each gets what it uses as func fields, never e itself. New
-// calls it once, after the apps; nothing runs until Start.
+// the rules of every way in, the schedules' API and stepper, pull
+// leases, bulk actions, transfers) over e's task writer: each gets what
+// it uses as func fields, never e itself. New calls it once, after the
+// apps; nothing runs until Start.
 func wireEdge(e *Engine, cfg Config) {
 	// The task writer, as the services take it.
 	update := func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error) {
@@ -85,20 +84,26 @@ func wireEdge(e *Engine, cfg Config) {
 		retireOld:   e.steps.retireOld,
 		kick:        e.steps.kick,
 	}}
-	e.stored = &storedLeases{p: storedLeasesParams{
-		ready:      e.checkReady,
-		now:        e.msNow,
-		clock:      cfg.Clock,
-		boot:       e.boot,
-		log:        cfg.Logger,
-		started:    cfg.Hooks.AttemptStarted,
-		claimable:  cfg.Store.Claimable,
-		mem:        e.memPull(),
-		notHeld:    e.notHeld,
-		heldPull:   e.heldPull,
-		update:     update,
-		updateMany: updateMany,
-		wrote:      e.wrote,
+	e.leases = &leases{p: leasesParams{
+		ready:         e.checkReady,
+		now:           e.msNow,
+		clock:         cfg.Clock,
+		boot:          e.boot,
+		log:           cfg.Logger,
+		started:       cfg.Hooks.AttemptStarted,
+		claimable:     cfg.Store.Claimable,
+		mem:           e.memPull(),
+		notHeld:       e.notHeld,
+		heldPull:      e.heldPull,
+		takeQueued:    e.claimQueued,
+		firing:        e.firing,
+		storeDue:      e.storeClaimDue,
+		storeScan:     e.storeScan,
+		takeHeld:      e.takeLeases,
+		endHeldLeases: e.settlePulls,
+		update:        update,
+		updateMany:    updateMany,
+		wrote:         e.wrote,
 	}}
 	e.bulk = &Bulk{p: bulkParams{
 		ready:      e.checkReady,
@@ -233,15 +238,16 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 // another node of a cluster shows meanwhile.
 func (e *Engine) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 	t, err := e.store.Get(ctx, id) // an imported task too: ids survive a move (transfer.go)
-	return e.shown(t), err
+	return shown(t, e.attemptOf), err
 }
 
-// shown is t, or the task as its attempt under way here shows it.
-func (e *Engine) shown(t *task.Task) *task.Task {
+// shown is t, or the task as its attempt under way here shows it
+// (attemptOf's).
+func shown(t *task.Task, attemptOf func(task.ID) *task.Task) *task.Task {
 	if t == nil {
 		return nil
 	}
-	if a := e.attemptOf(t.ID); a != nil {
+	if a := attemptOf(t.ID); a != nil {
 		return a
 	}
 	return t
@@ -253,7 +259,7 @@ func (e *Engine) GetByKey(ctx context.Context, app, key string) (*task.Task, err
 		return nil, store.ErrNotFound
 	}
 	t, err := e.store.GetByKey(ctx, app, key)
-	return e.shown(t), err
+	return shown(t, e.attemptOf), err
 }
 
 // PatchParams changes a scheduled task. Nil fields stay as they are.
@@ -442,7 +448,7 @@ func (e *Engine) Lease(ctx context.Context, app string, p LeaseParams) ([]*task.
 		// Take the waiter before looking, so a task that becomes due
 		// between the look and the wait still wakes us.
 		wake := e.pullWaiter(app)
-		got, err := e.leaseOnce(ctx, app, p)
+		got, err := e.leases.once(ctx, app, p)
 		if err != nil || len(got) > 0 || timeout == nil {
 			return got, err
 		}
@@ -456,34 +462,10 @@ func (e *Engine) Lease(ctx context.Context, app string, p LeaseParams) ([]*task.
 	}
 }
 
-// leaseOnce leases what is due now: from the app's ready queue first
-// (pull.go), then, when that did not fill the call, from the store.
-func (e *Engine) leaseOnce(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
-	if !e.memPull() {
-		return e.stored.take(ctx, app, p, p.Max)
-	}
-	got := e.claimQueued(ctx, app, p)
-	if len(got) == p.Max || e.firing() || !e.storeClaimDue(app, e.clock.Now()) {
-		return got, nil
-	}
-	want := p.Max - len(got)
-	more, err := e.stored.take(ctx, app, LeaseParams{Max: want, Lease: p.Lease}, e.storeScan(app, want))
-	switch {
-	case err != nil && len(got) == 0:
-		return nil, err
-	case err != nil:
-		e.log.ErrorContext(ctx, "claim pull tasks waiting in the store", slog.String("app", app), slog.String("error", err.Error()))
-	}
-	return append(got, more...), nil
-}
-
-// Ack ends a lease: it marks the leased task delivered. The lease must be the task's current
-// one; otherwise it is a *ConflictError.
+// Ack ends a lease: it marks the leased task delivered. The lease must be
+// the task's current one; otherwise it is a *ConflictError.
 func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
-	if held, err := e.endHeldLease("ack", pullAck{id: id, lease: lease}); held {
-		return err
-	}
-	return e.stored.end(ctx, "ack", id, lease, acked)
+	return e.leases.end(ctx, "ack", pullAck{id: id, lease: lease}, acked)
 }
 
 // acked is what an ack does to a task whose lease it holds.
@@ -537,43 +519,7 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 	if len(ids) == 0 {
 		return errs, nil
 	}
-	var failed error // the first store failure
-	failures, total := 0, len(ids)
-	if e.memPull() {
-		// The leases held in memory (pull.go): their outcomes in one
-		// group-committed write; the others as stored.
-		ks := make([]pullAck, len(ids))
-		for j, id := range ids {
-			ks[j] = pullAck{i: idx[j], id: id, lease: acks[idx[j]].Lease}
-		}
-		mine, rest := e.takeLeases("ack", app, ks, errs)
-		e.settlePulls("ack", app, mine, errs)
-		for _, k := range mine {
-			switch err := errs[k.i]; {
-			case errors.Is(err, store.ErrNotFound):
-				errs[k.i] = errNoTask(k.id)
-			case storeError(err):
-				failed = cmp.Or(failed, err)
-				failures++
-			}
-		}
-		ids, idx = ids[:0], idx[:0]
-		for _, k := range rest {
-			ids, idx = append(ids, k.id), append(idx, k.i)
-		}
-		if len(ids) == 0 {
-			if failures == total {
-				return nil, failed
-			}
-			return errs, nil
-		}
-	}
-	f, n := e.stored.ackMany(ctx, app, acks, ids, idx, errs)
-	failed, failures = cmp.Or(failed, f), failures+n
-	if failures == total {
-		return nil, failed
-	}
-	return errs, nil
+	return e.leases.ackMany(ctx, app, acks, ids, idx, errs)
 }
 
 // errNoTask is AckMany's answer for a task that is absent or of another
@@ -597,25 +543,7 @@ func (e *Engine) Nack(ctx context.Context, id task.ID, lease, msg string, retryI
 	if msg == "" {
 		msg = "nacked by the consumer"
 	}
-	if held, err := e.endHeldLease("nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}); held {
-		return err
-	}
-	return e.stored.end(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
+	return e.leases.end(ctx, "nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}, func(t *task.Task, now time.Time) {
 		failAttempt(t, now, msg, retryIn)
 	})
-}
-
-// endHeldLease acks or nacks (op) k when its lease is held in memory
-// (pull.go), and reports whether it was.
-func (e *Engine) endHeldLease(op string, k pullAck) (bool, error) {
-	if !e.memPull() || k.lease == "" || !e.Ready() {
-		return false, nil // endLease answers
-	}
-	errs := make([]error, 1)
-	mine, _ := e.takeLeases(op, "", []pullAck{k}, errs)
-	if len(mine) == 0 && errs[0] == nil {
-		return false, nil // not held here: as stored
-	}
-	e.settlePulls(op, "", mine, errs)
-	return true, errs[0]
 }

@@ -262,9 +262,9 @@ type Engine struct {
 	rules    *rules
 	bulk     *Bulk
 	transfer *Transfer
-	stored   *storedLeases // leases written to the store (leases.go)
-	sched    *Schedules    // the schedules' API (schedules.go)
-	steps    *stepper      // the schedule stepper and its loop (stepper.go)
+	leases   *leases    // pull leases, held here or stored (leases.go)
+	sched    *Schedules // the schedules' API (schedules.go)
+	steps    *stepper   // the schedule stepper and its loop (stepper.go)
 
 	// out holds the push attempts under way in this process (fire.go:
 	// they are not stored until they end; nil: reserved, not started) and

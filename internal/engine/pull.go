@@ -31,7 +31,7 @@ import (
 // again, and it is claimed again (at least once).
 //
 // What the queue does not hold is claimed from the store as before
-// (storedLeases.take): pull tasks an older version stored as waiting for a claim,
+// (leases.take): pull tasks an older version stored as waiting for a claim,
 // and those that came due while this process held pullHoldMax pull tasks
 // already (the queue is a bounded cache: past it, a pull task due is
 // written waiting, as before). A claim that the queue does not fill looks
