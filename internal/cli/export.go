@@ -167,13 +167,13 @@ func exportStore(ctx context.Context, dir string, f engine.ExportFilter, out io.
 		_, err = out.Write(append(b, '\n'))
 		return err
 	}
-	if _, err := eng.Export(ctx, f, func(t *task.Task) error { return line(t) }); err != nil {
+	if _, err := eng.Transfer().Export(ctx, f, func(t *task.Task) error { return line(t) }); err != nil {
 		return err
 	}
 	if f.State != "" {
 		return nil
 	}
-	_, err = eng.ExportSchedules(ctx, f.App, func(s *task.Schedule) error { return line(httpapi.ExportedSchedule{Schedule: s}) })
+	_, err = eng.Transfer().ExportSchedules(ctx, f.App, func(s *task.Schedule) error { return line(httpapi.ExportedSchedule{Schedule: s}) })
 	return err
 }
 

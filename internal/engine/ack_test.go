@@ -20,11 +20,11 @@ import (
 // the claim, so that what a test does next has the engine to itself.
 func (b *bundle) claimPull(t *testing.T, app string, n int, lease time.Duration) []*task.Task {
 	t.Helper()
-	ps := make([]ScheduleParams, n)
+	ps := make([]CreateParams, n)
 	for i := range ps {
-		ps[i] = ScheduleParams{App: app, DueAt: time.Now(), Target: pull}
+		ps[i] = CreateParams{App: app, DueAt: time.Now(), Target: pull}
 	}
-	rs, err := b.eng.Schedule(t.Context(), ps)
+	rs, err := b.eng.Create(t.Context(), ps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func (b *bundle) claimPull(t *testing.T, app string, n int, lease time.Duration)
 		}
 	}
 	synctest.Wait()
-	got, err := b.eng.Claim(t.Context(), app, ClaimParams{Max: n, Lease: lease})
+	got, err := b.eng.Lease(t.Context(), app, LeaseParams{Max: n, Lease: lease})
 	if err != nil || len(got) != n {
 		t.Fatalf("claim %d tasks of %s: got %d, %v", n, app, len(got), err)
 	}

@@ -1,20 +1,18 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
 
-// ScheduleParams is one task to create. The API layer has turned delay into
+// CreateParams is one task to create. The API layer has turned delay into
 // DueAt and the payload forms into bytes.
-type ScheduleParams struct {
+type CreateParams struct {
 	App      string
 	Key      string // optional
 	DueAt    time.Time
@@ -27,92 +25,119 @@ type ScheduleParams struct {
 	TraceParent, TraceState string
 }
 
-// ScheduleResult is the outcome of one ScheduleParams: a task (new or the one
+// CreateResult is the outcome of one CreateParams: a task (new or the one
 // that had the key) or an error naming the bad field.
-type ScheduleResult struct {
+type CreateResult struct {
 	Task    *task.Task
 	Created bool
 	Err     error
 }
 
-// MaxBatch is the most tasks one Schedule call takes.
+// MaxBatch is the most tasks one Create call takes.
 const MaxBatch = 1000
+
+// wireEdge makes the services the API's edge uses (the creates batcher,
+// the rules of every way in, the schedules' API and stepper, pull
+// leases, bulk actions, transfers) over e's task writer: each gets what
+// it uses as func fields, never e itself. New calls it once, after the
+// apps; nothing runs until Start.
+func wireEdge(e *Engine, cfg Config) {
+	// The task writer, as the services take it.
+	update := func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error) {
+		return e.writer.update(ctx, id, nil, fn)
+	}
+	updateMany := func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
+		return e.writer.updateMany(ctx, ids, nil, fn)
+	}
+	e.creates = newCreates(cfg.Store)
+	e.rules = &rules{
+		policy:     e.apps.policy,
+		vetTarget:  cfg.CheckTarget,
+		maxPayload: cfg.MaxPayload,
+		ids:        &e.ids,
+		shardFor:   cfg.ShardFor,
+	}
+	e.steps = newStepper(stepperParams{
+		store:       e.schedules,
+		clock:       cfg.Clock,
+		log:         cfg.Logger,
+		rules:       e.rules,
+		hooks:       cfg.Hooks,
+		owns:        cfg.OwnsSchedule,
+		takeCreates: e.apps.takeCreates,
+		changed:     e.apps.changed,
+		idle:        e.tclock.scheduleIdle,
+		create:      e.creates.create,
+		getByKey:    cfg.Store.GetByKey,
+		update:      update,
+		wrote:       e.writer.wrote,
+		attemptOf:   e.attempts.attemptOf,
+	})
+	e.sched = &Schedules{p: schedulesParams{
+		ready:       e.checkReady,
+		now:         e.msNow,
+		store:       e.schedules,
+		rules:       e.rules,
+		allowCreate: e.apps.allowCreate,
+		log:         cfg.Logger,
+		stepNow:     e.steps.stepNow,
+		retireOld:   e.steps.retireOld,
+		kick:        e.steps.kick,
+	}}
+	e.leases = &leases{p: leasesParams{
+		ready:         e.checkReady,
+		now:           e.msNow,
+		clock:         cfg.Clock,
+		boot:          e.boot,
+		log:           cfg.Logger,
+		started:       cfg.Hooks.AttemptStarted,
+		claimable:     cfg.Store.Claimable,
+		mem:           e.held.mem,
+		notHeld:       e.held.notHeld,
+		heldPull:      e.held.has,
+		takeQueued:    e.held.lease,
+		firing:        e.dispatch.firing,
+		storeDue:      e.held.storeClaimDue,
+		storeScan:     e.held.storeScan,
+		takeHeld:      e.attempts.takeLeases,
+		endHeldLeases: e.held.endLeases,
+		update:        update,
+		updateMany:    updateMany,
+		wrote:         e.writer.wrote,
+	}}
+	e.bulk = &Bulk{p: bulkParams{
+		ready:      e.checkReady,
+		now:        e.msNow,
+		list:       cfg.Store.List,
+		updateMany: updateMany,
+		wrote:      e.writer.wrote,
+		underway:   e.attempts.underway,
+	}}
+	e.transfer = newTransfer(cfg.Store, transferParams{
+		ready:   e.checkReady,
+		now:     e.msNow,
+		rules:   e.rules,
+		create:  e.creates.create,
+		wrote:   e.writer.wrote,
+		stepNow: e.steps.stepNow,
+	})
+}
+
+// Bulk returns the engine's bulk actions (RetryAll, CancelAll): changes
+// of many tasks a filter selects, beside the one-task API on Engine.
+func (e *Engine) Bulk() *Bulk { return e.bulk }
+
+// Schedules returns the API of recurring schedules.
+func (e *Engine) Schedules() *Schedules { return e.sched }
+
+// Transfer returns the engine's backup, export and import.
+func (e *Engine) Transfer() *Transfer { return e.transfer }
 
 func (e *Engine) checkReady() error {
 	if !e.Ready() {
 		return ErrNotReady
 	}
 	return nil
-}
-
-// validate checks p and returns the task to store.
-func (e *Engine) newTask(p ScheduleParams, now time.Time) (*task.Task, error) {
-	if err := task.ValidateApp(p.App); err != nil {
-		return nil, err
-	}
-	if p.Key != "" {
-		if err := task.ValidateKey(p.Key); err != nil {
-			return nil, err
-		}
-	}
-	if p.DueAt.IsZero() {
-		return nil, &task.FieldError{Field: "due_at", Message: `one of "due_at" or "delay" is required`}
-	}
-	pol := e.Policy(p.App)
-	if p.Target.Kind() == "" && pol.Target != nil {
-		p.Target = *pol.Target
-	}
-	if p.Target.Kind() == "" {
-		return nil, &task.FieldError{Field: "target", Message: `is required (the app has no default target): {"http":{"url":"..."}} or {"pull":{}}`}
-	}
-	if err := p.Target.Validate(); err != nil {
-		return nil, err
-	}
-	if check := e.cfg.CheckTarget; check != nil {
-		if err := check(p.App, p.Target); err != nil {
-			return nil, err
-		}
-	}
-	if err := p.Retry.Validate(); err != nil {
-		return nil, err
-	}
-	p.Retry = withPolicyRetry(p.Retry, pol.Retry)
-	limit := cmp.Or(pol.MaxPayload, e.cfg.MaxPayload)
-	if len(p.Payload) > limit {
-		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(p.Payload), limit)
-	}
-	due := task.Ms(p.DueAt)
-	now = now.UTC().Truncate(time.Millisecond)
-	id := e.ids.New(now, 0)
-	if f := e.cfg.ShardFor; f != nil {
-		id = id.WithShard(f(p.App, p.Key, id))
-	}
-	t := &task.Task{
-		ID:            id,
-		App:           p.App,
-		Key:           p.Key,
-		DueAt:         due,
-		NextAttemptAt: due,
-		Payload:       p.Payload,
-		Target:        p.Target.Clone(),
-		Retry:         p.Retry.WithDefaults(),
-		State:         task.Scheduled,
-		CreatedAt:     now,
-		UpdatedAt:     now,
-	}
-	if p.TraceParent != "" {
-		t.Trace = &task.TraceContext{Parent: p.TraceParent, State: p.TraceState}
-	}
-	if p.Deadline != nil {
-		d := task.Ms(*p.Deadline)
-		if err := checkDeadline(d, due, now); err != nil {
-			return nil, err
-		}
-		t.Deadline = &d
-	}
-	t.WakeAt = wakeFor(t)
-	t.Record(now, "created", 0, "")
-	return t, nil
 }
 
 // withPolicyRetry fills the zero fields of a task's retry policy from its
@@ -140,20 +165,20 @@ func checkDeadline(deadline, due, now time.Time) error {
 	return nil
 }
 
-// Schedule creates tasks in one durable write. Each result says whether its
+// Create creates tasks in one durable write. Each result says whether its
 // task was created or already existed (same app and key), or why it was
 // refused. The error is for the whole call (not ready, store failure).
-func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleResult, error) {
+func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
 	now := e.msNow()
-	results := make([]ScheduleResult, len(ps))
+	results := make([]CreateResult, len(ps))
 	var tasks []*task.Task
 	var idx []int
 	perApp := map[string]int{}
 	for i, p := range ps {
-		t, err := e.newTask(p, now)
+		t, err := e.rules.newTask(p, now)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -183,20 +208,20 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 	if len(tasks) == 0 {
 		return results, nil
 	}
-	rs, err := e.create(ctx, tasks)
+	rs, err := e.creates.create(ctx, tasks)
 	if err != nil {
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}
 	created := map[string]int{}
 	var fresh []written
 	for j, r := range rs {
-		results[idx[j]] = ScheduleResult{Task: r.Task, Created: r.Created}
+		results[idx[j]] = CreateResult{Task: r.Task, Created: r.Created}
 		if r.Created {
 			fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
 			created[r.Task.App]++
 		}
 	}
-	e.wrote(ctx, fresh...)
+	e.writer.wrote(ctx, fresh...)
 	if h := e.cfg.Hooks.Created; h != nil {
 		for app, n := range created {
 			h(app, n)
@@ -212,16 +237,17 @@ func (e *Engine) Schedule(ctx context.Context, ps []ScheduleParams) ([]ScheduleR
 // store keeps it scheduled until the outcome (fire.go), which is what
 // another node of a cluster shows meanwhile.
 func (e *Engine) Get(ctx context.Context, id task.ID) (*task.Task, error) {
-	t, err := e.get(ctx, id) // transfer.go: also finds a task an import moved to another shard
-	return e.shown(t), err
+	t, err := e.store.Get(ctx, id) // an imported task too: ids survive a move (transfer.go)
+	return shown(t, e.attempts.attemptOf), err
 }
 
-// shown is t, or the task as its attempt under way here shows it.
-func (e *Engine) shown(t *task.Task) *task.Task {
+// shown is t, or the task as its attempt under way here shows it
+// (attemptOf's).
+func shown(t *task.Task, attemptOf func(task.ID) *task.Task) *task.Task {
 	if t == nil {
 		return nil
 	}
-	if a := e.attempts.attemptOf(t.ID); a != nil {
+	if a := attemptOf(t.ID); a != nil {
 		return a
 	}
 	return t
@@ -233,7 +259,7 @@ func (e *Engine) GetByKey(ctx context.Context, app, key string) (*task.Task, err
 		return nil, store.ErrNotFound
 	}
 	t, err := e.store.GetByKey(ctx, app, key)
-	return e.shown(t), err
+	return shown(t, e.attempts.attemptOf), err
 }
 
 // PatchParams changes a scheduled task. Nil fields stay as they are.
@@ -250,7 +276,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.writer.update(ctx, id, nil, func(t *task.Task) error {
 		if a := e.attempts.attemptOf(t.ID); a != nil {
 			return conflict("change", a, "")
 		}
@@ -258,9 +284,8 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 			return conflict("change", t, "")
 		}
 		if p.Payload != nil {
-			limit := cmp.Or(e.Policy(t.App).MaxPayload, e.cfg.MaxPayload)
-			if len(*p.Payload) > limit {
-				return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(*p.Payload), limit)
+			if err := e.rules.payload(t.App, len(*p.Payload)); err != nil {
+				return err
 			}
 		}
 		now := e.msNow()
@@ -291,7 +316,7 @@ func (e *Engine) Patch(ctx context.Context, id task.ID, p PatchParams) (*task.Ta
 	if err != nil {
 		return nil, err
 	}
-	e.wrote(ctx, w)
+	e.writer.wrote(ctx, w)
 	return w.t, nil
 }
 
@@ -301,7 +326,7 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.writer.update(ctx, id, nil, func(t *task.Task) error {
 		switch t.State {
 		case task.Cancelled:
 			return errSkip
@@ -320,8 +345,8 @@ func (e *Engine) Cancel(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.wrote(ctx, w)
-	e.skipped(ctx, w.t) // skip.go: an occurrence's schedule moves on
+	e.writer.wrote(ctx, w)
+	e.steps.skipped(ctx, w.t) // skip.go: an occurrence's schedule moves on
 	return w.t, nil
 }
 
@@ -366,7 +391,7 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err := e.checkReady(); err != nil {
 		return nil, err
 	}
-	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
+	w, err := e.writer.update(ctx, id, nil, func(t *task.Task) error {
 		if t.State != task.Dead && t.State != task.Expired {
 			return conflict("retry", t, "only dead or expired tasks can be retried")
 		}
@@ -376,18 +401,18 @@ func (e *Engine) Retry(ctx context.Context, id task.ID) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.wrote(ctx, w)
+	e.writer.wrote(ctx, w)
 	return w.t, nil
 }
 
-// ClaimParams bounds a claim.
-type ClaimParams struct {
+// LeaseParams bounds a Lease call (the HTTP API's claim).
+type LeaseParams struct {
 	Max   int           // 1..1000
 	Lease time.Duration // 1s..1h
 	Wait  time.Duration // 0..30s
 }
 
-// Limits of ClaimParams.
+// Limits of LeaseParams.
 const (
 	MaxClaim = 1000
 	MinLease = time.Second
@@ -395,9 +420,10 @@ const (
 	MaxWait  = 30 * time.Second
 )
 
-// Claim takes up to Max due pull tasks of app, each now delivering under a
-// lease of its own. With Wait it waits up to that long for at least one.
-func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
+// Lease takes up to Max due pull tasks of app, each now delivering under a
+// lease of its own (the HTTP API's POST …/claim). With Wait it waits up
+// to that long for at least one.
+func (e *Engine) Lease(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
 	if err := task.ValidateApp(app); err != nil {
 		return nil, err
 	}
@@ -422,7 +448,7 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 		// Take the waiter before looking, so a task that becomes due
 		// between the look and the wait still wakes us.
 		wake := e.waiters.wait(app)
-		got, err := e.claimOnce(ctx, app, p)
+		got, err := e.leases.once(ctx, app, p)
 		if err != nil || len(got) > 0 || timeout == nil {
 			return got, err
 		}
@@ -436,113 +462,10 @@ func (e *Engine) Claim(ctx context.Context, app string, p ClaimParams) ([]*task.
 	}
 }
 
-// claimOnce claims what is due now: from the app's ready queue first
-// (pull.go), then, when that did not fill the claim, from the store.
-func (e *Engine) claimOnce(ctx context.Context, app string, p ClaimParams) ([]*task.Task, error) {
-	if !e.memPull() {
-		return e.claimStored(ctx, app, p, p.Max)
-	}
-	got := e.held.lease(ctx, app, p)
-	if len(got) == p.Max || e.dispatch.firing() || !e.held.storeClaimDue(app, e.clock.Now()) {
-		return got, nil
-	}
-	want := p.Max - len(got)
-	more, err := e.claimStored(ctx, app, ClaimParams{Max: want, Lease: p.Lease}, e.held.storeScan(app, want))
-	switch {
-	case err != nil && len(got) == 0:
-		return nil, err
-	case err != nil:
-		e.log.ErrorContext(ctx, "claim pull tasks waiting in the store", slog.String("app", app), slog.String("error", err.Error()))
-	}
-	return append(got, more...), nil
-}
-
-// claimStored claims up to p.Max of the pull tasks the store has due for
-// app, reading up to scan of them, and leases them in one synced write.
-// On a single node it takes only the tasks waiting in the store (written
-// so by an older version, or past pullHoldMax: pull.go), not those the
-// wheel fires into the ready queue (stored with their due time as WakeAt)
-// nor those held here.
-func (e *Engine) claimStored(ctx context.Context, app string, p ClaimParams, scan int) ([]*task.Task, error) {
-	mem := e.memPull()
-	ids, err := e.store.Claimable(ctx, app, e.clock.Now(), scan)
-	if err != nil {
-		return nil, fmt.Errorf("find claimable tasks: %w", err)
-	}
-	if mem {
-		ids = e.held.notHeld(ids) // not read for nothing; checked again under the row lock
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	// One synced write for the whole claim: a write (and an fsync) per
-	// task made a claim of 100 cost 100 fsyncs one after another.
-	claimed := make([]bool, len(ids))
-	ts, errs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
-		now := e.msNow()
-		errs := make([]error, len(ts))
-		n := 0
-		for i, t := range ts {
-			claimed[i] = false
-			switch {
-			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
-				errs[i] = errSkip // claimed by someone else meanwhile, or moved
-			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || e.held.has(t.ID)):
-				errs[i] = errSkip // the wheel's: it comes to the ready queue
-			case pastDeadline(t, now):
-				expire(t, now)
-			case n == p.Max:
-				errs[i] = errSkip
-			default:
-				startAttempt(t, now, p.Lease, e.boot)
-				claimed[i] = true
-				n++
-			}
-		}
-		return errs
-	})
-	var got []*task.Task
-	var stored []written
-	var failed error
-	for i, err := range errs {
-		switch {
-		case errors.Is(err, errSkip) || errors.Is(err, store.ErrNotFound):
-			continue
-		case err != nil:
-			failed = cmp.Or(failed, fmt.Errorf("claim task %s: %w", ids[i], err))
-			continue
-		}
-		t := ts[i].t
-		stored = append(stored, ts[i])
-		if claimed[i] {
-			got = append(got, t)
-			if h := e.cfg.Hooks.AttemptStarted; h != nil {
-				h(t.App, "pull", t.UpdatedAt.Sub(t.NextAttemptAt))
-			}
-		}
-	}
-	if len(stored) > 0 {
-		e.wrote(ctx, stored...)
-	}
-	switch {
-	case failed != nil && len(got) == 0:
-		return nil, failed
-	case failed != nil:
-		// The tasks claimed are handed out: their leases are stored, and
-		// a claim that answered an error would leave them to run out
-		// unseen. The others stay due for the next claim.
-		e.log.ErrorContext(ctx, "claim pull tasks", slog.String("app", app), slog.String("error", failed.Error()))
-	}
-	return got, nil
-}
-
-// Ack marks a claimed task delivered. The lease must be the task's current
-// one; otherwise it is a *ConflictError.
+// Ack ends a lease: it marks the leased task delivered. The lease must be
+// the task's current one; otherwise it is a *ConflictError.
 func (e *Engine) Ack(ctx context.Context, id task.ID, lease string) error {
-	if held, err := e.settleHeld("ack", pullAck{id: id, lease: lease}); held {
-		return err
-	}
-	return e.settle(ctx, "ack", id, lease, acked)
+	return e.leases.end(ctx, "ack", pullAck{id: id, lease: lease}, acked)
 }
 
 // acked is what an ack does to a task whose lease it holds.
@@ -551,13 +474,13 @@ func acked(t *task.Task, now time.Time) {
 	t.LastError = ""
 }
 
-// AckParams is one task of AckMany: its id and the lease its claim gave.
+// AckParams is one task of AckMany: its id and the lease Lease gave.
 type AckParams struct {
 	ID    task.ID
 	Lease string
 }
 
-// AckMany acks up to MaxClaim claimed tasks of app, as Ack does each, in one
+// AckMany acks up to MaxClaim leased tasks of app, as Ack does each, in one
 // durable write. The errors are in the order of acks, nil for a task acked;
 // else a *task.FieldError naming acks.N.lease (empty) or acks.N.id (given
 // twice: only its first ack counts), a *ConflictError when the lease is no
@@ -596,76 +519,7 @@ func (e *Engine) AckMany(ctx context.Context, app string, acks []AckParams) ([]e
 	if len(ids) == 0 {
 		return errs, nil
 	}
-	var failed error // the first store failure
-	failures, total := 0, len(ids)
-	if e.memPull() {
-		// The leases held in memory (pull.go): their outcomes in one
-		// group-committed write; the others as stored.
-		ks := make([]pullAck, len(ids))
-		for j, id := range ids {
-			ks[j] = pullAck{i: idx[j], id: id, lease: acks[idx[j]].Lease}
-		}
-		mine, rest := e.attempts.takeLeases("ack", app, ks, errs)
-		e.held.endLeases("ack", app, mine, errs)
-		for _, k := range mine {
-			switch err := errs[k.i]; {
-			case errors.Is(err, store.ErrNotFound):
-				errs[k.i] = errNoTask(k.id)
-			case storeError(err):
-				failed = cmp.Or(failed, err)
-				failures++
-			}
-		}
-		ids, idx = ids[:0], idx[:0]
-		for _, k := range rest {
-			ids, idx = append(ids, k.id), append(idx, k.i)
-		}
-		if len(ids) == 0 {
-			if failures == total {
-				return nil, failed
-			}
-			return errs, nil
-		}
-	}
-	ws, werrs := e.updateMany(ctx, ids, nil, func(ts []*task.Task) []error {
-		now := e.msNow()
-		errs := make([]error, len(ts))
-		for j, t := range ts {
-			switch {
-			case t == nil: // not stored: the store answers its own error
-			case t.App != app:
-				errs[j] = errNoTask(t.ID) // another app's task looks absent
-			default:
-				if errs[j] = leaseHeld("ack", t, acks[idx[j]].Lease); errs[j] == nil {
-					acked(t, now)
-				}
-			}
-		}
-		return errs
-	})
-	var stored []written
-	for j, err := range werrs {
-		i := idx[j]
-		switch {
-		case err == nil:
-			stored = append(stored, ws[j])
-		case errors.Is(err, store.ErrNotFound):
-			// One answer however the store said it, the same as for
-			// another app's task.
-			errs[i] = errNoTask(ids[j])
-		case errors.As(err, new(*ConflictError)):
-			errs[i] = err
-		default:
-			errs[i] = fmt.Errorf("ack task %s: %w", ids[j], err)
-			failed = cmp.Or(failed, errs[i])
-			failures++
-		}
-	}
-	e.wrote(ctx, stored...)
-	if failures == total {
-		return nil, failed
-	}
-	return errs, nil
+	return e.leases.ackMany(ctx, app, acks, ids, idx, errs)
 }
 
 // errNoTask is AckMany's answer for a task that is absent or of another
@@ -683,52 +537,13 @@ func leaseHeld(op string, t *task.Task, lease string) error {
 	return nil
 }
 
-// Nack records a failed attempt of a claimed task: it is retried after
+// Nack ends a lease with a failed attempt: it is retried after
 // retryIn (nil: its backoff), or is dead when no attempt is left.
 func (e *Engine) Nack(ctx context.Context, id task.ID, lease, msg string, retryIn *time.Duration) error {
 	if msg == "" {
 		msg = "nacked by the consumer"
 	}
-	if held, err := e.settleHeld("nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}); held {
-		return err
-	}
-	return e.settle(ctx, "nack", id, lease, func(t *task.Task, now time.Time) {
+	return e.leases.end(ctx, "nack", pullAck{id: id, lease: lease, err: errors.New(msg), retryIn: retryIn}, func(t *task.Task, now time.Time) {
 		failAttempt(t, now, msg, retryIn)
 	})
-}
-
-// settleHeld acks or nacks (op) k when its lease is held in memory
-// (pull.go), and reports whether it was.
-func (e *Engine) settleHeld(op string, k pullAck) (bool, error) {
-	if !e.memPull() || k.lease == "" || !e.Ready() {
-		return false, nil // settle answers
-	}
-	errs := make([]error, 1)
-	mine, _ := e.attempts.takeLeases(op, "", []pullAck{k}, errs)
-	if len(mine) == 0 && errs[0] == nil {
-		return false, nil // not held here: as stored
-	}
-	e.held.endLeases(op, "", mine, errs)
-	return true, errs[0]
-}
-
-func (e *Engine) settle(ctx context.Context, op string, id task.ID, lease string, apply func(*task.Task, time.Time)) error {
-	if err := e.checkReady(); err != nil {
-		return err
-	}
-	if lease == "" {
-		return &task.FieldError{Field: "lease", Message: leaseRequired}
-	}
-	w, err := e.update(ctx, id, nil, func(t *task.Task) error {
-		if err := leaseHeld(op, t, lease); err != nil {
-			return err
-		}
-		apply(t, e.msNow())
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	e.wrote(ctx, w)
-	return nil
 }

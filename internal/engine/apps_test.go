@@ -43,10 +43,10 @@ func (s *appSink) count(app string) int {
 	return len(s.times[app])
 }
 
-func many(app string, n int, due time.Time) []ScheduleParams {
-	ps := make([]ScheduleParams, n)
+func many(app string, n int, due time.Time) []CreateParams {
+	ps := make([]CreateParams, n)
 	for i := range ps {
-		ps[i] = ScheduleParams{App: app, DueAt: due, Target: httpTarget}
+		ps[i] = CreateParams{App: app, DueAt: due, Target: httpTarget}
 	}
 	return ps
 }
@@ -60,14 +60,14 @@ func TestRateLimitAndIsolation(t *testing.T) {
 		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s} })
 		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"slow": {DeliveriesPerSecond: 200, Burst: 10}}})
 		start := time.Now()
-		if _, err := b.eng.Schedule(t.Context(), many("slow", 2000, start.Add(time.Second))); err != nil {
+		if _, err := b.eng.Create(t.Context(), many("slow", 2000, start.Add(time.Second))); err != nil {
 			t.Fatal(err)
 		}
-		var fast []ScheduleParams
+		var fast []CreateParams
 		for i := range 100 {
-			fast = append(fast, ScheduleParams{App: "fast", DueAt: start.Add(time.Second + time.Duration(i)*50*time.Millisecond), Target: httpTarget})
+			fast = append(fast, CreateParams{App: "fast", DueAt: start.Add(time.Second + time.Duration(i)*50*time.Millisecond), Target: httpTarget})
 		}
-		if _, err := b.eng.Schedule(t.Context(), fast); err != nil {
+		if _, err := b.eng.Create(t.Context(), fast); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)
@@ -127,14 +127,14 @@ func testHangingApp(t *testing.T, pol Policies, limit int) {
 		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s}; c.MaxInFlight = 64 })
 		b.eng.SetPolicies(pol)
 		start := time.Now()
-		if _, err := b.eng.Schedule(t.Context(), many("a", 500, start)); err != nil {
+		if _, err := b.eng.Create(t.Context(), many("a", 500, start)); err != nil {
 			t.Fatal(err)
 		}
-		var bs []ScheduleParams
+		var bs []CreateParams
 		for i := range 1000 {
-			bs = append(bs, ScheduleParams{App: "b", DueAt: start.Add(time.Duration(i) * time.Millisecond), Target: httpTarget})
+			bs = append(bs, CreateParams{App: "b", DueAt: start.Add(time.Duration(i) * time.Millisecond), Target: httpTarget})
 		}
-		if _, err := b.eng.Schedule(t.Context(), bs); err != nil {
+		if _, err := b.eng.Create(t.Context(), bs); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
@@ -162,7 +162,7 @@ func TestSetPoliciesRaisesLimitsLive(t *testing.T) {
 		s.by["a"] = func(ctx context.Context, _ *task.Task) error { <-block; return nil }
 		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s} })
 		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 2}}})
-		if _, err := b.eng.Schedule(t.Context(), many("a", 10, time.Now())); err != nil {
+		if _, err := b.eng.Create(t.Context(), many("a", 10, time.Now())); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -194,7 +194,7 @@ func TestParkedTaskCancelledDoesNotLeakSlot(t *testing.T) {
 		s.by["a"] = func(ctx context.Context, _ *task.Task) error { <-block; return nil }
 		b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": s} })
 		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {MaxInFlight: 1}}})
-		rs, err := b.eng.Schedule(t.Context(), many("a", 3, time.Now()))
+		rs, err := b.eng.Create(t.Context(), many("a", 3, time.Now()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +222,7 @@ func TestParkedTaskCancelledDoesNotLeakSlot(t *testing.T) {
 			t.Errorf("after the parked tasks were cancelled: %d in flight, %d parked; want 0 0", f, p)
 		}
 		// The slot is free: a new task goes out.
-		b.schedule(t, ScheduleParams{App: "a", DueAt: time.Now()})
+		b.schedule(t, CreateParams{App: "a", DueAt: time.Now()})
 		synctest.Wait()
 		if n := s.count("a"); n != 2 {
 			t.Errorf("%d attempts, want 2", n)
@@ -238,7 +238,7 @@ func TestCreatesPerSecondAndAppDefaults(t *testing.T) {
 			CreatesPerSecond: 10, Target: &tgt,
 			Retry: task.RetryPolicy{MaxAttempts: 3}, MaxPayload: 5,
 		}}})
-		rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{{App: "a", DueAt: time.Now().Add(time.Hour)}})
+		rs, err := b.eng.Create(t.Context(), []CreateParams{{App: "a", DueAt: time.Now().Add(time.Hour)}})
 		if err != nil || rs[0].Err != nil {
 			t.Fatal(err, rs[0].Err)
 		}
@@ -246,17 +246,17 @@ func TestCreatesPerSecondAndAppDefaults(t *testing.T) {
 		if got.Target.Pull == nil || got.Retry.MaxAttempts != 3 || got.Retry.MinBackoff.Std() != task.DefaultMinBackoff {
 			t.Errorf("app defaults not applied: target %+v retry %+v", got.Target, got.Retry)
 		}
-		rs, _ = b.eng.Schedule(t.Context(), []ScheduleParams{{App: "a", DueAt: time.Now(), Payload: []byte("123456")}})
+		rs, _ = b.eng.Create(t.Context(), []CreateParams{{App: "a", DueAt: time.Now(), Payload: []byte("123456")}})
 		if !errors.Is(rs[0].Err, ErrTooLarge) {
 			t.Errorf("app max_payload: %v", rs[0].Err)
 		}
-		rs, _ = b.eng.Schedule(t.Context(), many("a", 50, time.Now().Add(time.Hour)))
+		rs, _ = b.eng.Create(t.Context(), many("a", 50, time.Now().Add(time.Hour)))
 		var rl *RateLimitError
 		if !errors.As(rs[0].Err, &rl) || rl.RetryAfter <= 0 {
 			t.Fatalf("50 creates at 10/s: %v, want a RateLimitError", rs[0].Err)
 		}
 		// Other apps are not limited.
-		rs, _ = b.eng.Schedule(t.Context(), many("b", 50, time.Now().Add(time.Hour)))
+		rs, _ = b.eng.Create(t.Context(), many("b", 50, time.Now().Add(time.Hour)))
 		if rs[0].Err != nil {
 			t.Errorf("app b: %v", rs[0].Err)
 		}

@@ -121,7 +121,7 @@ func TestPushAttemptStoredOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, wc, snk := setupCounted(t)
 		ctx := t.Context()
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second)})
 		got := <-snk.started
 		if got.State != task.Delivering || got.Attempts != 1 || got.Lease == "" {
 			t.Fatalf("the sink got %s, attempt %d, lease %q", got.State, got.Attempts, got.Lease)
@@ -204,7 +204,7 @@ func TestOutcomeFenced(t *testing.T) {
 				snk := newBlockingSink()
 				b := setup(t, func(c *Config) { c.Sinks = map[string]sink.Sink{"http": snk} })
 				ctx := t.Context()
-				tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+				tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second)})
 				<-snk.started
 				if _, err := b.store.Update(ctx, tk.ID, nil, func(t *task.Task) error {
 					tc.change(t, msNow())
@@ -304,7 +304,7 @@ func twoNodesOneAttempt(t *testing.T, lateFirst bool) {
 		})
 		ctx := t.Context()
 		due := time.Now().Add(time.Second)
-		tk := first.schedule(t, ScheduleParams{DueAt: due, Target: task.Target{HTTP: &task.HTTPTarget{URL: "http://example.test/", Timeout: task.Duration(2 * time.Second)}}})
+		tk := first.schedule(t, CreateParams{DueAt: due, Target: task.Target{HTTP: &task.HTTPTarget{URL: "http://example.test/", Timeout: task.Duration(2 * time.Second)}}})
 		second.eng.Notify(tk.ID, due, "")
 		time.Sleep(time.Until(due) + 10*time.Millisecond)
 		synctest.Wait()
@@ -366,7 +366,7 @@ func twoNodesOneAttempt(t *testing.T, lateFirst bool) {
 func TestStaleEntryDuringAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, wc, snk := setupCounted(t)
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second)})
 		<-snk.started
 		synctest.Wait()
 		before := wc.callsOf("UpdateMany")
@@ -405,7 +405,7 @@ func TestClusterAttemptsSpent(t *testing.T) {
 			c.Sinks = map[string]sink.Sink{"http": snk}
 		})
 		due := time.Now().Add(time.Second)
-		tk := b.schedule(t, ScheduleParams{DueAt: due, Retry: task.RetryPolicy{MaxAttempts: 3}})
+		tk := b.schedule(t, CreateParams{DueAt: due, Retry: task.RetryPolicy{MaxAttempts: 3}})
 		x.mu.Lock()
 		x.attempts[tk.ID] = 3 // three attempts claimed, none recorded
 		x.mu.Unlock()
@@ -453,7 +453,7 @@ func TestOutcomeWrittenAgainWhenUnavailable(t *testing.T) {
 			c.Store = st
 			c.Sinks = map[string]sink.Sink{"http": snk}
 		})
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second)})
 		<-snk.started
 		st.fail.Store(4) // the database is down for the next 4 writes
 		snk.release <- nil

@@ -95,7 +95,7 @@ func TestAttemptsCountedAcrossStops(t *testing.T) {
 			_ = b.eng.Stop(ctx) // says so
 		}
 		b, snk := open()
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second), Retry: task.RetryPolicy{MaxAttempts: 2}})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second), Retry: task.RetryPolicy{MaxAttempts: 2}})
 		if got := (<-snk.started).Attempts; got != 1 {
 			t.Fatalf("first attempt numbered %d, want 1", got)
 		}
@@ -147,10 +147,10 @@ func TestAttemptLogStartsOver(t *testing.T) {
 			c.Store = st
 			c.Sinks = map[string]sink.Sink{"http": snk}
 		})
-		held := b.schedule(t, ScheduleParams{Key: "held", DueAt: time.Now().Add(time.Second)})
+		held := b.schedule(t, CreateParams{Key: "held", DueAt: time.Now().Add(time.Second)})
 		<-started
 		for i := range 3 {
-			b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+			b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second)})
 			time.Sleep(2 * time.Second)
 			if n := delivered.Load(); n != int64(i+1) {
 				t.Fatalf("%d delivered, want %d", n, i+1)

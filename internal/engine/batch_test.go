@@ -60,11 +60,11 @@ func TestBatchedWrites(t *testing.T) {
 			return nil
 		}
 		due := time.Now().Add(time.Minute)
-		params := make([]ScheduleParams, n)
+		params := make([]CreateParams, n)
 		for i := range params {
-			params[i] = ScheduleParams{App: "app", Target: httpTarget, DueAt: due}
+			params[i] = CreateParams{App: "app", Target: httpTarget, DueAt: due}
 		}
-		rs, err := b.eng.Schedule(t.Context(), params)
+		rs, err := b.eng.Create(t.Context(), params)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,22 @@ import (
 // repeat only finds what is left: retried or cancelled tasks have left the
 // state the filter names.
 
+// Bulk does the bulk actions, over a task writer: the engine's
+// updateMany and wrote. Reached by Engine.Bulk; no state of its own.
+type Bulk struct {
+	p bulkParams
+}
+
+// bulkParams are what Bulk uses of the engine.
+type bulkParams struct {
+	ready      func() error // ErrNotReady unless the engine takes work
+	now        func() time.Time
+	list       func(ctx context.Context, app string, state task.State, after task.ID, limit int) ([]*task.Task, error) // Store.List
+	updateMany func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error)
+	wrote      func(ctx context.Context, ws ...written)
+	underway   func(id task.ID) bool // an attempt of id is reserved or under way in this process
+}
+
 // Limits of bulk actions.
 const (
 	// BulkPage is how many tasks one page of a bulk action reads, and at
@@ -109,37 +125,37 @@ func (f *BulkFilter) matches(t *task.Task) bool {
 // Retry does each one: due now, attempts reset, deadline cleared. See
 // [BulkResult] for what it returns; on an error (ctx ended, store
 // failure) the result counts what was changed before it.
-func (e *Engine) RetryAll(ctx context.Context, f BulkFilter) (BulkResult, error) {
+func (b *Bulk) RetryAll(ctx context.Context, f BulkFilter) (BulkResult, error) {
 	if err := f.validate("retry", task.Dead, task.Expired); err != nil {
 		return BulkResult{}, err
 	}
-	return e.bulk(ctx, f, retry)
+	return b.run(ctx, f, retry)
 }
 
 // CancelAll cancels every scheduled task of f.App that f matches, as
 // Cancel does each one. It returns as RetryAll does.
-func (e *Engine) CancelAll(ctx context.Context, f BulkFilter) (BulkResult, error) {
+func (b *Bulk) CancelAll(ctx context.Context, f BulkFilter) (BulkResult, error) {
 	if err := f.validate("cancel", task.Scheduled); err != nil {
 		return BulkResult{}, err
 	}
-	return e.bulk(ctx, f, func(t *task.Task, now time.Time) {
+	return b.run(ctx, f, func(t *task.Task, now time.Time) {
 		finish(t, task.Cancelled, now)
 	})
 }
 
-// bulk applies change to the tasks f matches, a page at a time (see the
+// run applies change to the tasks f matches, a page at a time (see the
 // top of this file). f is valid.
-func (e *Engine) bulk(ctx context.Context, f BulkFilter, change func(t *task.Task, now time.Time)) (BulkResult, error) {
+func (b *Bulk) run(ctx context.Context, f BulkFilter, change func(t *task.Task, now time.Time)) (BulkResult, error) {
 	var res BulkResult
 	var after task.ID
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		if err := e.checkReady(); err != nil {
+		if err := b.p.ready(); err != nil {
 			return res, err
 		}
-		page, err := e.store.List(ctx, f.App, f.State, after, BulkPage)
+		page, err := b.p.list(ctx, f.App, f.State, after, BulkPage)
 		if err != nil {
 			return res, fmt.Errorf("list %s tasks of app %s: %w", f.State, f.App, err)
 		}
@@ -154,7 +170,7 @@ func (e *Engine) bulk(ctx context.Context, f BulkFilter, change func(t *task.Tas
 			}
 			ids = append(ids, t.ID)
 		}
-		n, err := e.bulkWrite(ctx, f, ids, change)
+		n, err := b.write(ctx, f, ids, change)
 		res.Count += n
 		if err != nil {
 			return res, err
@@ -170,21 +186,21 @@ func (e *Engine) bulk(ctx context.Context, f BulkFilter, change func(t *task.Tas
 	}
 }
 
-// bulkWrite changes the tasks ids in one store write, each only if it still
+// write changes the tasks ids in one store write, each only if it still
 // matches f (another write may have moved it since the listing), and
 // returns how many it changed. The write runs to its end once started:
 // a context ending stops a bulk action between pages, not in a write.
-func (e *Engine) bulkWrite(ctx context.Context, f BulkFilter, ids []task.ID, change func(t *task.Task, now time.Time)) (int, error) {
+func (b *Bulk) write(ctx context.Context, f BulkFilter, ids []task.ID, change func(t *task.Task, now time.Time)) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ws, errs := e.updateMany(wctx, ids, nil, func(ts []*task.Task) []error {
-		now := e.msNow()
+	ws, errs := b.p.updateMany(wctx, ids, func(ts []*task.Task) []error {
+		now := b.p.now()
 		errs := make([]error, len(ts))
 		for i, t := range ts {
-			if !f.matches(t) || e.attempts.underway(t.ID) {
+			if !f.matches(t) || b.p.underway(t.ID) {
 				errs[i] = errSkip // moved, or its attempt is under way here (as Cancel)
 				continue
 			}
@@ -203,6 +219,6 @@ func (e *Engine) bulkWrite(ctx context.Context, f BulkFilter, ids []task.ID, cha
 			failed = fmt.Errorf("update task %s: %w", ids[i], err)
 		}
 	}
-	e.wrote(ctx, stored...)
+	b.p.wrote(ctx, stored...)
 	return len(stored), failed
 }

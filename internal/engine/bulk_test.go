@@ -85,11 +85,11 @@ func deadTasks(t *testing.T, b *bundle, app string, n int) []task.ID {
 	var ids []task.ID
 	for n > 0 {
 		k := min(n, MaxBatch)
-		ps := make([]ScheduleParams, k)
+		ps := make([]CreateParams, k)
 		for i := range ps {
-			ps[i] = ScheduleParams{App: app, Target: httpTarget, DueAt: time.Now(), Retry: task.RetryPolicy{MaxAttempts: 1}}
+			ps[i] = CreateParams{App: app, Target: httpTarget, DueAt: time.Now(), Retry: task.RetryPolicy{MaxAttempts: 1}}
 		}
-		rs, err := b.eng.Schedule(t.Context(), ps)
+		rs, err := b.eng.Create(t.Context(), ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestRetryAllPagesAndIsIdempotent(t *testing.T) {
 		*failing = false
 		bs.reset()
 
-		res, err := b.eng.RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
+		res, err := b.eng.Bulk().RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestRetryAllPagesAndIsIdempotent(t *testing.T) {
 			t.Errorf("%d of the other app's %d dead tasks left dead", n, len(others))
 		}
 
-		res, err = b.eng.RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
+		res, err = b.eng.Bulk().RetryAll(t.Context(), BulkFilter{App: "app", State: task.Dead})
 		if err != nil || res != (BulkResult{}) {
 			t.Errorf("repeat: %+v, %v; want 0", res, err)
 		}
@@ -209,14 +209,14 @@ func TestRetryAllFilters(t *testing.T) {
 				}
 				var tks []*task.Task
 				for _, fx := range fixtures {
-					p := ScheduleParams{Key: fx.key, DueAt: hours(fx.due), Retry: task.RetryPolicy{MaxAttempts: 1}}
+					p := CreateParams{Key: fx.key, DueAt: hours(fx.due), Retry: task.RetryPolicy{MaxAttempts: 1}}
 					if fx.state == task.Expired {
 						p.Deadline = ptr(start.Add(10 * time.Millisecond))
 						p.Retry.MaxAttempts = 5
 					}
 					tks = append(tks, b.schedule(t, p))
 				}
-				other := b.schedule(t, ScheduleParams{App: "other", Key: "a/1", DueAt: hours(-3), Retry: task.RetryPolicy{MaxAttempts: 1}})
+				other := b.schedule(t, CreateParams{App: "other", Key: "a/1", DueAt: hours(-3), Retry: task.RetryPolicy{MaxAttempts: 1}})
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				for i, fx := range fixtures {
@@ -233,7 +233,7 @@ func TestRetryAllFilters(t *testing.T) {
 				if tt.before != 0 {
 					f.DueBefore = hours(tt.before)
 				}
-				res, err := b.eng.RetryAll(t.Context(), f)
+				res, err := b.eng.Bulk().RetryAll(t.Context(), f)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -268,22 +268,22 @@ func TestCancelAll(t *testing.T) {
 		var match, keep []task.ID
 		for i := range 600 {
 			key := fmt.Sprintf("promo/%d", i)
-			match = append(match, b.schedule(t, ScheduleParams{Key: key, DueAt: start.Add(time.Hour)}).ID)
+			match = append(match, b.schedule(t, CreateParams{Key: key, DueAt: start.Add(time.Hour)}).ID)
 		}
 		keep = append(keep,
-			b.schedule(t, ScheduleParams{Key: "order-1", DueAt: start.Add(time.Hour)}).ID,
-			b.schedule(t, ScheduleParams{Key: "promo/late", DueAt: start.Add(3 * time.Hour)}).ID,
-			b.schedule(t, ScheduleParams{App: "other", Key: "promo/x", DueAt: start.Add(time.Hour)}).ID)
+			b.schedule(t, CreateParams{Key: "order-1", DueAt: start.Add(time.Hour)}).ID,
+			b.schedule(t, CreateParams{Key: "promo/late", DueAt: start.Add(3 * time.Hour)}).ID,
+			b.schedule(t, CreateParams{App: "other", Key: "promo/x", DueAt: start.Add(time.Hour)}).ID)
 
 		f := BulkFilter{App: "app", State: task.Scheduled, KeyPrefix: "promo/", DueBefore: start.Add(2 * time.Hour)}
-		res, err := b.eng.CancelAll(t.Context(), f)
+		res, err := b.eng.Bulk().CancelAll(t.Context(), f)
 		if err != nil || res != (BulkResult{Count: 600}) {
 			t.Fatalf("CancelAll = %+v, %v; want 600", res, err)
 		}
 		if n := countState(t, b, match, task.Cancelled); n != len(match) {
 			t.Errorf("%d of %d cancelled", n, len(match))
 		}
-		if res, err := b.eng.CancelAll(t.Context(), f); err != nil || res != (BulkResult{}) {
+		if res, err := b.eng.Bulk().CancelAll(t.Context(), f); err != nil || res != (BulkResult{}) {
 			t.Errorf("repeat: %+v, %v; want 0", res, err)
 		}
 
@@ -307,7 +307,7 @@ func TestBulkLimit(t *testing.T) {
 		*failing = false
 		f := BulkFilter{App: "app", State: task.Dead, Limit: 700}
 		for i, want := range []BulkResult{{Count: 700, More: true}, {Count: 500}, {}} {
-			res, err := b.eng.RetryAll(t.Context(), f)
+			res, err := b.eng.Bulk().RetryAll(t.Context(), f)
 			if err != nil || res != want {
 				t.Errorf("call %d: %+v, %v; want %+v", i+1, res, err, want)
 			}
@@ -323,7 +323,7 @@ func TestBulkLimit(t *testing.T) {
 		*failing = false
 		f = BulkFilter{App: "app2", State: task.Dead, Limit: 1000}
 		for i, want := range []BulkResult{{Count: 1000, More: true}, {}} {
-			res, err := b.eng.RetryAll(t.Context(), f)
+			res, err := b.eng.Bulk().RetryAll(t.Context(), f)
 			if err != nil || res != want {
 				t.Errorf("app2 call %d: %+v, %v; want %+v", i+1, res, err, want)
 			}
@@ -342,7 +342,7 @@ func TestBulkContextEnds(t *testing.T) {
 		bs.mu.Lock()
 		bs.afterWrite = cancel
 		bs.mu.Unlock()
-		res, err := b.eng.RetryAll(ctx, BulkFilter{App: "app", State: task.Dead})
+		res, err := b.eng.Bulk().RetryAll(ctx, BulkFilter{App: "app", State: task.Dead})
 		if !errors.Is(err, context.Canceled) || res != (BulkResult{Count: BulkPage}) {
 			t.Fatalf("RetryAll = %+v, %v; want %d and context.Canceled", res, err, BulkPage)
 		}
@@ -381,9 +381,9 @@ func TestBulkValidation(t *testing.T) {
 		{"limit too large", true, BulkFilter{App: "a", State: task.Scheduled, Limit: MaxBulk + 1}, "limit"},
 	}
 	for _, tt := range tests {
-		op := b.eng.RetryAll
+		op := b.eng.Bulk().RetryAll
 		if tt.cancel {
-			op = b.eng.CancelAll
+			op = b.eng.Bulk().CancelAll
 		}
 		_, err := op(t.Context(), tt.f)
 		var fe *task.FieldError
@@ -394,7 +394,79 @@ func TestBulkValidation(t *testing.T) {
 	if err := b.eng.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.RetryAll(t.Context(), BulkFilter{App: "a", State: task.Dead}); !errors.Is(err, ErrNotReady) {
+	if _, err := b.eng.Bulk().RetryAll(t.Context(), BulkFilter{App: "a", State: task.Dead}); !errors.Is(err, ErrNotReady) {
 		t.Errorf("after Stop: %v, want ErrNotReady", err)
+	}
+}
+
+// TestBulkOverItsWriter runs Bulk on its own, over fakes of what it takes
+// from the engine (a listing, updateMany, wrote, underway): no engine, no
+// store. A task whose attempt is under way is left, as Cancel leaves it;
+// wrote gets exactly the tasks changed; the limit (counted over the
+// matches a page selects, the one left included) stops the call with More.
+func TestBulkOverItsWriter(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var gen task.IDGenerator
+	tasks := map[task.ID]*task.Task{}
+	var ids []task.ID
+	for range 5 {
+		tk := &task.Task{ID: gen.New(now, 0), App: "a", State: task.Scheduled, DueAt: now, Target: httpTarget}
+		tasks[tk.ID] = tk
+		ids = append(ids, tk.ID)
+	}
+	busy := ids[1]
+	var wrote []task.ID
+	b := &Bulk{p: bulkParams{
+		ready: func() error { return nil },
+		now:   func() time.Time { return now },
+		list: func(_ context.Context, app string, st task.State, after task.ID, limit int) ([]*task.Task, error) {
+			var page []*task.Task
+			from := slices.Index(ids, after) + 1 // ids are in id order; zero: -1
+			for _, id := range ids[from:] {
+				if tk := tasks[id]; tk.State == st && len(page) < limit {
+					page = append(page, tk.Clone())
+				}
+			}
+			return page, nil
+		},
+		updateMany: func(_ context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
+			ts := make([]*task.Task, len(ids))
+			for i, id := range ids {
+				ts[i] = tasks[id].Clone()
+			}
+			errs := fn(ts)
+			ws := make([]written, len(ts))
+			for i, tk := range ts {
+				if errs[i] == nil {
+					tasks[tk.ID] = tk
+					ws[i] = written{t: tk}
+				}
+			}
+			return ws, errs
+		},
+		wrote: func(_ context.Context, ws ...written) {
+			for _, w := range ws {
+				wrote = append(wrote, w.t.ID)
+			}
+		},
+		underway: func(id task.ID) bool { return id == busy },
+	}}
+
+	res, err := b.CancelAll(t.Context(), BulkFilter{App: "a", State: task.Scheduled, Limit: 3})
+	if err != nil || res.Count != 2 || !res.More {
+		t.Fatalf("CancelAll(limit 3) = %+v, %v; want 2 changed and More", res, err)
+	}
+	if want := []task.ID{ids[0], ids[2]}; !slices.Equal(wrote, want) {
+		t.Errorf("wrote %v, want %v (the one under way left)", wrote, want)
+	}
+	if st := tasks[busy].State; st != task.Scheduled {
+		t.Errorf("the task under way is %s, want scheduled", st)
+	}
+	res, err = b.CancelAll(t.Context(), BulkFilter{App: "a", State: task.Scheduled})
+	if err != nil || res.Count != 2 || res.More {
+		t.Fatalf("CancelAll again = %+v, %v; want the last two changed, no More", res, err)
+	}
+	if want := []task.ID{ids[0], ids[2], ids[3], ids[4]}; !slices.Equal(wrote, want) {
+		t.Errorf("wrote %v, want %v", wrote, want)
 	}
 }

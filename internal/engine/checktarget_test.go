@@ -31,7 +31,7 @@ func TestCheckTarget(t *testing.T) {
 			"dflt": {Target: &task.Target{AMQP: &task.AMQPTarget{URL: "amqp://127.0.0.1:1/"}}},
 		}})
 		now := time.Now().Add(time.Hour)
-		rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{
+		rs, err := b.eng.Create(t.Context(), []CreateParams{
 			{App: "shop", DueAt: now, Target: task.Target{AMQP: &task.AMQPTarget{URL: "amqp://127.0.0.1:1/"}}},
 			{App: "shop", DueAt: now, Target: task.Target{AMQP: &task.AMQPTarget{Exchange: "x"}}},
 			{App: "dflt", DueAt: now},

@@ -26,12 +26,31 @@ const createWriters = 2
 // createGatherMax bounds the tasks one gathered write carries.
 const createGatherMax = 4 * MaxBatch
 
-// createQueue is the requests waiting for a create write.
-type createQueue struct {
-	sync.Mutex
-	pending    []*createReq
-	writers    int // create writes in flight
-	maxWriters int // their bound: createWriters, or the store's
+// creates is the creates batcher: the requests waiting for a create
+// write, and the writes in flight. It has its own lock (mu), held only
+// to queue and take requests, never across the store call.
+type creates struct {
+	// write stores tasks in one durable write (Store.Create).
+	write func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error)
+	// maxWriters bounds the writes in flight: createWriters, or the
+	// store's (store.CreateWriters). Set by newCreates, never changed.
+	maxWriters int
+
+	mu struct {
+		sync.Mutex
+		pending []*createReq
+		writers int // create writes in flight
+	}
+}
+
+// newCreates returns the creates batcher of st: its writes go to
+// st.Create, at most createWriters (or the number st asks for) at once.
+func newCreates(st store.Store) *creates {
+	c := &creates{write: st.Create, maxWriters: createWriters}
+	if cw, ok := store.As[store.CreateWriters](st); ok && cw.CreateWriters() > 0 {
+		c.maxWriters = cw.CreateWriters()
+	}
+	return c
 }
 
 // createReq is one request's tasks, waiting to be written.
@@ -50,19 +69,18 @@ type createReq struct {
 // It returns once its tasks are written, also when ctx ends meanwhile: the
 // write is bounded by callTimeout, and a request that left its place would
 // have to hand on a write slot it may be given.
-func (e *Engine) create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
+func (c *creates) create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
 	r := &createReq{tasks: tasks, done: make(chan struct{}), turn: make(chan struct{}, 1)}
-	c := &e.creates
-	c.Lock()
-	c.pending = append(c.pending, r)
-	writer := c.writers < c.maxWriters
+	c.mu.Lock()
+	c.mu.pending = append(c.mu.pending, r)
+	writer := c.mu.writers < c.maxWriters
 	if writer {
-		c.writers++
+		c.mu.writers++
 	}
-	c.Unlock()
+	c.mu.Unlock()
 	for {
 		if writer {
-			e.writeUntil(ctx, r)
+			c.writeUntil(ctx, r)
 			writer = false
 		}
 		select {
@@ -71,7 +89,7 @@ func (e *Engine) create(ctx context.Context, tasks []*task.Task) ([]store.Create
 			case <-r.turn:
 				// Given a slot while another writer wrote our tasks:
 				// hand it on.
-				e.writeUntil(ctx, r)
+				c.writeUntil(ctx, r)
 			default:
 			}
 			return r.res, r.err
@@ -85,24 +103,23 @@ func (e *Engine) create(ctx context.Context, tasks []*task.Task) ([]store.Create
 // first, until r is written (by this slot or another). It then gives the
 // slot to the oldest request still waiting, or frees it: a writer does not
 // go on writing others' tasks after its own are written.
-func (e *Engine) writeUntil(ctx context.Context, r *createReq) {
-	c := &e.creates
-	c.Lock()
-	defer c.Unlock()
-	for !isDone(r) && len(c.pending) > 0 {
+func (c *creates) writeUntil(ctx context.Context, r *createReq) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !isDone(r) && len(c.mu.pending) > 0 {
 		batch := c.takeLocked()
-		c.Unlock()
-		e.writeCreates(ctx, batch)
-		c.Lock()
+		c.mu.Unlock()
+		c.writeBatch(ctx, batch)
+		c.mu.Lock()
 	}
-	for _, next := range c.pending {
+	for _, next := range c.mu.pending {
 		if !next.turned {
 			next.turned = true
 			next.turn <- struct{}{}
 			return
 		}
 	}
-	c.writers--
+	c.mu.writers--
 }
 
 func isDone(r *createReq) bool {
@@ -116,28 +133,28 @@ func isDone(r *createReq) bool {
 
 // takeLocked takes the pending requests, oldest first, up to
 // createGatherMax tasks (always at least one request).
-func (c *createQueue) takeLocked() []*createReq {
+func (c *creates) takeLocked() []*createReq {
 	n, size := 0, 0
-	for n < len(c.pending) && (n == 0 || size+len(c.pending[n].tasks) <= createGatherMax) {
-		size += len(c.pending[n].tasks)
+	for n < len(c.mu.pending) && (n == 0 || size+len(c.mu.pending[n].tasks) <= createGatherMax) {
+		size += len(c.mu.pending[n].tasks)
 		n++
 	}
-	batch := c.pending[:n:n]
-	c.pending = c.pending[n:]
+	batch := c.mu.pending[:n:n]
+	c.mu.pending = c.mu.pending[n:]
 	return batch
 }
 
-// writeCreates writes the tasks of batch in one store call and hands each
+// writeBatch writes the tasks of batch in one store call and hands each
 // request its results. The write runs to its end whatever becomes of the
 // request that runs it: other requests wait on it.
-func (e *Engine) writeCreates(ctx context.Context, batch []*createReq) {
+func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
 	var all []*task.Task
 	for _, r := range batch {
 		all = append(all, r.tasks...)
 	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	rs, err := e.store.Create(wctx, all)
+	rs, err := c.write(wctx, all)
 	if err == nil && len(rs) != len(all) {
 		err = fmt.Errorf("store returned %d results for %d tasks", len(rs), len(all))
 	}

@@ -40,21 +40,21 @@ func TestCreatesGather(t *testing.T) {
 		c.Store = held
 	})
 	type answer struct {
-		rs  []ScheduleResult
+		rs  []CreateResult
 		err error
 	}
 	answers := make([]answer, 12)
 	var wg sync.WaitGroup
-	req := func(i int, ps ...ScheduleParams) {
+	req := func(i int, ps ...CreateParams) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rs, err := b.eng.Schedule(context.Background(), ps)
+			rs, err := b.eng.Create(context.Background(), ps)
 			answers[i] = answer{rs, err}
 		}()
 	}
-	p := func(key string) ScheduleParams {
-		return ScheduleParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
 	// Two requests take the two write slots and block in the store.
 	req(0, p("a0"))
@@ -69,9 +69,9 @@ func TestCreatesGather(t *testing.T) {
 		req(i, p(fmt.Sprintf("k%d-1", i)), p(fmt.Sprintf("k%d-2", i)), p("shared"))
 	}
 	testkit.WaitFor(t, 10*time.Second, "ten requests queued behind the writes", func() bool {
-		b.eng.creates.Lock()
-		defer b.eng.creates.Unlock()
-		return len(b.eng.creates.pending) == 10
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == 10
 	})
 	close(held.release) // everything from here on passes straight through
 	if n := <-held.entered; n != 30 {
@@ -131,13 +131,13 @@ func TestCreatesOneWriter(t *testing.T) {
 		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
 		c.Store = oneWriter{held}
 	})
-	p := func(key string) ScheduleParams {
-		return ScheduleParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
 	req := func(i int) {
-		wg.Go(func() { _, errs[i] = b.eng.Schedule(context.Background(), []ScheduleParams{p(fmt.Sprintf("k%d", i))}) })
+		wg.Go(func() { _, errs[i] = b.eng.Create(context.Background(), []CreateParams{p(fmt.Sprintf("k%d", i))}) })
 	}
 	req(0)
 	if n := <-held.entered; n != 1 {
@@ -147,9 +147,9 @@ func TestCreatesOneWriter(t *testing.T) {
 		req(i)
 	}
 	testkit.WaitFor(t, 10*time.Second, "five requests queued behind the first write", func() bool {
-		b.eng.creates.Lock()
-		defer b.eng.creates.Unlock()
-		return len(b.eng.creates.pending) == 5
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == 5
 	})
 	if n := held.calls.Load(); n != 1 {
 		t.Fatalf("%d store writes started while the first ran, want 1", n)
@@ -182,7 +182,7 @@ func TestCreatesUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			key := fmt.Sprint("load-", i)
-			rs, err := b.eng.Schedule(context.Background(), []ScheduleParams{{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
+			rs, err := b.eng.Create(context.Background(), []CreateParams{{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
 			if err != nil || rs[0].Err != nil || rs[0].Task.Key != key || !rs[0].Created {
 				t.Errorf("request %d: %+v %v", i, rs, err)
 				return
@@ -198,9 +198,61 @@ func TestCreatesUnderLoad(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	b.eng.creates.Lock()
-	defer b.eng.creates.Unlock()
-	if b.eng.creates.writers != 0 || len(b.eng.creates.pending) != 0 {
-		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.writers, len(b.eng.creates.pending))
+	b.eng.creates.mu.Lock()
+	defer b.eng.creates.mu.Unlock()
+	if b.eng.creates.mu.writers != 0 || len(b.eng.creates.mu.pending) != 0 {
+		t.Errorf("after the load: %d writers, %d pending", b.eng.creates.mu.writers, len(b.eng.creates.mu.pending))
+	}
+}
+
+// TestCreatesBatcherAlone runs the creates batcher over a fake write, no
+// engine: with one writer, the requests that come while a write is in
+// flight go out together in the next one, and each gets its own results.
+func TestCreatesBatcherAlone(t *testing.T) {
+	entered := make(chan int, 10)
+	release := make(chan struct{})
+	c := &creates{maxWriters: 1, write: func(_ context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+		entered <- len(ts)
+		<-release
+		rs := make([]store.CreateResult, len(ts))
+		for i, tk := range ts {
+			rs[i] = store.CreateResult{Task: tk, Created: true}
+		}
+		return rs, nil
+	}}
+	mk := func(key string) []*task.Task { return []*task.Task{{App: "a", Key: key}} }
+	var wg sync.WaitGroup
+	got := make([][]store.CreateResult, 4)
+	req := func(i int) {
+		wg.Go(func() {
+			rs, err := c.create(t.Context(), mk(fmt.Sprint(i)))
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+			}
+			got[i] = rs
+		})
+	}
+	req(0)
+	if n := <-entered; n != 1 {
+		t.Fatalf("first write carries %d tasks, want 1", n)
+	}
+	for i := 1; i < 4; i++ {
+		req(i)
+	}
+	testkit.WaitFor(t, 5*time.Second, "three requests queued", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.mu.pending) == 3
+	})
+	release <- struct{}{}
+	if n := <-entered; n != 3 {
+		t.Errorf("second write carries %d tasks, want the 3 that queued", n)
+	}
+	close(release)
+	wg.Wait()
+	for i, rs := range got {
+		if len(rs) != 1 || rs[0].Task.Key != fmt.Sprint(i) {
+			t.Errorf("request %d got %+v, want its own task", i, rs)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func TestOutcomeWaitsForDiskSpace(t *testing.T) {
 			return nil
 		}
 		b.sink.mu.Unlock()
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Second)})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Second)})
 		time.Sleep(1500 * time.Millisecond)
 		synctest.Wait()
 		if n := len(b.sink.deliveries()); n != 1 {

@@ -269,21 +269,8 @@ type Engine struct {
 	sweeper  *sweeper    // deletes finished tasks past the retention (sweeper.go)
 
 	// schedules is the store's schedules (nil: it keeps none, and the
-	// schedule loop does not run); schedKick wakes the loop (capacity 1).
-	// startedAt is when Start ran: schedule occurrences due before it were
-	// missed while toc was down (schedules.go). Set before the loops start
-	// and the engine is ready, never changed after.
+	// schedule loop does not run).
 	schedules store.Schedules
-	schedKick chan struct{}
-	startedAt time.Time
-	// stepping marks the schedules an API call of this process is
-	// stepping (stepNow), id → its own mark: the loop leaves them, so
-	// that one step, not two, takes the app's creates for them.
-	stepping sync.Map
-	// loopSteps marks the schedules the loop is stepping, id → a channel
-	// closed when the step ends (beginLoopStep): a PATCH, pause or delete
-	// waits for it before it answers (awaitLoopStep).
-	loopSteps sync.Map
 	// tclock is AdvanceClock's (testclock.go).
 	tclock *testClock
 
@@ -293,9 +280,16 @@ type Engine struct {
 		stopping bool
 	}
 
-	// creates holds the create requests waiting for a store write
-	// (creates.go).
-	creates createQueue
+	// The API's edge (wireEdge, api.go): the creates batcher (create
+	// requests gathering into the next group-committed store write:
+	// creates.go), the checks of every way in, bulk actions and transfers.
+	creates  *creates
+	rules    *rules
+	bulk     *Bulk
+	transfer *Transfer
+	leases   *leases    // pull leases, held here or stored (leases.go)
+	sched    *Schedules // the schedules' API (schedules.go)
+	steps    *stepper   // the schedule stepper and its loop (stepper.go)
 
 	attempts *attempts // under way in this process (attempts.go)
 	outcomes *outcomes // their outcomes' group commit (outcomes.go)
@@ -321,11 +315,6 @@ func New(cfg Config) (*Engine, error) {
 		boot:  newBoot(),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
-	e.creates.maxWriters = createWriters
-	if cw, ok := store.As[store.CreateWriters](cfg.Store); ok && cw.CreateWriters() > 0 {
-		e.creates.maxWriters = cw.CreateWriters()
-	}
-	e.schedKick = make(chan struct{}, 1)
 	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
 	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
 	e.attempts = newAttempts()
@@ -420,9 +409,10 @@ func New(cfg Config) (*Engine, error) {
 		sweeper:   e.sweeper,
 		log:       cfg.Logger,
 		ready:     e.checkReady,
-		kickSched: e.kickSchedules,
+		kickSched: func() { e.steps.kick() },
 	}
 	e.firer.fired = &e.tclock.fired
+	wireEdge(e, cfg)
 	return e, nil
 }
 
@@ -442,7 +432,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	// count of its unfinished attempts) before anything fires; then the
 	// workers' and the gates' contexts; then the loops.
 	e.tk.start(now)
-	e.startedAt = now.UTC().Truncate(time.Millisecond)
+	e.steps.startedAt = now.UTC().Truncate(time.Millisecond)
 
 	if err := e.index.start(ctx, now); err != nil {
 		return err
@@ -467,7 +457,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	go func() { defer e.loops.Done(); e.sweeper.run(loopCtx) }()
 	if e.schedules != nil {
 		e.loops.Add(1)
-		go func() { defer e.loops.Done(); e.scheduleLoop(loopCtx) }()
+		go func() { defer e.loops.Done(); e.steps.run(loopCtx) }()
 	}
 	return nil
 }
@@ -562,14 +552,3 @@ func (e *Engine) Rescan() { e.tk.rescan(false) }
 // index, which the loader reads again.
 func (e *Engine) Reown() { e.tk.rescan(true) }
 
-// update, updateMany and wrote are the writer's (writer.go), for the
-// API's files.
-func (e *Engine) update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (written, error) {
-	return e.writer.update(ctx, id, opts, fn)
-}
-
-func (e *Engine) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
-	return e.writer.updateMany(ctx, ids, opts, fn)
-}
-
-func (e *Engine) wrote(ctx context.Context, ws ...written) { e.writer.wrote(ctx, ws...) }

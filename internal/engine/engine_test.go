@@ -82,7 +82,7 @@ func setup(t *testing.T, mod func(*Config)) *bundle {
 
 var httpTarget = task.Target{HTTP: &task.HTTPTarget{URL: "http://example.test/hook"}}
 
-func (b *bundle) schedule(t *testing.T, p ScheduleParams) *task.Task {
+func (b *bundle) schedule(t *testing.T, p CreateParams) *task.Task {
 	t.Helper()
 	if p.App == "" {
 		p.App = "app"
@@ -90,7 +90,7 @@ func (b *bundle) schedule(t *testing.T, p ScheduleParams) *task.Task {
 	if p.Target.Kind() == "" {
 		p.Target = httpTarget
 	}
-	rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{p})
+	rs, err := b.eng.Create(t.Context(), []CreateParams{p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestFiresAtDueTime(t *testing.T) {
 		dues := []time.Duration{5 * time.Millisecond, 3 * time.Second, 90 * time.Second, 26 * time.Hour}
 		var ids []task.ID
 		for _, d := range dues {
-			ids = append(ids, b.schedule(t, ScheduleParams{DueAt: start.Add(d)}).ID)
+			ids = append(ids, b.schedule(t, CreateParams{DueAt: start.Add(d)}).ID)
 		}
 		time.Sleep(27 * time.Hour)
 		synctest.Wait()
@@ -142,7 +142,7 @@ func TestPastDueFiresAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil)
 		start := time.Now()
-		b.schedule(t, ScheduleParams{DueAt: start.Add(-time.Hour)})
+		b.schedule(t, CreateParams{DueAt: start.Add(-time.Hour)})
 		synctest.Wait()
 		got := b.sink.deliveries()
 		if len(got) != 1 || !got[0].at.Equal(start) {
@@ -155,8 +155,8 @@ func TestCancelAndReschedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil)
 		start := time.Now()
-		a := b.schedule(t, ScheduleParams{DueAt: start.Add(time.Second)})
-		c := b.schedule(t, ScheduleParams{DueAt: start.Add(time.Second)})
+		a := b.schedule(t, CreateParams{DueAt: start.Add(time.Second)})
+		c := b.schedule(t, CreateParams{DueAt: start.Add(time.Second)})
 		if _, err := b.eng.Cancel(t.Context(), a.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestBackoffThenDeadThenRetry(t *testing.T) {
 			return nil
 		}
 		start := time.Now()
-		tk := b.schedule(t, ScheduleParams{DueAt: start, Retry: task.RetryPolicy{
+		tk := b.schedule(t, CreateParams{DueAt: start, Retry: task.RetryPolicy{
 			MaxAttempts: 4, MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(3 * time.Second),
 		}})
 		time.Sleep(time.Minute)
@@ -250,7 +250,7 @@ func TestDeadlineExpires(t *testing.T) {
 		b.sink.fail = func(*task.Task) error { return errors.New("down") }
 		start := time.Now()
 		deadline := start.Add(5 * time.Second)
-		tk := b.schedule(t, ScheduleParams{DueAt: start.Add(time.Second), Deadline: &deadline,
+		tk := b.schedule(t, CreateParams{DueAt: start.Add(time.Second), Deadline: &deadline,
 			Retry: task.RetryPolicy{MinBackoff: task.Duration(2 * time.Second)}})
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -268,7 +268,7 @@ func TestDeadlineExpires(t *testing.T) {
 		}
 
 		// A pull task nobody claims expires too.
-		pt := b.schedule(t, ScheduleParams{DueAt: time.Now(), Deadline: ptr(time.Now().Add(time.Second)), Target: task.Target{Pull: &task.PullTarget{}}})
+		pt := b.schedule(t, CreateParams{DueAt: time.Now(), Deadline: ptr(time.Now().Add(time.Second)), Target: task.Target{Pull: &task.PullTarget{}}})
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		if s := b.get(t, pt.ID).State; s != task.Expired {
@@ -286,15 +286,15 @@ func TestPullClaimAckNackLease(t *testing.T) {
 		b := setup(t, nil)
 		ctx := t.Context()
 		start := time.Now()
-		tk := b.schedule(t, ScheduleParams{DueAt: start.Add(2 * time.Second), Target: pull})
+		tk := b.schedule(t, CreateParams{DueAt: start.Add(2 * time.Second), Target: pull})
 
 		// Nothing due yet: an immediate claim is empty; a long poll waits
 		// until the task is due and returns it then.
-		got, err := b.eng.Claim(ctx, "app", ClaimParams{Max: 10, Lease: 5 * time.Second})
+		got, err := b.eng.Lease(ctx, "app", LeaseParams{Max: 10, Lease: 5 * time.Second})
 		if err != nil || len(got) != 0 {
 			t.Fatalf("early claim: %v %v", got, err)
 		}
-		got, err = b.eng.Claim(ctx, "app", ClaimParams{Max: 10, Lease: 5 * time.Second, Wait: 10 * time.Second})
+		got, err = b.eng.Lease(ctx, "app", LeaseParams{Max: 10, Lease: 5 * time.Second, Wait: 10 * time.Second})
 		if err != nil || len(got) != 1 || got[0].ID != tk.ID {
 			t.Fatalf("long poll: %v %v", got, err)
 		}
@@ -314,7 +314,7 @@ func TestPullClaimAckNackLease(t *testing.T) {
 		if s := b.get(t, tk.ID); s.State != task.Scheduled || s.LastError != "busy" {
 			t.Fatalf("after nack: %s %q", s.State, s.LastError)
 		}
-		got, _ = b.eng.Claim(ctx, "app", ClaimParams{Max: 10, Lease: 5 * time.Second, Wait: 30 * time.Second})
+		got, _ = b.eng.Lease(ctx, "app", LeaseParams{Max: 10, Lease: 5 * time.Second, Wait: 30 * time.Second})
 		if len(got) != 1 || time.Since(start) != 5*time.Second || got[0].Attempts != 2 {
 			t.Fatalf("claim after nack: %d tasks at +%s", len(got), time.Since(start))
 		}
@@ -331,7 +331,7 @@ func TestPullClaimAckNackLease(t *testing.T) {
 		if err := b.eng.Ack(ctx, tk.ID, second.Lease); !errors.As(err, &ce) {
 			t.Fatalf("late ack: %v, want ConflictError", err)
 		}
-		got, _ = b.eng.Claim(ctx, "app", ClaimParams{Max: 10, Lease: 5 * time.Second, Wait: 30 * time.Second})
+		got, _ = b.eng.Lease(ctx, "app", LeaseParams{Max: 10, Lease: 5 * time.Second, Wait: 30 * time.Second})
 		if len(got) != 1 || got[0].Attempts != 3 {
 			t.Fatalf("claim after lease expiry: %+v", got)
 		}
@@ -342,7 +342,7 @@ func TestPullClaimAckNackLease(t *testing.T) {
 			t.Fatalf("after ack: %s", s.State)
 		}
 		// Another app sees nothing.
-		if got, _ := b.eng.Claim(ctx, "other", ClaimParams{Max: 10, Lease: time.Second}); len(got) != 0 {
+		if got, _ := b.eng.Lease(ctx, "other", LeaseParams{Max: 10, Lease: time.Second}); len(got) != 0 {
 			t.Errorf("other app claimed %d tasks", len(got))
 		}
 	})
@@ -356,13 +356,13 @@ func TestCapLoadsInOrder(t *testing.T) {
 		start := time.Now()
 		const n = 500
 		want := map[task.ID]time.Time{}
-		var ps []ScheduleParams
+		var ps []CreateParams
 		for i := range n {
 			// Interleave so creation order is not due order.
 			due := start.Add(time.Second + time.Duration((i*7919)%n)*time.Millisecond)
-			ps = append(ps, ScheduleParams{App: "app", DueAt: due, Target: httpTarget})
+			ps = append(ps, CreateParams{App: "app", DueAt: due, Target: httpTarget})
 		}
-		rs, err := b.eng.Schedule(t.Context(), ps)
+		rs, err := b.eng.Create(t.Context(), ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,11 +405,11 @@ func TestFarFutureStaysOnDisk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil)
 		start := time.Now()
-		var ps []ScheduleParams
+		var ps []CreateParams
 		for i := range 1000 {
-			ps = append(ps, ScheduleParams{App: "app", DueAt: start.Add(24*time.Hour + time.Duration(i)*time.Millisecond), Target: httpTarget})
+			ps = append(ps, CreateParams{App: "app", DueAt: start.Add(24*time.Hour + time.Duration(i)*time.Millisecond), Target: httpTarget})
 		}
-		if _, err := b.eng.Schedule(t.Context(), ps); err != nil {
+		if _, err := b.eng.Create(t.Context(), ps); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -428,13 +428,13 @@ func TestIdempotentCreate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil)
 		due := time.Now().Add(time.Hour)
-		ps := []ScheduleParams{
+		ps := []CreateParams{
 			{App: "app", Key: "order-1", DueAt: due, Target: httpTarget, Payload: []byte(`1`)},
 			{App: "app", Key: "order-1", DueAt: due.Add(time.Hour), Target: httpTarget, Payload: []byte(`2`)},
 			{App: "other", Key: "order-1", DueAt: due, Target: httpTarget},
 			{App: "BAD", DueAt: due, Target: httpTarget},
 		}
-		rs, err := b.eng.Schedule(t.Context(), ps)
+		rs, err := b.eng.Create(t.Context(), ps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,7 +448,7 @@ func TestIdempotentCreate(t *testing.T) {
 		if !errors.As(rs[3].Err, &fe) || fe.Field != "app" {
 			t.Errorf("bad app: %v", rs[3].Err)
 		}
-		again := b.schedule(t, ScheduleParams{App: "app", Key: "order-1", DueAt: due})
+		again := b.schedule(t, CreateParams{App: "app", Key: "order-1", DueAt: due})
 		if again.ID != rs[0].Task.ID {
 			t.Errorf("repeated create made a new task")
 		}
@@ -460,19 +460,19 @@ func TestValidation(t *testing.T) {
 		b := setup(t, func(c *Config) { c.MaxPayload = 10 })
 		now := time.Now()
 		cases := []struct {
-			p     ScheduleParams
+			p     CreateParams
 			field string
 		}{
-			{ScheduleParams{App: "", DueAt: now, Target: httpTarget}, "app"},
-			{ScheduleParams{App: "a", DueAt: now, Target: task.Target{}}, "target"},
-			{ScheduleParams{App: "a", DueAt: now, Target: task.Target{HTTP: &task.HTTPTarget{URL: "ftp://x"}}}, "target.http.url"},
-			{ScheduleParams{App: "a", DueAt: now.Add(time.Hour), Deadline: ptr(now.Add(time.Minute)), Target: httpTarget}, "deadline"},
-			{ScheduleParams{App: "a", DueAt: now.Add(-time.Hour), Deadline: ptr(now.Add(-time.Minute)), Target: httpTarget}, "deadline"},
-			{ScheduleParams{App: "a", DueAt: now, Target: httpTarget, Retry: task.RetryPolicy{MaxAttempts: -1}}, "retry.max_attempts"},
-			{ScheduleParams{App: "a", DueAt: now, Target: httpTarget, Key: string([]byte{0xff})}, "key"},
+			{CreateParams{App: "", DueAt: now, Target: httpTarget}, "app"},
+			{CreateParams{App: "a", DueAt: now, Target: task.Target{}}, "target"},
+			{CreateParams{App: "a", DueAt: now, Target: task.Target{HTTP: &task.HTTPTarget{URL: "ftp://x"}}}, "target.http.url"},
+			{CreateParams{App: "a", DueAt: now.Add(time.Hour), Deadline: ptr(now.Add(time.Minute)), Target: httpTarget}, "deadline"},
+			{CreateParams{App: "a", DueAt: now.Add(-time.Hour), Deadline: ptr(now.Add(-time.Minute)), Target: httpTarget}, "deadline"},
+			{CreateParams{App: "a", DueAt: now, Target: httpTarget, Retry: task.RetryPolicy{MaxAttempts: -1}}, "retry.max_attempts"},
+			{CreateParams{App: "a", DueAt: now, Target: httpTarget, Key: string([]byte{0xff})}, "key"},
 		}
 		for i, c := range cases {
-			rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{c.p})
+			rs, err := b.eng.Create(t.Context(), []CreateParams{c.p})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -481,7 +481,7 @@ func TestValidation(t *testing.T) {
 				t.Errorf("case %d: %v, want a FieldError on %s", i, rs[0].Err, c.field)
 			}
 		}
-		rs, _ := b.eng.Schedule(t.Context(), []ScheduleParams{{App: "a", DueAt: now, Target: httpTarget, Payload: make([]byte, 11)}})
+		rs, _ := b.eng.Create(t.Context(), []CreateParams{{App: "a", DueAt: now, Target: httpTarget, Payload: make([]byte, 11)}})
 		if !errors.Is(rs[0].Err, ErrTooLarge) {
 			t.Errorf("oversized payload: %v", rs[0].Err)
 		}
@@ -538,7 +538,7 @@ func TestStopReleasesInFlight(t *testing.T) {
 				return nil
 			}
 		})
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now()})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now()})
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -571,8 +571,8 @@ func TestBackoffBounds(t *testing.T) {
 func TestRetentionSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, func(c *Config) { c.Retention = time.Hour })
-		done := b.schedule(t, ScheduleParams{Key: "k", DueAt: time.Now()})
-		live := b.schedule(t, ScheduleParams{Key: "far", DueAt: time.Now().Add(48 * time.Hour)})
+		done := b.schedule(t, CreateParams{Key: "k", DueAt: time.Now()})
+		live := b.schedule(t, CreateParams{Key: "far", DueAt: time.Now().Add(48 * time.Hour)})
 		synctest.Wait()
 		if s := b.get(t, done.ID).State; s != task.Delivered {
 			t.Fatalf("state %s", s)
@@ -590,7 +590,7 @@ func TestRetentionSweep(t *testing.T) {
 		if _, err := b.eng.Get(t.Context(), live.ID); err != nil {
 			t.Fatalf("live task swept: %v", err)
 		}
-		again := b.schedule(t, ScheduleParams{Key: "k", DueAt: time.Now().Add(time.Hour)})
+		again := b.schedule(t, CreateParams{Key: "k", DueAt: time.Now().Add(time.Hour)})
 		if again.ID == done.ID {
 			t.Error("the key of a swept task still returns the old task")
 		}
@@ -605,7 +605,7 @@ func TestRetentionSweep(t *testing.T) {
 func TestTrackIgnoresStaleCopies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil)
-		tk := b.schedule(t, ScheduleParams{DueAt: time.Now().Add(time.Hour), Target: pull})
+		tk := b.schedule(t, CreateParams{DueAt: time.Now().Add(time.Hour), Target: pull})
 		synctest.Wait() // the loader has read the window
 		newer, older := written{t: tk.Clone()}, written{t: tk.Clone()}
 		newer.t.WakeAt, newer.seq = time.Now().Add(5*time.Second), b.eng.writer.seq.Add(2)
@@ -657,7 +657,7 @@ func TestStartStopStress(t *testing.T) {
 		}
 		b := &bundle{store: st, eng: eng}
 		for k := range 20 {
-			b.schedule(t, ScheduleParams{Key: fmt.Sprint(k), DueAt: time.Now()})
+			b.schedule(t, CreateParams{Key: fmt.Sprint(k), DueAt: time.Now()})
 		}
 		var wg sync.WaitGroup
 		for range 3 {

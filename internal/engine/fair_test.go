@@ -34,7 +34,7 @@ func (s *costlyStore) Unwrap() store.Store { return s.Store }
 func burst(t *testing.T, eng *Engine, app string, n int, due time.Time) {
 	t.Helper()
 	for i := 0; i < n; i += 1000 {
-		if _, err := eng.Schedule(t.Context(), many(app, min(1000, n-i), due)); err != nil {
+		if _, err := eng.Create(t.Context(), many(app, min(1000, n-i), due)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,11 +72,11 @@ func testQuietApp(t *testing.T, shop func(context.Context, *task.Task) error, n 
 		})
 		due := time.Now().Add(in)
 		burst(t, b.eng, "shop", n, due)
-		var bank []ScheduleParams
+		var bank []CreateParams
 		for i := range 200 {
-			bank = append(bank, ScheduleParams{App: "bank", DueAt: due.Add(time.Duration(i) * 5 * time.Millisecond), Target: httpTarget})
+			bank = append(bank, CreateParams{App: "bank", DueAt: due.Add(time.Duration(i) * 5 * time.Millisecond), Target: httpTarget})
 		}
-		if _, err := b.eng.Schedule(t.Context(), bank); err != nil {
+		if _, err := b.eng.Create(t.Context(), bank); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(due.Add(time.Minute))) // shop's attempts hang for 5 min
@@ -258,14 +258,14 @@ func TestHangingAppKeepsToItsShare(t *testing.T) {
 					t.Errorf("a's effective max_in_flight %d", p)
 				}
 				start := time.Now()
-				if _, err := b.eng.Schedule(t.Context(), many("a", 500, start)); err != nil {
+				if _, err := b.eng.Create(t.Context(), many("a", 500, start)); err != nil {
 					t.Fatal(err)
 				}
-				var bs []ScheduleParams
+				var bs []CreateParams
 				for i := range 200 {
-					bs = append(bs, ScheduleParams{App: "b", DueAt: start.Add(time.Duration(i) * time.Millisecond), Target: httpTarget})
+					bs = append(bs, CreateParams{App: "b", DueAt: start.Add(time.Duration(i) * time.Millisecond), Target: httpTarget})
 				}
-				if _, err := b.eng.Schedule(t.Context(), bs); err != nil {
+				if _, err := b.eng.Create(t.Context(), bs); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(2 * time.Second)

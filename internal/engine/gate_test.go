@@ -100,14 +100,14 @@ func TestGateHoldsSharedLimits(t *testing.T) {
 		})
 		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"slow": {DeliveriesPerSecond: 200, Burst: 10, MaxInFlight: 5}}})
 		start := time.Now()
-		if _, err := b.eng.Schedule(t.Context(), many("slow", 1000, start.Add(time.Second))); err != nil {
+		if _, err := b.eng.Create(t.Context(), many("slow", 1000, start.Add(time.Second))); err != nil {
 			t.Fatal(err)
 		}
-		var fast []ScheduleParams
+		var fast []CreateParams
 		for i := range 100 {
-			fast = append(fast, ScheduleParams{App: "fast", DueAt: start.Add(time.Second + time.Duration(i)*40*time.Millisecond), Target: httpTarget})
+			fast = append(fast, CreateParams{App: "fast", DueAt: start.Add(time.Second + time.Duration(i)*40*time.Millisecond), Target: httpTarget})
 		}
-		if _, err := b.eng.Schedule(t.Context(), fast); err != nil {
+		if _, err := b.eng.Create(t.Context(), fast); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Minute)

@@ -32,7 +32,7 @@ import (
 // again, and it is claimed again (at least once).
 //
 // What the queue does not hold is claimed from the store as before
-// (claimStored): pull tasks an older version stored as waiting for a claim,
+// (leases.take): pull tasks an older version stored as waiting for a claim,
 // and those that came due while this process held pullHoldMax pull tasks
 // already (the queue is a bounded cache: past it, a pull task due is
 // written waiting, as before). A claim that the queue does not fill looks
@@ -117,8 +117,6 @@ func pullHoldMax(maxLoaded int) int { return max(maxLoaded/4, 16) }
 // fill looks for pull tasks waiting in the store (see the file comment).
 const storeClaimEvery = time.Second
 
-// memPull reports whether pull tasks are held in memory: on a single node.
-func (e *Engine) memPull() bool { return e.held.mem }
 
 // hold is the look's decision on a due pull task t, under its row lock:
 // true when it goes to the ready queue (a placeholder marks it until
@@ -246,7 +244,7 @@ func (h *held) notHeld(ids []task.ID) []task.ID {
 
 // lease takes up to p.Max tasks from app's ready queue and leases
 // them in memory, each until now+p.Lease.
-func (x *held) lease(ctx context.Context, app string, p ClaimParams) []*task.Task {
+func (x *held) lease(ctx context.Context, app string, p LeaseParams) []*task.Task {
 	now := msNowOf(x.clock)
 	var got []*task.Task
 	x.mu.Lock()

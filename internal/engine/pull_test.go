@@ -25,21 +25,21 @@ func TestPullHeldUntilAck(t *testing.T) {
 		ctx := t.Context()
 		start := time.Now()
 		const n = 50
-		ps := make([]ScheduleParams, n)
+		ps := make([]CreateParams, n)
 		for i := range ps {
-			ps[i] = ScheduleParams{App: "app", DueAt: start.Add(3 * time.Second), Target: pull}
+			ps[i] = CreateParams{App: "app", DueAt: start.Add(3 * time.Second), Target: pull}
 		}
-		rs, err := b.eng.Schedule(ctx, ps)
+		rs, err := b.eng.Create(ctx, ps)
 		if err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if got, err := b.eng.Claim(ctx, "app", ClaimParams{Max: n, Lease: 10 * time.Second}); err != nil || len(got) != 0 {
+		if got, err := b.eng.Lease(ctx, "app", LeaseParams{Max: n, Lease: 10 * time.Second}); err != nil || len(got) != 0 {
 			t.Fatalf("claim before the due time: %d tasks, %v", len(got), err)
 		}
 		// A long poll answers with the first tasks queued; the rest follow
 		// within the instant.
-		got, err := b.eng.Claim(ctx, "app", ClaimParams{Max: n, Lease: 10 * time.Second, Wait: 10 * time.Second})
+		got, err := b.eng.Lease(ctx, "app", LeaseParams{Max: n, Lease: 10 * time.Second, Wait: 10 * time.Second})
 		if err != nil || len(got) == 0 {
 			t.Fatalf("long poll: %d tasks, %v", len(got), err)
 		}
@@ -47,7 +47,7 @@ func TestPullHeldUntilAck(t *testing.T) {
 			t.Errorf("claimable after %s, want at the due time, 3s", waited)
 		}
 		synctest.Wait()
-		more, err := b.eng.Claim(ctx, "app", ClaimParams{Max: n, Lease: 10 * time.Second})
+		more, err := b.eng.Lease(ctx, "app", LeaseParams{Max: n, Lease: 10 * time.Second})
 		if got = append(got, more...); err != nil || len(got) != n {
 			t.Fatalf("claimed %d tasks at the due time, %v; want %d", len(got), err, n)
 		}
@@ -126,7 +126,7 @@ func TestPullLeaseRunsOut(t *testing.T) {
 		if err := b.eng.Ack(ctx, tk.ID, tk.Lease); !errors.As(err, new(*ConflictError)) {
 			t.Fatalf("ack after the lease ran out: %v, want a conflict", err)
 		}
-		got, err := b.eng.Claim(ctx, "app", ClaimParams{Max: 1, Lease: time.Minute, Wait: 30 * time.Second})
+		got, err := b.eng.Lease(ctx, "app", LeaseParams{Max: 1, Lease: time.Minute, Wait: 30 * time.Second})
 		if err != nil || len(got) != 1 || got[0].Attempts != 2 {
 			t.Fatalf("claim after the backoff: %v, %v", got, err)
 		}
@@ -138,7 +138,7 @@ func TestPullLeaseRunsOut(t *testing.T) {
 		if st := b.get(t, tk.ID); st.State != task.Scheduled || st.LastError != "busy" || wc.of(tk.ID) != 2 {
 			t.Fatalf("after the nack: %s %q, %d writes", st.State, st.LastError, wc.of(tk.ID))
 		}
-		got, err = b.eng.Claim(ctx, "app", ClaimParams{Max: 1, Lease: time.Minute, Wait: 30 * time.Second})
+		got, err = b.eng.Lease(ctx, "app", LeaseParams{Max: 1, Lease: time.Minute, Wait: 30 * time.Second})
 		if err != nil || len(got) != 1 || got[0].Attempts != 3 || time.Since(nacked) != retry {
 			t.Fatalf("claim after the nack: %d tasks, %v, after %s", len(got), err, time.Since(nacked))
 		}
@@ -166,7 +166,7 @@ func TestPullWaitingInStore(t *testing.T) {
 		b := setup(t, func(c *Config) { c.Store = st })
 		b.store = st
 		synctest.Wait()
-		got, err := b.eng.Claim(t.Context(), "app", ClaimParams{Max: 10, Lease: time.Minute})
+		got, err := b.eng.Lease(t.Context(), "app", LeaseParams{Max: 10, Lease: time.Minute})
 		if err != nil || len(got) != 2 {
 			t.Fatalf("claim: %d tasks, %v; want the 2 waiting in the store", len(got), err)
 		}

@@ -47,7 +47,7 @@ func TestScheduleOccurrencesWithinCreates(t *testing.T) {
 		// The schedules show that they are behind: next_at in the past.
 		behind := 0
 		for _, id := range ids {
-			s, err := b.eng.GetSchedule(t.Context(), id)
+			s, err := b.eng.Schedules().Get(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestScheduleOccurrencesWithinCreates(t *testing.T) {
 			t.Errorf("%d of %d schedules have a next_at in the past, want most", behind, n)
 		}
 		// A plain create of the app is over the limit meanwhile.
-		rs, err := b.eng.Schedule(t.Context(), []ScheduleParams{{App: "app", DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
+		rs, err := b.eng.Create(t.Context(), []CreateParams{{App: "app", DueAt: time.Now().Add(time.Hour), Target: httpTarget}})
 		var rl *RateLimitError
 		if err != nil || !errors.As(rs[0].Err, &rl) {
 			t.Errorf("plain create while the schedules use the limit: %v %v, want a RateLimitError", err, rs[0].Err)
@@ -110,32 +110,32 @@ func TestScheduleCreatesAndCap(t *testing.T) {
 		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"app": {CreatesPerSecond: 5, MaxSchedules: 3}}})
 		var rl *RateLimitError
 		s1 := mustCreate(t, b.eng, newSched("a", every(time.Hour)))
-		if _, _, err := b.eng.CreateSchedule(t.Context(), newSched("b", every(time.Hour))); !errors.As(err, &rl) {
+		if _, _, err := b.eng.Schedules().Create(t.Context(), newSched("b", every(time.Hour))); !errors.As(err, &rl) {
 			t.Fatalf("a second create at once at 5/s: %v, want a RateLimitError", err)
 		}
-		if _, err := b.eng.GetScheduleByKey(t.Context(), "app", "b"); err == nil {
+		if _, err := b.eng.Schedules().GetByKey(t.Context(), "app", "b"); err == nil {
 			t.Error("the refused create stored its schedule")
 		}
-		if _, err := b.eng.PatchSchedule(t.Context(), s1.ID, SchedulePatch{Every: ptr(task.Duration(2 * time.Hour))}); !errors.As(err, &rl) {
+		if _, err := b.eng.Schedules().Patch(t.Context(), s1.ID, SchedulePatch{Every: ptr(task.Duration(2 * time.Hour))}); !errors.As(err, &rl) {
 			t.Fatalf("a PATCH at once: %v, want a RateLimitError", err)
 		}
-		if got, _ := b.eng.GetSchedule(t.Context(), s1.ID); got.Every != task.Duration(time.Hour) {
+		if got, _ := b.eng.Schedules().Get(t.Context(), s1.ID); got.Every != task.Duration(time.Hour) {
 			t.Errorf("the refused PATCH changed the schedule: every %s", got.Every.Std())
 		}
 		time.Sleep(200 * time.Millisecond)
-		if _, err := b.eng.PauseSchedule(t.Context(), s1.ID); err != nil {
+		if _, err := b.eng.Schedules().Pause(t.Context(), s1.ID); err != nil {
 			t.Fatalf("pause: %v", err) // takes no create
 		}
-		if _, err := b.eng.ResumeSchedule(t.Context(), s1.ID); err != nil {
+		if _, err := b.eng.Schedules().Resume(t.Context(), s1.ID); err != nil {
 			t.Fatalf("resume after 200ms: %v", err)
 		}
-		if _, err := b.eng.ResumeSchedule(t.Context(), s1.ID); err != nil {
+		if _, err := b.eng.Schedules().Resume(t.Context(), s1.ID); err != nil {
 			t.Fatalf("resume of an active schedule (no change): %v", err)
 		}
-		if _, err := b.eng.PauseSchedule(t.Context(), s1.ID); err != nil {
+		if _, err := b.eng.Schedules().Pause(t.Context(), s1.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.eng.ResumeSchedule(t.Context(), s1.ID); !errors.As(err, &rl) {
+		if _, err := b.eng.Schedules().Resume(t.Context(), s1.ID); !errors.As(err, &rl) {
 			t.Fatalf("a second resume at once: %v, want a RateLimitError", err)
 		}
 
@@ -146,14 +146,14 @@ func TestScheduleCreatesAndCap(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 		var sl *ScheduleLimitError
-		if _, _, err := b.eng.CreateSchedule(t.Context(), newSched("d", every(time.Hour))); !errors.As(err, &sl) || sl.Max != 3 || sl.App != "app" {
+		if _, _, err := b.eng.Schedules().Create(t.Context(), newSched("d", every(time.Hour))); !errors.As(err, &sl) || sl.Max != 3 || sl.App != "app" {
 			t.Fatalf("a fourth schedule with max_schedules 3: %v, want a ScheduleLimitError", err)
 		}
 		time.Sleep(200 * time.Millisecond)
-		if got, created, err := b.eng.CreateSchedule(t.Context(), newSched("a", every(time.Minute))); err != nil || created || got.ID != s1.ID {
+		if got, created, err := b.eng.Schedules().Create(t.Context(), newSched("a", every(time.Minute))); err != nil || created || got.ID != s1.ID {
 			t.Errorf("an existing key at the cap: %v, created %v, err %v; want the schedule", got, created, err)
 		}
-		if err := b.eng.DeleteSchedule(t.Context(), s1.ID); err != nil {
+		if err := b.eng.Schedules().Delete(t.Context(), s1.ID); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -174,7 +174,7 @@ func TestScheduleCapRacingCreates(t *testing.T) {
 	errs := make(chan error, racers)
 	for i := range racers {
 		go func() {
-			_, _, err := b.eng.CreateSchedule(t.Context(), newSched(fmt.Sprintf("r%d", i), every(time.Hour)))
+			_, _, err := b.eng.Schedules().Create(t.Context(), newSched(fmt.Sprintf("r%d", i), every(time.Hour)))
 			errs <- err
 		}()
 	}
@@ -188,7 +188,7 @@ func TestScheduleCapRacingCreates(t *testing.T) {
 			t.Errorf("create: %v, want success or a ScheduleLimitError", err)
 		}
 	}
-	got, _, err := b.eng.ListSchedules(t.Context(), "app", task.ID{}, 100)
+	got, _, err := b.eng.Schedules().List(t.Context(), "app", task.ID{}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

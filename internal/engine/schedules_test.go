@@ -64,7 +64,7 @@ func cron(expr, tz string) func(*task.Schedule) {
 
 func mustCreate(t *testing.T, eng *Engine, s *task.Schedule) *task.Schedule {
 	t.Helper()
-	got, created, err := eng.CreateSchedule(t.Context(), s)
+	got, created, err := eng.Schedules().Create(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestScheduleOccurrencesFireOnTime(t *testing.T) {
 				t.Errorf("delivery %d at +%s, want +%s", i, d.at.Sub(start), want.Sub(start))
 			}
 		}
-		cur, err := b.eng.GetSchedule(t.Context(), s.ID)
+		cur, err := b.eng.Schedules().Get(t.Context(), s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,14 +337,14 @@ func TestSchedulePauseResume(t *testing.T) {
 		start := time.Now().UTC()
 		s := mustCreate(t, b.eng, newSched("p", every(time.Minute)))
 		time.Sleep(30 * time.Second)
-		p, err := b.eng.PauseSchedule(ctx, s.ID)
+		p, err := b.eng.Schedules().Pause(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p.State != task.SchedulePaused || p.NextAt != nil || !p.WakeAt.IsZero() {
 			t.Fatalf("paused: %s, next %v, wake %v", p.State, p.NextAt, p.WakeAt)
 		}
-		if again, err := b.eng.PauseSchedule(ctx, s.ID); err != nil || again.State != task.SchedulePaused {
+		if again, err := b.eng.Schedules().Pause(ctx, s.ID); err != nil || again.State != task.SchedulePaused {
 			t.Errorf("pause again: %v, %v", again, err)
 		}
 		occ := occurrences(t, b.eng, "app", s.ID)
@@ -357,7 +357,7 @@ func TestSchedulePauseResume(t *testing.T) {
 			t.Fatalf("%d deliveries while paused", n)
 		}
 		resumedAt := time.Now().UTC()
-		r, err := b.eng.ResumeSchedule(ctx, s.ID)
+		r, err := b.eng.Schedules().Resume(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,11 +384,11 @@ func TestScheduleResumeRevives(t *testing.T) {
 		start := time.Now().UTC()
 		s := mustCreate(t, b.eng, newSched("hourly", cron("0 * * * *", "")))
 		time.Sleep(10 * time.Minute)
-		if _, err := b.eng.PauseSchedule(ctx, s.ID); err != nil {
+		if _, err := b.eng.Schedules().Pause(ctx, s.ID); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Minute)
-		if _, err := b.eng.ResumeSchedule(ctx, s.ID); err != nil {
+		if _, err := b.eng.Schedules().Resume(ctx, s.ID); err != nil {
 			t.Fatal(err)
 		}
 		one := start.Add(time.Hour)
@@ -420,7 +420,7 @@ func TestSchedulePatchReplacesPending(t *testing.T) {
 		// The payload alone: the pending occurrence keeps its time and
 		// takes the new payload.
 		payload := []byte(`{"v":2}`)
-		if _, err := b.eng.PatchSchedule(ctx, s.ID, SchedulePatch{Payload: &payload}); err != nil {
+		if _, err := b.eng.Schedules().Patch(ctx, s.ID, SchedulePatch{Payload: &payload}); err != nil {
 			t.Fatal(err)
 		}
 		occ := occurrences(t, b.eng, "app", s.ID)
@@ -433,7 +433,7 @@ func TestSchedulePatchReplacesPending(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		at := time.Now().UTC()
 		d := task.Duration(2 * time.Minute)
-		p, err := b.eng.PatchSchedule(ctx, s.ID, SchedulePatch{Every: &d})
+		p, err := b.eng.Schedules().Patch(ctx, s.ID, SchedulePatch{Every: &d})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -455,10 +455,10 @@ func TestSchedulePatchReplacesPending(t *testing.T) {
 		// Bad input names the field and changes nothing.
 		bad := "61 * * * *"
 		var fe *task.FieldError
-		if _, err := b.eng.PatchSchedule(ctx, s.ID, SchedulePatch{Cron: &bad}); !errors.As(err, &fe) || fe.Field != "cron" {
+		if _, err := b.eng.Schedules().Patch(ctx, s.ID, SchedulePatch{Cron: &bad}); !errors.As(err, &fe) || fe.Field != "cron" {
 			t.Errorf("patch with a bad cron: %v", err)
 		}
-		if _, err := b.eng.PatchSchedule(ctx, s.ID, SchedulePatch{Cron: &bad, Every: &d}); !errors.As(err, &fe) || fe.Field != "cron" {
+		if _, err := b.eng.Schedules().Patch(ctx, s.ID, SchedulePatch{Cron: &bad, Every: &d}); !errors.As(err, &fe) || fe.Field != "cron" {
 			t.Errorf("patch with cron and every: %v", err)
 		}
 	})
@@ -469,13 +469,13 @@ func TestScheduleDeleteFreesKey(t *testing.T) {
 		b := setup(t, nil)
 		ctx := t.Context()
 		s := mustCreate(t, b.eng, newSched("gone", every(time.Minute)))
-		if err := b.eng.DeleteSchedule(ctx, s.ID); err != nil {
+		if err := b.eng.Schedules().Delete(ctx, s.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.eng.GetSchedule(ctx, s.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := b.eng.Schedules().Get(ctx, s.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("get after delete: %v", err)
 		}
-		if err := b.eng.DeleteSchedule(ctx, s.ID); !errors.Is(err, store.ErrNotFound) {
+		if err := b.eng.Schedules().Delete(ctx, s.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("delete again: %v", err)
 		}
 		occ := occurrences(t, b.eng, "app", s.ID)
@@ -486,7 +486,7 @@ func TestScheduleDeleteFreesKey(t *testing.T) {
 		if again.ID == s.ID {
 			t.Error("the new schedule has the old id")
 		}
-		if err := b.eng.DeleteScheduleByKey(ctx, "app", "gone"); err != nil {
+		if err := b.eng.Schedules().DeleteByKey(ctx, "app", "gone"); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Minute)
@@ -503,7 +503,7 @@ func TestScheduleIdempotentCreate(t *testing.T) {
 		ctx := t.Context()
 		s := mustCreate(t, b.eng, newSched("once", every(time.Minute)))
 		time.Sleep(10 * time.Second)
-		got, created, err := b.eng.CreateSchedule(ctx, newSched("once", cron("0 9 * * *", "Europe/Berlin")))
+		got, created, err := b.eng.Schedules().Create(ctx, newSched("once", cron("0 9 * * *", "Europe/Berlin")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -578,14 +578,14 @@ func TestScheduleValidation(t *testing.T) {
 			{"app", func(s *task.Schedule) { s.Every, s.App = task.Duration(time.Minute), "Bad App" }},
 		} {
 			var fe *task.FieldError
-			_, _, err := b.eng.CreateSchedule(t.Context(), newSched("bad", c.mod))
+			_, _, err := b.eng.Schedules().Create(t.Context(), newSched("bad", c.mod))
 			if !errors.As(err, &fe) || fe.Field != c.field {
 				t.Errorf("%s: error %v, want a FieldError naming it", c.field, err)
 			}
 		}
 		big := newSched("big", every(time.Minute))
 		big.Payload = make([]byte, MaxPayloadDefault+1)
-		if _, _, err := b.eng.CreateSchedule(t.Context(), big); !errors.Is(err, ErrTooLarge) {
+		if _, _, err := b.eng.Schedules().Create(t.Context(), big); !errors.Is(err, ErrTooLarge) {
 			t.Errorf("payload over the limit: %v", err)
 		}
 	})
@@ -595,7 +595,7 @@ func TestScheduleNextTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := setup(t, nil)
 		s := mustCreate(t, b.eng, newSched("next", cron("0 9 * * MON-FRI", "Europe/Berlin")))
-		got, err := b.eng.NextTimes(t.Context(), s.ID, 3)
+		got, err := b.eng.Schedules().NextTimes(t.Context(), s.ID, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -610,7 +610,7 @@ func TestScheduleNextTimes(t *testing.T) {
 		}
 		var fe *task.FieldError
 		for _, n := range []int{0, 101} {
-			if _, err := b.eng.NextTimes(t.Context(), s.ID, n); !errors.As(err, &fe) || fe.Field != "n" {
+			if _, err := b.eng.Schedules().NextTimes(t.Context(), s.ID, n); !errors.As(err, &fe) || fe.Field != "n" {
 				t.Errorf("n=%d: %v", n, err)
 			}
 		}
@@ -641,7 +641,7 @@ func TestSchedulePauseWaitsForLoopStep(t *testing.T) {
 		<-entered // the loop steps at the first occurrence (+1m): it made the second
 		paused := make(chan error, 1)
 		go func() {
-			_, err := b.eng.PauseSchedule(ctx, s.ID)
+			_, err := b.eng.Schedules().Pause(ctx, s.ID)
 			paused <- err
 		}()
 		synctest.Wait()

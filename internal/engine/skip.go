@@ -19,15 +19,15 @@ import (
 // it; an occurrence made for it here that it no longer names is cancelled.
 // Failures are logged: the schedule's own step still comes at the
 // cancelled time and moves it on then.
-func (e *Engine) skipped(ctx context.Context, t *task.Task) {
-	if t.ScheduleID.IsZero() || e.schedules == nil {
+func (sp *stepper) skipped(ctx context.Context, t *task.Task) {
+	if t.ScheduleID.IsZero() || sp.p.store == nil {
 		return
 	}
 	warn := func(what string, err error) {
-		e.log.WarnContext(ctx, what, slog.String("schedule", t.ScheduleID.String()),
+		sp.p.log.WarnContext(ctx, what, slog.String("schedule", t.ScheduleID.String()),
 			slog.String("task", t.ID.String()), slog.String("error", err.Error()))
 	}
-	ss := e.schedules
+	ss := sp.p.store
 	s, err := ss.GetSchedule(ctx, t.ScheduleID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -43,11 +43,11 @@ func (e *Engine) skipped(ctx context.Context, t *task.Task) {
 		warn("move a schedule past a cancelled occurrence", err)
 		return
 	}
-	now := e.msNow()
+	now := sp.now()
 	next := nextTime(s, rule, t.DueAt)
 	var made []store.CreateResult
 	if !next.IsZero() {
-		if made, err = e.makeOccurrences(ctx, s, []time.Time{next}, now); err != nil {
+		if made, err = sp.makeOccurrences(ctx, s, []time.Time{next}, now); err != nil {
 			warn("move a schedule past a cancelled occurrence", err)
 			return
 		}
@@ -69,11 +69,11 @@ func (e *Engine) skipped(ctx context.Context, t *task.Task) {
 		if gerr != nil {
 			cur = nil
 		}
-		e.dropStray(ctx, s, cur, made, false, now)
+		sp.dropStray(ctx, s, cur, made, false, now)
 	case err != nil:
 		warn("move a schedule past a cancelled occurrence", err)
 	}
-	e.kickSchedules()
+	sp.kick()
 }
 
 // madeOf is s's last occurrence made. A schedule a release before Made

@@ -24,7 +24,7 @@ func TestScheduleLastAtNextAt(t *testing.T) {
 		first := start.Add(time.Minute)
 		time.Sleep(time.Minute + 2*time.Second)
 		synctest.Wait()
-		cur, err := b.eng.GetSchedule(ctx, s.ID)
+		cur, err := b.eng.Schedules().Get(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestScheduleLastAtNextAt(t *testing.T) {
 		if _, err := b.eng.CancelByKey(ctx, "app", task.OccurrenceKey("tick", skip)); err != nil {
 			t.Fatal(err)
 		}
-		cur, err = b.eng.GetSchedule(ctx, s.ID)
+		cur, err = b.eng.Schedules().Get(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestScheduleLastAtNextAt(t *testing.T) {
 		if len(fired) != 2 || !fired[0].Equal(first) || !fired[1].Equal(after) {
 			t.Errorf("deliveries at %v, want %v and %v (not the skipped %v)", fired, first, after, skip)
 		}
-		cur, err = b.eng.GetSchedule(ctx, s.ID)
+		cur, err = b.eng.Schedules().Get(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

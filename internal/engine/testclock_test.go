@@ -50,7 +50,7 @@ func setupTestClock(t *testing.T, fail bool) (*bundle, *clockSink, *clock.Test) 
 
 func TestAdvanceClockFiresAtDueTimeNotBefore(t *testing.T) {
 	b, cs, _ := setupTestClock(t, false)
-	tk := b.schedule(t, ScheduleParams{DueAt: clockStart.Add(30 * time.Minute)})
+	tk := b.schedule(t, CreateParams{DueAt: clockStart.Add(30 * time.Minute)})
 	if !tk.CreatedAt.Equal(clockStart) {
 		t.Errorf("created_at = %s, want the clock's %s", tk.CreatedAt, clockStart)
 	}
@@ -80,7 +80,7 @@ func TestAdvanceClockFiresAtDueTimeNotBefore(t *testing.T) {
 func TestAdvanceClockRetriesWithinOneAdvance(t *testing.T) {
 	b, cs, _ := setupTestClock(t, true)
 	due := clockStart.Add(time.Minute)
-	tk := b.schedule(t, ScheduleParams{DueAt: due, Retry: task.RetryPolicy{
+	tk := b.schedule(t, CreateParams{DueAt: due, Retry: task.RetryPolicy{
 		MaxAttempts: 3, MinBackoff: task.Duration(time.Minute), MaxBackoff: task.Duration(time.Minute)}})
 	_, fired, err := b.eng.AdvanceClock(t.Context(), clockStart.Add(5*time.Minute))
 	if err != nil {

@@ -19,6 +19,50 @@ import (
 // store (embedded mode), and the export and import of tasks in the API's
 // own form (any mode to any mode).
 
+// Transfer backs up, exports and imports, over a task writer (the
+// creates batcher and the engine's wrote). Reached by Engine.Transfer; no
+// state of its own besides the process-wide importing token.
+type Transfer struct {
+	p transferParams
+}
+
+// transferParams are what Transfer uses of the engine and the store.
+type transferParams struct {
+	ready func() error // ErrNotReady unless the engine takes work
+	now   func() time.Time
+	rules *rules
+	// tasks is the store, for listings and the look-up of ids.
+	tasks interface {
+		List(ctx context.Context, app string, state task.State, after task.ID, limit int) ([]*task.Task, error)
+		UpdateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func(ts []*task.Task) []error) ([]*task.Task, []error)
+	}
+	// counts is the store's store.Counter (nil: it cannot list its apps).
+	counts func(ctx context.Context) (map[string]map[task.State]int64, error)
+	// checkpoint is the store's store.Checkpointer, nil when it has none
+	// or the engine runs in a cluster (Backup answers ErrNoBackup).
+	checkpoint func(ctx context.Context, w io.Writer) (store.BackupManifest, error)
+	// schedules is the store's schedules (nil: it keeps none).
+	schedules store.Schedules
+	create    func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) // the creates batcher
+	wrote     func(ctx context.Context, ws ...written)
+	// stepNow steps a schedule just stored (the schedule stepper's).
+	stepNow func(ctx context.Context, s *task.Schedule, paid int) *task.Schedule
+}
+
+// newTransfer returns the Transfer of st: the store's optional parts
+// found once here.
+func newTransfer(st store.Store, p transferParams) *Transfer {
+	p.tasks = st
+	if c, ok := store.As[store.Counter](st); ok {
+		p.counts = c.Counts
+	}
+	if cp, ok := store.As[store.Checkpointer](st); ok { // pebblestore's: a cluster runs on sqlstore, which has none
+		p.checkpoint = cp.Checkpoint
+	}
+	p.schedules, _ = store.As[store.Schedules](st)
+	return &Transfer{p: p}
+}
+
 // ErrNoBackup is Backup's answer when the store makes no backups of its
 // own: in cluster mode the SQL databases are the truth and are backed up
 // with their own tools, and Redis holds what the nodes rebuild from them.
@@ -29,12 +73,11 @@ var ErrNoBackup = errors.New("toc: this server's store makes no backups of its o
 // [store.Checkpointer]). Creates, updates and deliveries go on meanwhile;
 // every write acknowledged before the call is in the copy. It returns
 // ErrNoBackup when the store cannot (cluster mode).
-func (e *Engine) Backup(ctx context.Context, w io.Writer) (store.BackupManifest, error) {
-	cp, ok := store.As[store.Checkpointer](e.store)
-	if !ok || e.cfg.Index != nil {
+func (x *Transfer) Backup(ctx context.Context, w io.Writer) (store.BackupManifest, error) {
+	if x.p.checkpoint == nil {
 		return store.BackupManifest{}, ErrNoBackup
 	}
-	return cp.Checkpoint(ctx, w)
+	return x.p.checkpoint(ctx, w)
 }
 
 // # Export
@@ -59,7 +102,7 @@ type ExportFilter struct {
 // state by state (in task.States order), in id order within each. It stops
 // at emit's first error, or ctx's, and returns it with the number of tasks
 // emitted before.
-func (e *Engine) Export(ctx context.Context, f ExportFilter, emit func(*task.Task) error) (int, error) {
+func (x *Transfer) Export(ctx context.Context, f ExportFilter, emit func(*task.Task) error) (int, error) {
 	if f.App != "" {
 		if err := task.ValidateApp(f.App); err != nil {
 			return 0, err
@@ -70,11 +113,10 @@ func (e *Engine) Export(ctx context.Context, f ExportFilter, emit func(*task.Tas
 	}
 	apps := []string{f.App}
 	if f.App == "" {
-		c, ok := store.As[store.Counter](e.store)
-		if !ok {
+		if x.p.counts == nil {
 			return 0, errors.New("toc: this store cannot list its apps: export one app at a time")
 		}
-		counts, err := c.Counts(ctx)
+		counts, err := x.p.counts(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("count the store's tasks: %w", err)
 		}
@@ -92,7 +134,7 @@ func (e *Engine) Export(ctx context.Context, f ExportFilter, emit func(*task.Tas
 				if err := ctx.Err(); err != nil {
 					return n, err
 				}
-				page, err := e.store.List(ctx, app, st, after, ExportPage)
+				page, err := x.p.tasks.List(ctx, app, st, after, ExportPage)
 				if err != nil {
 					return n, fmt.Errorf("list %s tasks of app %s: %w", st, app, err)
 				}
@@ -203,19 +245,19 @@ var importing = make(chan struct{}, 1)
 // the top of this section. The tasks are changed in place (checked and
 // filled). An error is an *ImportError for a task refused, or the call's
 // (not ready, store failure).
-func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, error) {
+func (x *Transfer) Import(ctx context.Context, ts []*task.Task) (ImportResult, error) {
 	var res ImportResult
-	if err := e.checkReady(); err != nil {
+	if err := x.p.ready(); err != nil {
 		return res, err
 	}
 	if len(ts) > MaxBatch {
 		return res, &task.FieldError{Field: "tasks", Message: fmt.Sprintf("has %d tasks, more than %d", len(ts), MaxBatch)}
 	}
-	now := e.msNow()
+	now := x.p.now()
 	given := make([]task.ID, len(ts))
 	for i, t := range ts {
 		given[i] = t.ID
-		released, err := e.checkImport(t, now)
+		released, err := x.checkImport(t, now)
 		if err != nil {
 			return res, &ImportError{Index: i, ID: given[i], Err: err}
 		}
@@ -240,7 +282,7 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 			ids = append(ids, t.ID)
 		}
 	}
-	stored, err := e.storedIDs(ctx, ids)
+	stored, err := x.storedIDs(ctx, ids)
 	if err != nil {
 		return res, err
 	}
@@ -259,7 +301,7 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 	if len(fresh) == 0 {
 		return res, nil
 	}
-	rs, err := e.create(ctx, fresh)
+	rs, err := x.p.create(ctx, fresh)
 	if err != nil {
 		return res, fmt.Errorf("store tasks: %w", err)
 	}
@@ -273,14 +315,14 @@ func (e *Engine) Import(ctx context.Context, ts []*task.Task) (ImportResult, err
 		res.Imported++
 		ws = append(ws, written{t: r.Task})
 	}
-	e.wrote(ctx, ws...)
+	x.p.wrote(ctx, ws...)
 	return res, nil
 }
 
 // storedIDs reports which of ids (distinct) the store has, in one read:
 // an UpdateMany whose fn writes nothing.
-func (e *Engine) storedIDs(ctx context.Context, ids []task.ID) (map[task.ID]bool, error) {
-	_, errs := e.store.UpdateMany(ctx, ids, nil, func(ts []*task.Task) []error {
+func (x *Transfer) storedIDs(ctx context.Context, ids []task.ID) (map[task.ID]bool, error) {
+	_, errs := x.p.tasks.UpdateMany(ctx, ids, nil, func(ts []*task.Task) []error {
 		skip := make([]error, len(ts))
 		for i, t := range ts {
 			if t != nil { // a task not stored is the store's ErrNotFound
@@ -306,7 +348,7 @@ func (e *Engine) storedIDs(ctx context.Context, ids []task.ID) (map[task.ID]bool
 // times agree; fills what the engine derives (retry defaults, WakeAt);
 // and puts a delivering task back to scheduled (released), which released
 // reports. Its id is kept.
-func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err error) {
+func (x *Transfer) checkImport(t *task.Task, now time.Time) (released bool, err error) {
 	if t.ID.IsZero() {
 		return false, &task.FieldError{Field: "id", Message: "is required"}
 	}
@@ -321,20 +363,15 @@ func (e *Engine) checkImport(t *task.Task, now time.Time) (released bool, err er
 	if t.Target.Kind() == "" {
 		return false, &task.FieldError{Field: "target", Message: "is required"}
 	}
-	if err := t.Target.Validate(); err != nil {
+	if err := x.p.rules.target(t.App, t.Target); err != nil {
 		return false, err
-	}
-	if check := e.cfg.CheckTarget; check != nil {
-		if err := check(t.App, t.Target); err != nil {
-			return false, err
-		}
 	}
 	if err := t.Retry.Validate(); err != nil {
 		return false, err
 	}
 	t.Retry = t.Retry.WithDefaults()
-	if limit := cmp.Or(e.Policy(t.App).MaxPayload, e.cfg.MaxPayload); len(t.Payload) > limit {
-		return false, fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(t.Payload), limit)
+	if err := x.p.rules.payload(t.App, len(t.Payload)); err != nil {
+		return false, err
 	}
 	if err := checkImportRecord(t); err != nil {
 		return false, err
@@ -417,11 +454,6 @@ func checkImportRecord(t *task.Task) error {
 	return nil
 }
 
-// get is Get: the task with id.
-func (e *Engine) get(ctx context.Context, id task.ID) (*task.Task, error) {
-	return e.store.Get(ctx, id)
-}
-
 // # Schedules
 //
 // An export ends with the schedules (ExportSchedules), in their API form,
@@ -443,8 +475,8 @@ func (e *Engine) get(ctx context.Context, id task.ID) (*task.Task, error) {
 // when app is ""), app by app in name order, in id order within each. It
 // stops at emit's first error, or ctx's, and returns it with the number of
 // schedules emitted before. A store without schedules has none to export.
-func (e *Engine) ExportSchedules(ctx context.Context, app string, emit func(*task.Schedule) error) (int, error) {
-	ss := e.schedules
+func (x *Transfer) ExportSchedules(ctx context.Context, app string, emit func(*task.Schedule) error) (int, error) {
+	ss := x.p.schedules
 	if ss == nil {
 		return 0, nil
 	}
@@ -493,18 +525,21 @@ type ScheduleImportResult struct {
 // server; see the top of this section. An error is an *ImportError (its
 // Schedule set) for a schedule refused, before anything is stored, or the
 // call's.
-func (e *Engine) ImportSchedules(ctx context.Context, ss []*task.Schedule) (ScheduleImportResult, error) {
+func (x *Transfer) ImportSchedules(ctx context.Context, ss []*task.Schedule) (ScheduleImportResult, error) {
 	var res ScheduleImportResult
-	st, err := e.readyScheduleStore()
-	if err != nil {
+	if err := x.p.ready(); err != nil {
 		return res, err
+	}
+	st := x.p.schedules
+	if st == nil {
+		return res, ErrNoSchedules
 	}
 	if len(ss) > MaxBatch {
 		return res, &task.FieldError{Field: "schedules", Message: fmt.Sprintf("has %d schedules, more than %d", len(ss), MaxBatch)}
 	}
-	now := e.msNow()
+	now := x.p.now()
 	for i, s := range ss {
-		if err := e.checkScheduleImport(s, now); err != nil {
+		if err := x.checkScheduleImport(s, now); err != nil {
 			return res, &ImportError{Index: i, ID: s.ID, Err: err, Schedule: true}
 		}
 	}
@@ -543,7 +578,7 @@ func (e *Engine) ImportSchedules(ctx context.Context, ss []*task.Schedule) (Sche
 		}
 	}
 	for _, s := range step {
-		e.stepNow(ctx, s, 0) // its occurrences take creates like the loop's
+		x.p.stepNow(ctx, s, 0) // its occurrences take creates like the loop's
 	}
 	return res, nil
 }
@@ -551,7 +586,7 @@ func (e *Engine) ImportSchedules(ctx context.Context, ss []*task.Schedule) (Sche
 // checkScheduleImport checks s as a create checks a schedule, and that its
 // state and times agree, and fills what the API form leaves out (Anchor,
 // WakeAt, Made).
-func (e *Engine) checkScheduleImport(s *task.Schedule, now time.Time) error {
+func (x *Transfer) checkScheduleImport(s *task.Schedule, now time.Time) error {
 	bad := func(field, format string, args ...any) error {
 		return &task.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 	}
@@ -578,7 +613,7 @@ func (e *Engine) checkScheduleImport(s *task.Schedule, now time.Time) error {
 	if err := recur.Check(s); err != nil {
 		return err
 	}
-	if err := e.checkTemplate(s, false); err != nil {
+	if err := x.p.rules.checkTemplate(s, false); err != nil {
 		return err
 	}
 	switch {

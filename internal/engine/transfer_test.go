@@ -57,7 +57,7 @@ func TestImportKeepsIDs(t *testing.T) {
 		exported(far, "app", "", task.Dead),
 		exported(placed, "app", "ab", task.Cancelled),
 	}
-	res, err := b.eng.Import(ctx, ts)
+	res, err := b.eng.Transfer().Import(ctx, ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestImportKeepsIDs(t *testing.T) {
 		t.Errorf("Get of an unknown id: %v", err)
 	}
 	// Again: nothing imported.
-	res, err = b.eng.Import(ctx, []*task.Task{exported(keyed, "app", "abc", task.Scheduled), exported(keyless, "app", "", task.Delivered), exported(far, "app", "", task.Dead)})
+	res, err = b.eng.Transfer().Import(ctx, []*task.Task{exported(keyed, "app", "abc", task.Scheduled), exported(keyless, "app", "", task.Delivered), exported(far, "app", "", task.Dead)})
 	if err != nil || res.Imported != 0 || res.Existing != 3 {
 		t.Errorf("import again: %+v, %v", res, err)
 	}
@@ -85,7 +85,7 @@ func TestImportRefusesAll(t *testing.T) {
 	good := exported(gen.New(time.Now(), 0), "app", "k", task.Scheduled)
 	bad := exported(gen.New(time.Now(), 0), "app", "k2", task.Delivered)
 	bad.FinishedAt = nil
-	_, err := b.eng.Import(t.Context(), []*task.Task{good, bad})
+	_, err := b.eng.Transfer().Import(t.Context(), []*task.Task{good, bad})
 	var ie *ImportError
 	var fe *task.FieldError
 	if !errors.As(err, &ie) || ie.Index != 1 || !errors.As(err, &fe) || fe.Field != "finished_at" {
@@ -94,13 +94,13 @@ func TestImportRefusesAll(t *testing.T) {
 	if _, err := b.eng.Get(t.Context(), good.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the good task of a refused call: %v", err)
 	}
-	if _, err := b.eng.Backup(t.Context(), io.Discard); !errors.Is(err, ErrNoBackup) {
+	if _, err := b.eng.Transfer().Backup(t.Context(), io.Discard); !errors.Is(err, ErrNoBackup) {
 		t.Errorf("backup of a memstore: %v", err)
 	}
 	if err := b.eng.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.Import(t.Context(), []*task.Task{good}); !errors.Is(err, ErrNotReady) {
+	if _, err := b.eng.Transfer().Import(t.Context(), []*task.Task{good}); !errors.Is(err, ErrNotReady) {
 		t.Errorf("import into a stopped engine: %v", err)
 	}
 }
@@ -116,11 +116,11 @@ func TestExportOrder(t *testing.T) {
 			}
 		}
 	}
-	if _, err := b.eng.Import(t.Context(), ts); err != nil {
+	if _, err := b.eng.Transfer().Import(t.Context(), ts); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	n, err := b.eng.Export(t.Context(), ExportFilter{}, func(tk *task.Task) error {
+	n, err := b.eng.Transfer().Export(t.Context(), ExportFilter{}, func(tk *task.Task) error {
 		got = append(got, tk.App+"/"+string(tk.State))
 		return nil
 	})
@@ -131,16 +131,16 @@ func TestExportOrder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("order %v, want %v", got, want)
 	}
-	n, err = b.eng.Export(t.Context(), ExportFilter{App: "b", State: task.Dead}, func(*task.Task) error { return nil })
+	n, err = b.eng.Transfer().Export(t.Context(), ExportFilter{App: "b", State: task.Dead}, func(*task.Task) error { return nil })
 	if err != nil || n != 3 {
 		t.Errorf("export of b's dead: %d, %v", n, err)
 	}
 	stop := errors.New("stop")
-	n, err = b.eng.Export(t.Context(), ExportFilter{}, func(*task.Task) error { return stop })
+	n, err = b.eng.Transfer().Export(t.Context(), ExportFilter{}, func(*task.Task) error { return stop })
 	if !errors.Is(err, stop) || n != 0 {
 		t.Errorf("export stopped by emit: %d, %v", n, err)
 	}
-	if _, err := b.eng.Export(t.Context(), ExportFilter{State: "asleep"}, nil); err == nil {
+	if _, err := b.eng.Transfer().Export(t.Context(), ExportFilter{State: "asleep"}, nil); err == nil {
 		t.Error("export of a bad state: no error")
 	}
 }

@@ -63,7 +63,7 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 func (s *streamWriter) flush() { _ = s.rc.Flush() }
 
 // backup is GET /v1/admin/backup: a consistent copy of the embedded store
-// as a tar stream (see engine.Backup). Admin only; 501 in cluster mode.
+// as a tar stream (see engine.Transfer.Backup). Admin only; 501 in cluster mode.
 func (h *Handler) backup(w http.ResponseWriter, r *http.Request) {
 	if err := requireAdmin(r); err != nil {
 		h.writeError(w, r, err)
@@ -75,7 +75,7 @@ func (h *Handler) backup(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Content-Disposition", `attachment; filename="toc-backup-`+start.UTC().Format("20060102T150405Z")+`.tar"`)
 		hd.Set("Cache-Control", "no-store")
 	})
-	m, err := h.eng.Backup(r.Context(), sw)
+	m, err := h.eng.Transfer().Backup(r.Context(), sw)
 	if err != nil {
 		if !sw.started {
 			if errors.Is(err, engine.ErrNoBackup) {

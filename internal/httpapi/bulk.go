@@ -60,11 +60,11 @@ func (req *bulkRequest) filter(app string) (engine.BulkFilter, error) {
 }
 
 func (h *Handler) retryAll(w http.ResponseWriter, r *http.Request) {
-	h.bulk(w, r, "retry", h.eng.RetryAll)
+	h.bulk(w, r, "retry", h.eng.Bulk().RetryAll)
 }
 
 func (h *Handler) cancelAll(w http.ResponseWriter, r *http.Request) {
-	h.bulk(w, r, "cancel", h.eng.CancelAll)
+	h.bulk(w, r, "cancel", h.eng.Bulk().CancelAll)
 }
 
 // bulk serves a bulk action: the token must reach the app (403), the body

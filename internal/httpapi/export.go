@@ -45,12 +45,12 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Trailer", ExportCountTrailer)
 	})
 	bw := bufio.NewWriterSize(sw, 64<<10)
-	n, err := h.eng.Export(r.Context(), f, func(t *task.Task) error {
+	n, err := h.eng.Transfer().Export(r.Context(), f, func(t *task.Task) error {
 		return writeLine(bw, t) // as writeJSON answers GET /v1/tasks/{id}
 	})
 	var ns int
 	if err == nil && f.State == "" {
-		ns, err = h.eng.ExportSchedules(r.Context(), f.App, func(s *task.Schedule) error {
+		ns, err = h.eng.Transfer().ExportSchedules(r.Context(), f.App, func(s *task.Schedule) error {
 			return writeLine(bw, ExportedSchedule{Schedule: s})
 		})
 		n += ns

@@ -83,7 +83,7 @@ func checkCreateBody(t *testing.T, limit int64, body []byte) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/tasks", bytes.NewReader(body))
 	var req createRequest
 	err := decode(httptest.NewRecorder(), r, limit, &req)
-	var p engine.ScheduleParams
+	var p engine.CreateParams
 	if err == nil {
 		p, err = req.params(now)
 	}

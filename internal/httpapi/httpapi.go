@@ -474,8 +474,8 @@ func payloadOf(raw jsontext.Value, b64 *string) ([]byte, bool, error) {
 	return nil, false, nil
 }
 
-func (req *createRequest) params(now time.Time) (engine.ScheduleParams, error) {
-	p := engine.ScheduleParams{App: req.App}
+func (req *createRequest) params(now time.Time) (engine.CreateParams, error) {
+	p := engine.CreateParams{App: req.App}
 	if err := task.ValidateApp(req.App); err != nil {
 		return p, err
 	}
@@ -545,7 +545,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.TraceParent, p.TraceState = telemetry.FromRequest(r)
-	rs, err := h.eng.Schedule(r.Context(), []engine.ScheduleParams{p})
+	rs, err := h.eng.Create(r.Context(), []engine.CreateParams{p})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -571,7 +571,7 @@ type batchItem struct {
 // batchEntry is one task of a batch as the handler reads it: its params,
 // or the error that is its answer.
 type batchEntry struct {
-	p   engine.ScheduleParams
+	p   engine.CreateParams
 	err error
 }
 
@@ -582,7 +582,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	items := make([]batchItem, len(entries))
-	var ps []engine.ScheduleParams
+	var ps []engine.CreateParams
 	var idx []int
 	tp, ts := telemetry.FromRequest(r) // every task of the batch is in the request's trace
 	for i, e := range entries {
@@ -596,7 +596,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	entries = nil // the params are in ps now
 	if len(ps) > 0 {
-		rs, err := h.eng.Schedule(r.Context(), ps)
+		rs, err := h.eng.Create(r.Context(), ps)
 		if err != nil {
 			h.writeError(w, r, err)
 			return
@@ -651,9 +651,9 @@ func (h *Handler) batchReader(caller *principal, now time.Time) jsonv2.Options {
 // decoded, so that no item costs more than a create of its own would, and
 // the caller's right to its app before its payload is copied, so that the
 // items of an app the token does not reach cost only the time to read them.
-func (h *Handler) batchItem(raw jsontext.Value, now time.Time, caller *principal) (engine.ScheduleParams, error) {
+func (h *Handler) batchItem(raw jsontext.Value, now time.Time, caller *principal) (engine.CreateParams, error) {
 	if len(raw) > int(h.maxBody) {
-		return engine.ScheduleParams{}, &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
+		return engine.CreateParams{}, &apiError{status: http.StatusRequestEntityTooLarge, code: "too_large",
 			msg: fmt.Sprintf("task is larger than %d bytes", h.maxBody)}
 	}
 	if !caller.admin {
@@ -663,12 +663,12 @@ func (h *Handler) batchItem(raw jsontext.Value, now time.Time, caller *principal
 			App string `json:"app"`
 		}
 		if jsonv2.Unmarshal(raw, &head) == nil && task.ValidateApp(head.App) == nil && !caller.can(head.App) {
-			return engine.ScheduleParams{}, errForbidden(head.App)
+			return engine.CreateParams{}, errForbidden(head.App)
 		}
 	}
 	var cr createRequest
 	if err := decodeBytes(raw, &cr); err != nil {
-		return engine.ScheduleParams{}, err
+		return engine.CreateParams{}, err
 	}
 	p, err := cr.params(now)
 	if err == nil && !caller.can(p.App) {
@@ -932,7 +932,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	p := engine.ClaimParams{Max: 10, Lease: 30 * time.Second}
+	p := engine.LeaseParams{Max: 10, Lease: 30 * time.Second}
 	if req.Max != nil {
 		p.Max = *req.Max
 	}
@@ -942,7 +942,7 @@ func (h *Handler) claim(w http.ResponseWriter, r *http.Request) {
 	if req.Wait != nil {
 		p.Wait = req.Wait.Std()
 	}
-	ts, err := h.eng.Claim(r.Context(), r.PathValue("app"), p)
+	ts, err := h.eng.Lease(r.Context(), r.PathValue("app"), p)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

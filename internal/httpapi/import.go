@@ -53,7 +53,7 @@ type importEvent struct {
 }
 
 // task turns the line into the task to import. The engine checks the rest
-// (engine.Import).
+// (engine.Transfer.Import).
 func (it *importTask) task() (*task.Task, error) {
 	t := &task.Task{App: it.App, Attempts: it.Attempts, LastError: it.LastError, Lease: it.Lease}
 	if err := checkTrace("", it.TraceParent, it.TraceState); err != nil {
@@ -175,7 +175,7 @@ type importSchedule struct {
 }
 
 // schedule turns the line into the schedule to import; the engine checks
-// the rest (engine.ImportSchedules).
+// the rest (engine.Transfer.ImportSchedules).
 func (is *importSchedule) schedule() (*task.Schedule, error) {
 	in := is.Schedule
 	if in == nil {
@@ -279,8 +279,8 @@ type importResponse struct {
 func (h *Handler) maxImportLine() int { return int(h.maxBody) + h.maxPayload + 256<<10 }
 
 // importTasks is POST /v1/admin/import: up to engine.MaxBatch tasks and
-// schedules as NDJSON, stored as they were (engine.Import, then
-// engine.ImportSchedules). Admin only. Every line is checked before
+// schedules as NDJSON, stored as they were (engine.Transfer.Import, then
+// Transfer.ImportSchedules). Admin only. Every line is checked before
 // anything is stored: one bad line refuses the request (400 naming the
 // line and the field).
 func (h *Handler) importTasks(w http.ResponseWriter, r *http.Request) {
@@ -300,11 +300,11 @@ func (h *Handler) importTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	var res engine.ImportResult
 	if len(in.tasks) > 0 {
-		res, err = h.eng.Import(r.Context(), in.tasks)
+		res, err = h.eng.Transfer().Import(r.Context(), in.tasks)
 	}
 	var sres engine.ScheduleImportResult
 	if err == nil && len(in.schedules) > 0 {
-		sres, err = h.eng.ImportSchedules(r.Context(), in.schedules)
+		sres, err = h.eng.Transfer().ImportSchedules(r.Context(), in.schedules)
 	}
 	var ie *engine.ImportError
 	if errors.As(err, &ie) {

@@ -142,7 +142,7 @@ func (h *Handler) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.TraceParent, s.TraceState = telemetry.FromRequest(r) // each occurrence is created in it
-	got, created, err := h.eng.CreateSchedule(r.Context(), s)
+	got, created, err := h.eng.Schedules().Create(r.Context(), s)
 	if err != nil {
 		h.writeScheduleError(w, r, err)
 		return
@@ -170,7 +170,7 @@ func (h *Handler) reachSchedule(r *http.Request) (*task.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.eng.GetSchedule(r.Context(), id)
+	s, err := h.eng.Schedules().Get(r.Context(), id)
 	if err != nil {
 		return nil, scheduleErr(err)
 	}
@@ -195,7 +195,7 @@ func (h *Handler) getScheduleByKey(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, errNoSchedule)
 		return
 	}
-	s, err := h.eng.GetScheduleByKey(r.Context(), app, key)
+	s, err := h.eng.Schedules().GetByKey(r.Context(), app, key)
 	if err != nil {
 		h.writeScheduleError(w, r, err)
 		return
@@ -214,7 +214,7 @@ func (h *Handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	ss, next, err := h.eng.ListSchedules(r.Context(), app, after, limit)
+	ss, next, err := h.eng.Schedules().List(r.Context(), app, after, limit)
 	if err != nil {
 		h.writeScheduleError(w, r, err)
 		return
@@ -323,7 +323,7 @@ func (h *Handler) patchSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	s, err := h.reachSchedule(r)
 	if err == nil {
-		s, err = h.eng.PatchSchedule(r.Context(), s.ID, p)
+		s, err = h.eng.Schedules().Patch(r.Context(), s.ID, p)
 	}
 	if err != nil {
 		h.writeScheduleError(w, r, err)
@@ -333,11 +333,11 @@ func (h *Handler) patchSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) pauseSchedule(w http.ResponseWriter, r *http.Request) {
-	h.setPaused(w, r, h.eng.PauseSchedule)
+	h.setPaused(w, r, h.eng.Schedules().Pause)
 }
 
 func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) {
-	h.setPaused(w, r, h.eng.ResumeSchedule)
+	h.setPaused(w, r, h.eng.Schedules().Resume)
 }
 
 func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, op func(context.Context, task.ID) (*task.Schedule, error)) {
@@ -355,7 +355,7 @@ func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, op func(cont
 func (h *Handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	s, err := h.reachSchedule(r)
 	if err == nil {
-		err = h.eng.DeleteSchedule(r.Context(), s.ID)
+		err = h.eng.Schedules().Delete(r.Context(), s.ID)
 	}
 	if err != nil {
 		h.writeScheduleError(w, r, err)
@@ -370,7 +370,7 @@ func (h *Handler) deleteScheduleByKey(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, errNoSchedule)
 		return
 	}
-	if err := h.eng.DeleteScheduleByKey(r.Context(), app, key); err != nil {
+	if err := h.eng.Schedules().DeleteByKey(r.Context(), app, key); err != nil {
 		h.writeScheduleError(w, r, err)
 		return
 	}
@@ -395,7 +395,7 @@ func (h *Handler) nextTimes(w http.ResponseWriter, r *http.Request) {
 		h.writeScheduleError(w, r, err)
 		return
 	}
-	times, err := h.eng.NextTimes(r.Context(), s.ID, n)
+	times, err := h.eng.Schedules().NextTimes(r.Context(), s.ID, n)
 	if err != nil {
 		h.writeScheduleError(w, r, err)
 		return

@@ -2,7 +2,7 @@ package sqlstore
 
 import "github.com/toc-dev/toc/internal/store"
 
-// An import (engine.Import) places each task in a shard this store has,
+// An import (engine.Transfer.Import) places each task in a shard this store has,
 // and a keyed task in its key's shard, giving it a new id when the one it
 // brings names another.
 var _ store.Sharded = (*Store)(nil)
