@@ -551,4 +551,3 @@ func (e *Engine) Rescan() { e.tk.rescan(false) }
 // a token, only to lose the claim). Everything in the wheel came from the
 // index, which the loader reads again.
 func (e *Engine) Reown() { e.tk.rescan(true) }
-

@@ -117,7 +117,6 @@ func pullHoldMax(maxLoaded int) int { return max(maxLoaded/4, 16) }
 // fill looks for pull tasks waiting in the store (see the file comment).
 const storeClaimEvery = time.Second
 
-
 // hold is the look's decision on a due pull task t, under its row lock:
 // true when it goes to the ready queue (a placeholder marks it until
 // afterFire queues it); false when it is queued or leased already
