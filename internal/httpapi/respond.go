@@ -10,7 +10,7 @@ import (
 )
 
 // The responses that carry tasks are framed by hand around each task's own
-// MarshalJSON. json.Marshal of a value holding tasks calls that method and
+// JSON (Task.AppendJSON, which MarshalJSON calls). json.Marshal of a value holding tasks calls that method and
 // then validates and compacts its output once more: for a batch of 1000
 // creates that second pass was a fifth of the request's CPU (#13).
 
@@ -19,7 +19,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	var b []byte
 	var err error
 	if t, ok := v.(*task.Task); ok {
-		b, err = t.MarshalJSON()
+		b, err = t.AppendJSON(make([]byte, 0, t.JSONSize()+1)) // +1: writeBody's newline
 	} else {
 		b, err = json.Marshal(v)
 	}
@@ -54,12 +54,11 @@ func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		tb, err := t.MarshalJSON()
-		if err != nil {
+		var err error
+		if b, err = t.AppendJSON(b); err != nil {
 			encodeFailed(w)
 			return
 		}
-		b = append(b, tb...)
 	}
 	writeBody(w, http.StatusOK, append(b, "]}"...))
 }
@@ -112,11 +111,10 @@ func (it *batchItem) appendJSON(b []byte, minimal bool) ([]byte, error) {
 	if minimal {
 		b = append(append(append(b, `{"id":"`...), it.Task.ID.String()...), `"}`...)
 	} else {
-		tb, err := it.Task.MarshalJSON()
-		if err != nil {
+		var err error
+		if b, err = it.Task.AppendJSON(b); err != nil {
 			return b, err
 		}
-		b = append(b, tb...)
 	}
 	b = append(b, `,"created":`...)
 	return append(strconv.AppendBool(b, *it.Created), '}'), nil
