@@ -36,8 +36,13 @@ func encodeFailed(w http.ResponseWriter) {
 	writeBody(w, http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"encode response"}}`))
 }
 
+// jsonContentType is the Content-Type of every JSON answer, shared: the
+// header's value is only read once set (Header.Set would allocate it anew
+// for each answer).
+var jsonContentType = []string{"application/json"}
+
 func writeBody(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	b = append(b, '\n')
 	_, _ = w.Write(b)
