@@ -16,13 +16,19 @@ import (
 
 // writeJSON writes v as the JSON response body with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b []byte
-	var err error
 	if t, ok := v.(*task.Task); ok {
-		b, err = t.AppendJSON(make([]byte, 0, t.JSONSize()+1)) // +1: writeBody's newline
-	} else {
-		b, err = json.Marshal(v)
+		buf := getBuf()
+		defer putBuf(buf)
+		b, err := t.AppendJSON((*buf)[:0])
+		*buf = b
+		if err != nil {
+			encodeFailed(w)
+			return
+		}
+		*buf = writeBody(w, status, b) // done with once written
+		return
 	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		encodeFailed(w)
 		return
@@ -41,11 +47,14 @@ func encodeFailed(w http.ResponseWriter) {
 // for each answer).
 var jsonContentType = []string{"application/json"}
 
-func writeBody(w http.ResponseWriter, status int, b []byte) {
+// writeBody writes b and a newline as the answer, and returns b with the
+// newline (which the writer has copied: the caller may reuse it).
+func writeBody(w http.ResponseWriter, status int, b []byte) []byte {
 	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	b = append(b, '\n')
 	_, _ = w.Write(b)
+	return b
 }
 
 // taskBytes is about what one task's JSON takes, to size the buffers.

@@ -991,11 +991,16 @@ func writeTask(b *pebble.Batch, old, new *task.Task) error {
 		return err
 	}
 	if new != nil {
-		rec, err := encodeRecord(new)
-		if err != nil {
-			return err
+		buf := recordBufs.Get().(*[]byte)
+		rec, err := appendRecord((*buf)[:0], new)
+		if err == nil {
+			err = b.Set(taskKey(new.ID), rec, nil) // copies rec
 		}
-		if err := b.Set(taskKey(new.ID), rec, nil); err != nil {
+		if cap(rec) <= maxPooledRecord {
+			*buf = rec[:0]
+			recordBufs.Put(buf)
+		}
+		if err != nil {
 			return err
 		}
 	} else {
