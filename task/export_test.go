@@ -12,3 +12,10 @@ func (t Task) MarshalJSONReflect() ([]byte, error) {
 	}
 	return json.Marshal(w)
 }
+
+// UnmarshalJSONReflect is UnmarshalJSON by encoding/json alone.
+func (t *Task) UnmarshalJSONReflect(b []byte) error { return t.unmarshalReflect(b) }
+
+// UnmarshalFast is UnmarshalJSON's hand-written path alone: false where it
+// leaves b to encoding/json.
+func (t *Task) UnmarshalFast(b []byte) bool { return t.unmarshalFast(b) }

@@ -183,8 +183,17 @@ func payloadIn(raw json.RawMessage, b64 string) ([]byte, error) {
 	return nil, nil
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes: by hand when b has its
+// form (jsondecode.go), else as encoding/json does.
 func (t *Task) UnmarshalJSON(b []byte) error {
+	if t.unmarshalFast(b) {
+		return nil
+	}
+	return t.unmarshalReflect(b)
+}
+
+// unmarshalReflect is UnmarshalJSON by encoding/json.
+func (t *Task) unmarshalReflect(b []byte) error {
 	var w taskJSON
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
