@@ -146,13 +146,13 @@ type taskAlias Task // has Task's fields, not its methods
 // MarshalJSON writes the task with payload_base64 always, and payload when
 // the payload bytes are valid JSON in valid UTF-8 (encoding/json accepts
 // invalid UTF-8 inside strings; a client reading it would get other bytes).
+// It is [Task.AppendJSON] into a buffer of its own (json.go).
 func (t Task) MarshalJSON() ([]byte, error) {
-	w := taskJSON{taskAlias: taskAlias(t)}
-	w.Payload, w.PayloadBase64 = payloadOut(t.Payload)
-	if t.Trace != nil {
-		w.TraceParent, w.TraceState = t.Trace.Parent, t.Trace.State
+	b, err := t.AppendJSON(make([]byte, 0, t.JSONSize()))
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(w)
+	return b, nil
 }
 
 // payloadOut is a payload's two wire forms: payload, only when the bytes
@@ -183,8 +183,17 @@ func payloadIn(raw json.RawMessage, b64 string) ([]byte, error) {
 	return nil, nil
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes: by hand when b has its
+// form (jsondecode.go), else as encoding/json does.
 func (t *Task) UnmarshalJSON(b []byte) error {
+	if t.unmarshalFast(b) {
+		return nil
+	}
+	return t.unmarshalReflect(b)
+}
+
+// unmarshalReflect is UnmarshalJSON by encoding/json.
+func (t *Task) unmarshalReflect(b []byte) error {
 	var w taskJSON
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -81,11 +82,51 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 		return err
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	raw, err := io.ReadAll(r.Body)
+	buf := getBuf()
+	defer putBuf(buf)
+	raw, err := readAll(r.Body, (*buf)[:0])
+	*buf = raw
 	if err != nil {
 		return err // *http.MaxBytesError → 413
 	}
+	// Nothing decoded keeps raw: strings and payloads (jsontext.Value) are
+	// copied out of it, so the buffer goes back to the pool.
 	return decodeBytes(raw, v)
+}
+
+// readAll is io.ReadAll into buf (a pooled buffer, from its length).
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return buf, err
+		}
+	}
+}
+
+// bufs are the buffers a request's body is read into and an answer's JSON
+// written into: each is done with once the request is decoded or the
+// answer written (the ResponseWriter copies it).
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooledBuf bounds the buffers kept in bufs: a large body's or answer's
+// is left to the collector.
+const maxPooledBuf = 64 << 10
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBuf {
+		*b = (*b)[:0]
+		bufs.Put(b)
+	}
 }
 
 // decodeStream is decode for a large body (a batch's): the body is decoded

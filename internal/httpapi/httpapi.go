@@ -463,7 +463,8 @@ func payloadOf(raw jsontext.Value, b64 *string) ([]byte, bool, error) {
 	case raw != nil && b64 != nil:
 		return nil, false, badField("payload", `give one of "payload" and "payload_base64", not both`)
 	case raw != nil:
-		return append([]byte(nil), raw...), true, nil
+		// raw is the request's own: decoding copied it out of the body.
+		return raw, true, nil
 	case b64 != nil:
 		p, err := base64.StdEncoding.DecodeString(*b64)
 		if err != nil {

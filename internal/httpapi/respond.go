@@ -10,19 +10,25 @@ import (
 )
 
 // The responses that carry tasks are framed by hand around each task's own
-// MarshalJSON. json.Marshal of a value holding tasks calls that method and
+// JSON (Task.AppendJSON, which MarshalJSON calls). json.Marshal of a value holding tasks calls that method and
 // then validates and compacts its output once more: for a batch of 1000
 // creates that second pass was a fifth of the request's CPU (#13).
 
 // writeJSON writes v as the JSON response body with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b []byte
-	var err error
 	if t, ok := v.(*task.Task); ok {
-		b, err = t.MarshalJSON()
-	} else {
-		b, err = json.Marshal(v)
+		buf := getBuf()
+		defer putBuf(buf)
+		b, err := t.AppendJSON((*buf)[:0])
+		*buf = b
+		if err != nil {
+			encodeFailed(w)
+			return
+		}
+		*buf = writeBody(w, status, b) // done with once written
+		return
 	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		encodeFailed(w)
 		return
@@ -36,11 +42,19 @@ func encodeFailed(w http.ResponseWriter) {
 	writeBody(w, http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"encode response"}}`))
 }
 
-func writeBody(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
+// jsonContentType is the Content-Type of every JSON answer, shared: the
+// header's value is only read once set (Header.Set would allocate it anew
+// for each answer).
+var jsonContentType = []string{"application/json"}
+
+// writeBody writes b and a newline as the answer, and returns b with the
+// newline (which the writer has copied: the caller may reuse it).
+func writeBody(w http.ResponseWriter, status int, b []byte) []byte {
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	b = append(b, '\n')
 	_, _ = w.Write(b)
+	return b
 }
 
 // taskBytes is about what one task's JSON takes, to size the buffers.
@@ -54,12 +68,11 @@ func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		tb, err := t.MarshalJSON()
-		if err != nil {
+		var err error
+		if b, err = t.AppendJSON(b); err != nil {
 			encodeFailed(w)
 			return
 		}
-		b = append(b, tb...)
 	}
 	writeBody(w, http.StatusOK, append(b, "]}"...))
 }
@@ -112,11 +125,10 @@ func (it *batchItem) appendJSON(b []byte, minimal bool) ([]byte, error) {
 	if minimal {
 		b = append(append(append(b, `{"id":"`...), it.Task.ID.String()...), `"}`...)
 	} else {
-		tb, err := it.Task.MarshalJSON()
-		if err != nil {
+		var err error
+		if b, err = it.Task.AppendJSON(b); err != nil {
 			return b, err
 		}
-		b = append(b, tb...)
 	}
 	b = append(b, `,"created":`...)
 	return append(strconv.AppendBool(b, *it.Created), '}'), nil

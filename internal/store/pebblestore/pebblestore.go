@@ -354,22 +354,28 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	// Lock the id stripes, so the new tasks enter their recent sets
 	// before any Update can read them, then the key stripes (see the lock
 	// order).
-	idStripes := make([]int, 0, len(tasks))
-	var keyStripes []int
+	// A single create (the common case) takes its stripes from the stack.
+	var idBuf, keyBuf [4]int
+	idStripes, keyStripes := idBuf[:0], keyBuf[:0]
 	for _, t := range tasks {
 		idStripes = append(idStripes, s.idStripe(t.ID))
 		if t.Key != "" {
 			keyStripes = append(keyStripes, s.keyStripe(t.App, t.Key))
 		}
 	}
-	defer lockAll(&s.idLocks, idStripes)()
-	defer lockAll(&s.keyLocks, keyStripes)()
+	idStripes = lockStripes(&s.idLocks, idStripes)
+	defer unlockStripes(&s.idLocks, idStripes)
+	keyStripes = lockStripes(&s.keyLocks, keyStripes)
+	defer unlockStripes(&s.keyLocks, keyStripes)
 
 	b := s.db.NewBatch()
 	defer b.Close()
 	res := make([]store.CreateResult, len(tasks))
-	var created []*task.Task             // as written; handed out only as clones
-	byKey := make(map[string]*task.Task) // keyKey → the task that has it, for this batch
+	var created []*task.Task        // as written; handed out only as clones
+	var byKey map[string]*task.Task // keyKey → the task that has it, for this batch (of more than one)
+	if len(tasks) > 1 {
+		byKey = make(map[string]*task.Task)
+	}
 	for i, t := range tasks {
 		var kk []byte
 		if t.Key != "" {
@@ -383,7 +389,9 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 				}
 			}
 			if owner != nil {
-				byKey[string(kk)] = owner
+				if byKey != nil {
+					byKey[string(kk)] = owner
+				}
 				res[i] = store.CreateResult{Task: owner.Clone()}
 				continue
 			}
@@ -392,7 +400,7 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 		if err := writeTask(b, nil, c); err != nil {
 			return nil, err
 		}
-		if kk != nil {
+		if kk != nil && byKey != nil {
 			byKey[string(kk)] = c
 		}
 		res[i] = store.CreateResult{Task: c.Clone(), Created: true}
@@ -753,15 +761,26 @@ func (s *Store) Sweep(ctx context.Context, cutoff time.Time, limit int) (int, er
 // lockAll locks the stripes of locks at the indexes idx, each once and in
 // ascending order, and returns the function that unlocks them. It sorts idx.
 func lockAll(locks *[stripes]stripe, idx []int) (unlock func()) {
+	idx = lockStripes(locks, idx)
+	return func() { unlockStripes(locks, idx) }
+}
+
+// lockStripes is lockAll without a closure (Create's, whose idx may live on
+// the stack): it returns idx sorted and compacted, the stripes locked, for
+// unlockStripes.
+func lockStripes(locks *[stripes]stripe, idx []int) []int {
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
 	for _, i := range idx {
 		locks[i].Lock()
 	}
-	return func() {
-		for _, i := range idx {
-			locks[i].Unlock()
-		}
+	return idx
+}
+
+// unlockStripes unlocks what lockStripes locked.
+func unlockStripes(locks *[stripes]stripe, idx []int) {
+	for _, i := range idx {
+		locks[i].Unlock()
 	}
 }
 
@@ -972,11 +991,16 @@ func writeTask(b *pebble.Batch, old, new *task.Task) error {
 		return err
 	}
 	if new != nil {
-		rec, err := encodeRecord(new)
-		if err != nil {
-			return err
+		buf := recordBufs.Get().(*[]byte)
+		rec, err := appendRecord((*buf)[:0], new)
+		if err == nil {
+			err = b.Set(taskKey(new.ID), rec, nil) // copies rec
 		}
-		if err := b.Set(taskKey(new.ID), rec, nil); err != nil {
+		if cap(rec) <= maxPooledRecord {
+			*buf = rec[:0]
+			recordBufs.Put(buf)
+		}
+		if err != nil {
 			return err
 		}
 	} else {

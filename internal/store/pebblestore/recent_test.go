@@ -64,6 +64,43 @@ func TestRecentSet(t *testing.T) {
 	if len(r.tasks) > recentPerStripe {
 		t.Errorf("%d kept, more than %d", len(r.tasks), recentPerStripe)
 	}
+	checkRecentSet(t, &r)
+}
+
+// checkRecentSet checks that the set's ids and times are its tasks'.
+func checkRecentSet(t *testing.T, r *recentSet) {
+	t.Helper()
+	if len(r.ids) != len(r.tasks) || len(r.need) != len(r.tasks) {
+		t.Fatalf("%d ids, %d times, %d tasks", len(r.ids), len(r.need), len(r.tasks))
+	}
+	for i, x := range r.tasks {
+		if r.ids[i] != x.ID || r.need[i] != instantOf(needed(x)) {
+			t.Fatalf("entry %d: id %s, needed %v; its task %s, needed %v", i, r.ids[i], r.need[i], x.ID, needed(x))
+		}
+	}
+}
+
+// BenchmarkRecentKeep: a create keeps its new task in a full set (the
+// bench's creates, due within the horizon).
+func BenchmarkRecentKeep(b *testing.B) {
+	now := time.Now()
+	var g task.IDGenerator
+	var r recentSet
+	for i := range recentPerStripe {
+		x := &task.Task{ID: g.New(now, 0), State: task.Scheduled, WakeAt: now.Add(time.Duration(i) * time.Millisecond)}
+		r.keep(x.ID, x, now)
+	}
+	ts := make([]*task.Task, 1024)
+	for i := range ts {
+		ts[i] = &task.Task{ID: g.New(now, 0), State: task.Scheduled, WakeAt: now.Add(time.Duration(i%128) * time.Millisecond)}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		x := ts[i%len(ts)]
+		r.keep(x.ID, x, now)
+		i++
+	}
 }
 
 // TestRecentHandsOutCopies: what Create and Update return, even the task as

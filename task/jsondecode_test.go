@@ -1,0 +1,101 @@
+package task_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// checkUnmarshal decodes b with UnmarshalJSON and with encoding/json
+// alone, into tasks that start out alike (zero, or a full one), and fails
+// unless both give the same task and the same error.
+func checkUnmarshal(t *testing.T, b []byte, start *task.Task) {
+	t.Helper()
+	got, want := start.Clone(), start.Clone()
+	gerr := got.UnmarshalJSON(b)
+	werr := want.UnmarshalJSONReflect(b)
+	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+		t.Fatalf("%s: error %v, encoding/json's %v", b, gerr, werr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got %#v\nwant %#v", b, got, want)
+	}
+}
+
+// FuzzUnmarshalJSON holds the hand-written reading of a task's JSON
+// (jsondecode.go) to encoding/json's: the same task, or the same error,
+// for the JSON of fuzzed tasks (which it reads by hand) and for any bytes
+// (which it mostly leaves to encoding/json).
+func FuzzUnmarshalJSON(f *testing.F) {
+	const all = (1<<26 - 1) &^ (1 << 25)
+	f.Add(uint32(0), "billing", "order-42", "scheduled", "http://127.0.0.1:9/hook", []byte(`{"seq":1}`), int64(1_700_000_000_123_000_000), int64(1_700_000_000_123_000_000), 0, 0, []byte(`{"app":"a","payload": [1, {"b":"}"}] ,"history":[]}`))
+	f.Add(uint32(all), "a<b>&c", "k\u2028\u2029", "dead", "x\x00\x1f\x7f\"\\\b\f\n\r\t", []byte(" { \"a\" : [1, 2 ,\"<&>\u2028\"] } "), int64(-1), int64(1<<62), 1, 3, []byte(`{"App":"a","app":"b"}`))
+	f.Add(uint32(all&^(1<<5)), "\xff\xfe", "é\xc3", "µs", "\xe2\x80", []byte("\xff not json"), int64(253402300799999999), int64(-62135596800000000), 2, -5, []byte(`{"target":{"http":{"url":"u","headers":{}}},"retry":{"min_backoff":"1x"}}`))
+	f.Add(uint32(0x2aaaaaa), "", "", "", "", []byte(`null`), int64(0), int64(999), 86399, 1<<40, []byte(`null`))
+	f.Add(uint32(0x1555555), "app", "key", "delivering", "err", []byte(`"\u003c"`), int64(1e18), int64(-1e18), 37, 7, []byte(`{"attempts":1e2,"payload":null,"payload_base64":"!!"}`))
+	f.Add(uint32(all), "app", "key", "scheduled", "e", []byte(`12`), int64(1e18), int64(1e18), 5, 2, []byte(`{"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","attempts":99999999999999999999,"due_at":"2026-01-02T15:04:05Z","target":{"pull":{},"nats":{"subject":"s"},"amqp":{}}}`))
+	f.Fuzz(func(t *testing.T, mask uint32, s1, s2, s3, s4 string, payload []byte, ns, ns2 int64, zone, n int, data []byte) {
+		tk := fuzzTask(mask, s1, s2, s3, s4, payload, ns, ns2, zone, n)
+		full := fuzzTask(^uint32(0)&^(1<<26), "x", "y", "z", "w", []byte(`{"p":1}`), 1e18, 2e18, 0, 1)
+		if b, err := tk.MarshalJSON(); err == nil {
+			checkUnmarshal(t, b, &task.Task{})
+			checkUnmarshal(t, b, full)
+		}
+		checkUnmarshal(t, data, &task.Task{})
+		checkUnmarshal(t, data, full)
+		// Through encoding/json, as a client reads an answer.
+		var a, c struct{ T task.Task }
+		ea := json.Unmarshal(append(append([]byte(`{"T":`), data...), '}'), &a)
+		ec := json.Unmarshal(append(append([]byte(`{"T":`), data...), '}'), &c)
+		if (ea == nil) != (ec == nil) || !reflect.DeepEqual(a, c) {
+			t.Fatalf("nested %s: %v / %v", data, ea, ec)
+		}
+	})
+}
+
+// TestUnmarshalFastTakesAnswers: the JSON the API answers with is read by
+// hand, not left to encoding/json (else the fast path is dead code).
+func TestUnmarshalFastTakesAnswers(t *testing.T) {
+	for _, tk := range []*task.Task{benchTask(), fuzzTask((1<<26-1)&^(1<<25), "app", "key", "delivered", "http://h/x", []byte(`{"a": [1, 2]}`), 1e18, 1e18+5, 0, 3)} {
+		b, err := tk.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got task.Task
+		if !got.UnmarshalFast(b) {
+			t.Fatalf("left to encoding/json: %s", b)
+		}
+		checkUnmarshal(t, b, &task.Task{})
+	}
+}
+
+// BenchmarkTaskUnmarshal compares reading a created task's JSON (the
+// answer to a create) by hand and by encoding/json.
+//
+//	go test -run '^$' -bench TaskUnmarshal -benchmem ./task/
+func BenchmarkTaskUnmarshal(b *testing.B) {
+	data, err := benchTask().MarshalJSON()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("UnmarshalJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var t task.Task
+			if err := t.UnmarshalJSON(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json-reflect", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var t task.Task
+			if err := t.UnmarshalJSONReflect(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
