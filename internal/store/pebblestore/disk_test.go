@@ -218,8 +218,14 @@ func TestWALWriteFails(t *testing.T) {
 	}
 	t.Logf("Update: %v", err)
 	fail.Store(nil)
-	if _, err := s.Get(ctx, held.ID); err != nil {
-		t.Errorf("Get after the log failed: %v", err)
+	// The failed write starts a reopen in the background: a read either
+	// lands before it (and finds the task as it was) or during it, and is
+	// refused with the reopen's error; nothing else. (Asserting success
+	// here failed about one run in thirty, when the reopen came first.)
+	if got, err := s.Get(ctx, held.ID); err == nil && got.Attempts != 0 {
+		t.Errorf("Get after the log failed: %d attempts, want the task as it was (0)", got.Attempts)
+	} else if err != nil && !errors.Is(err, store.ErrDiskFull) {
+		t.Errorf("Get after the log failed: %v, want the task or the reopen's store.ErrDiskFull", err)
 	}
 	testkit.WaitFor(t, 5*time.Second, "the store taking writes again", func() bool {
 		_, err := s.Update(ctx, held.ID, nil, func(tk *task.Task) error { tk.Attempts++; return nil })
