@@ -256,8 +256,9 @@ type Engine struct {
 	log   *slog.Logger
 	clock clock.Clock // cfg.Clock: the time of every decision
 	ids   task.IDGenerator
-	boot  string // this process's part of lease tokens
-	apps  *apps  // per-app policies and limits (admission)
+	boot  string    // this process's part of lease tokens
+	apps  *apps     // the apps' policies, weights and creates limits (apps.go)
+	admit admission // the limits on the apps' deliveries (admission.go)
 
 	index  engIdx      // Config.Index (clusterindex.go), or the local one (localindex.go)
 	tk     *timekeeper // the scheduling core (timekeeper.go)
@@ -326,7 +327,7 @@ func New(cfg Config) (*Engine, error) {
 		e.creates.maxWriters = cw.CreateWriters()
 	}
 	e.schedKick = make(chan struct{}, 1)
-	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
+	e.apps = newApps(cfg)
 	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
 	e.attempts = newAttempts()
 	// The one place the mode is chosen: a cluster's index, or the local
@@ -338,6 +339,14 @@ func New(cfg Config) (*Engine, error) {
 	memPull, holdMax := cfg.Index == nil, 0
 	if memPull {
 		holdMax = pullHoldMax(cfg.MaxLoaded) // a cluster holds none
+	}
+	// Admission follows the Limiter: the cluster's limits on deliveries
+	// through it (gate.go), or this process's (admitlocal.go).
+	ap := admissionParams{Apps: e.apps, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
+	if cfg.Limiter != nil {
+		e.admit = newClusterAdmission(ap, sharedLimits{limiter: cfg.Limiter, boot: e.boot, leaseGrace: cfg.LeaseGrace, log: cfg.Logger})
+	} else {
+		e.admit = newLocalAdmission(ap)
 	}
 	if cfg.Index != nil {
 		e.index = clusterIndex{cfg.Index}
@@ -382,7 +391,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.held.outcomes = e.outcomes
 	e.firer = &firer{
-		apps:       e.apps,
+		apps:       e.admit,
 		tk:         e.tk,
 		attempts:   e.attempts,
 		outcomes:   e.outcomes,
@@ -454,7 +463,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.mu.started = true
 	e.mu.Unlock()
-	e.apps.start(loopCtx)
+	e.admit.start(loopCtx)
 
 	// The loops, each a service's run: the timekeeper fires what falls
 	// due into the ready queues, the loader fills the wheel, the
@@ -494,7 +503,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	e.cancel()
 	e.loops.Wait()
-	e.apps.stop()
+	e.admit.stop()
 	return e.dispatch.stop(ctx) // the workers: attempts under way finish, or are released when ctx ends
 }
 
