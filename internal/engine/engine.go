@@ -31,12 +31,18 @@
 //     memory, and the leases waiting for them;
 //   - writer (writer.go): writes tasks and has the others follow (the
 //     index's mirror, the wheel);
-//   - apps (apps.go, gate.go): admission, the apps' policies and limits;
+//   - apps (apps.go): the apps' policies, turn weights and creates
+//     limits;
+//   - admission (admission.go): the limits on the apps' deliveries, one
+//     of two chosen in New: this process's rate reservations and
+//     in-flight counts (admitlocal.go), or, with a Config.Limiter, the
+//     cluster's gates over it (gate.go, sharedlimits.go);
 //   - sweeper (sweeper.go), attemptLog (attemptlog.go) and testClock
 //     (testclock.go).
 //
 // One mode, two indexes: the cluster's (Config.Index) or, on one node,
 // the local one (localindex.go); the services run the same over either.
+// Likewise admission is the cluster's (Config.Limiter) or the local one.
 // New chooses, in one place, the few settings that follow from the mode
 // but are not the index's to answer (see New).
 //
@@ -67,8 +73,13 @@
 //     about to be (pull.go);
 //   - dispatcher.mu guards the push attempts waiting for a worker;
 //   - waiters.mu guards the leases waiting for pull tasks;
-//   - apps.mu guards the apps' policies, rate reservations, in-flight
-//     counts, parked tasks and gates (apps.go, gate.go);
+//   - apps.mu guards the apps' creates limiters; the policies are a
+//     snapshot replaced whole and read without a lock (apps.go);
+//   - the admission's lock, localAdmission.mu or clusterAdmission.mu,
+//     guards the apps' in-flight counts and parked tasks, and on one node
+//     the delivery rates and their reservations (admitlocal.go), in a
+//     cluster the gates, their grants and the cluster slots held
+//     (gate.go);
 //   - e.creates guards the creates gathering into the next group-committed
 //     store write (creates.go);
 //   - e.mu guards only whether the engine started and is stopping.
@@ -486,7 +497,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // than once and before Start. When ctx ended before the deliveries did, the
 // engine is stopped all the same and the error (wrapping ctx's) says so.
 //
-// Shutdown order: the loops first (nothing new fires), then the apps'
+// Shutdown order: the loops first (nothing new fires), then admission's
 // gates (nothing is let through), then the dispatcher's workers (in-flight
 // attempts finish or are released, and their outcomes are written), so
 // the store is still open for all.
