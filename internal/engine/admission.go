@@ -59,9 +59,9 @@ type admission interface {
 	// slotFreed hears that one of app's cluster slots was given back.
 	slotFreed(app string)
 
-	// policiesChanged applies the policies in force (apps) to the apps'
-	// limits in place: tasks waiting for a slot or a rate keep waiting
-	// under the new limits, and none is dropped.
+	// policiesChanged applies the policies in force (Policy) to the
+	// apps' limits in place: tasks waiting for a slot or a rate keep
+	// waiting under the new limits, and none is dropped.
 	policiesChanged()
 	// inFlightCap is what EffectivePolicy says of p's MaxInFlight.
 	inFlightCap(p AppPolicy) int
@@ -82,7 +82,7 @@ const (
 
 // admissionParams is what both admissions are made of.
 type admissionParams struct {
-	Apps    *apps                            // the policies in force
+	Policy  func(app string) AppPolicy       // the policy in force (apps.of): read without a lock
 	Shares  shares                           // the node's in-flight caps
 	Enqueue func(app string, ids ...task.ID) // hands tasks held back to the workers (timekeeper.enqueue)
 }

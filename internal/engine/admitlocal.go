@@ -16,7 +16,7 @@ import (
 // store transactions), and its max_in_flight a count of its attempts
 // under way here, at most shares.max.
 type localAdmission struct {
-	apps    *apps
+	policy  func(app string) AppPolicy // the policy in force (apps.of)
 	shares  shares
 	enqueue func(app string, ids ...task.ID)
 
@@ -38,7 +38,7 @@ type localApp struct {
 var _ admission = (*localAdmission)(nil)
 
 func newLocalAdmission(p admissionParams) *localAdmission {
-	a := &localAdmission{apps: p.Apps, shares: p.Shares, enqueue: p.Enqueue}
+	a := &localAdmission{policy: p.Policy, shares: p.Shares, enqueue: p.Enqueue}
 	a.mu.apps = map[string]*localApp{}
 	return a
 }
@@ -59,7 +59,7 @@ func (a *localAdmission) getLocked(app string) *localApp {
 }
 
 func (a *localAdmission) applyLocked(app string, st *localApp) {
-	p := a.apps.of(app)
+	p := a.policy(app)
 	st.max = a.shares.node(p)
 	st.deliver = setLimit(st.deliver, p.DeliveriesPerSecond, p.Burst)
 }
@@ -82,7 +82,7 @@ func (a *localAdmission) policiesChanged() {
 // isRated: on one node only a delivery rate is paced before the store
 // read; the in-flight cap is admit's.
 func (a *localAdmission) isRated(app string) bool {
-	return app != "" && a.apps.of(app).DeliveriesPerSecond > 0
+	return app != "" && a.policy(app).DeliveriesPerSecond > 0
 }
 
 // pace takes the task's rate reservation, which admit then honours

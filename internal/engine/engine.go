@@ -353,7 +353,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	// Admission follows the Limiter: the cluster's limits on deliveries
 	// through it (gate.go), or this process's (admitlocal.go).
-	ap := admissionParams{Apps: e.apps, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
+	ap := admissionParams{Policy: e.apps.of, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
 	if cfg.Limiter != nil {
 		e.admit = newClusterAdmission(ap, sharedLimits{limiter: cfg.Limiter, boot: e.boot, leaseGrace: cfg.LeaseGrace, log: cfg.Logger})
 	} else {

@@ -33,7 +33,7 @@ const gateBatch = 256
 // lets them through as it grants them; every app's attempts are also held
 // to the node's own in-flight cap (shares.node), counted here.
 type clusterAdmission struct {
-	apps    *apps
+	policy  func(app string) AppPolicy // the policy in force (apps.of)
 	shares  shares
 	enqueue func(app string, ids ...task.ID)
 	limits  sharedLimits
@@ -77,7 +77,7 @@ type grant struct {
 var _ admission = (*clusterAdmission)(nil)
 
 func newClusterAdmission(p admissionParams, limits sharedLimits) *clusterAdmission {
-	a := &clusterAdmission{apps: p.Apps, shares: p.Shares, enqueue: p.Enqueue, limits: limits}
+	a := &clusterAdmission{policy: p.Policy, shares: p.Shares, enqueue: p.Enqueue, limits: limits}
 	a.mu.apps = map[string]*clusterApp{}
 	return a
 }
@@ -106,7 +106,7 @@ func (a *clusterAdmission) getLocked(app string) *clusterApp {
 	st, ok := a.mu.apps[app]
 	if !ok {
 		st = &clusterApp{granted: map[task.ID]grant{}, slots: map[task.ID]struct{}{}}
-		st.max = a.shares.node(a.apps.of(app))
+		st.max = a.shares.node(a.policy(app))
 		a.mu.apps[app] = st
 	}
 	return st
@@ -116,7 +116,7 @@ func (a *clusterAdmission) policiesChanged() {
 	unpark := map[string][]task.ID{}
 	a.mu.Lock()
 	for app, st := range a.mu.apps {
-		st.max = a.shares.node(a.apps.of(app))
+		st.max = a.shares.node(a.policy(app))
 		if next := st.unparkFree(); len(next) > 0 {
 			unpark[app] = next
 		}
@@ -133,7 +133,7 @@ func (a *clusterAdmission) policiesChanged() {
 // isRated: in a cluster an explicit in-flight cap is paced before the
 // store read too, at the gate.
 func (a *clusterAdmission) isRated(app string) bool {
-	return app != "" && gated(a.apps.of(app))
+	return app != "" && gated(a.policy(app))
 }
 
 // pace queues a due task of app behind the app's gate (gated), or lets it
@@ -161,7 +161,7 @@ func (a *clusterAdmission) queue(app string, id task.ID) bool {
 		st.granted[id] = g
 		return false
 	}
-	if !gated(a.apps.of(app)) {
+	if !gated(a.policy(app)) {
 		return false
 	}
 	if a.mu.closed {
@@ -204,7 +204,7 @@ func (a *clusterAdmission) admit(app string, id task.ID, _ time.Time) (admitted,
 			st.inFlight++
 			return admitNow, time.Time{}
 		}
-	} else if gated(a.apps.of(app)) {
+	} else if gated(a.policy(app)) {
 		return admitGate, time.Time{}
 	}
 	if st.full() {
@@ -244,7 +244,7 @@ func (a *clusterAdmission) dropGrant(app string, id task.ID) {
 // releaseSlot gives back a cluster in-flight slot, and has this node's
 // gate ask again without waiting for the cluster's notice.
 func (a *clusterAdmission) releaseSlot(app string, id task.ID) {
-	a.limits.release(app, id, a.apps.of(app).MaxInFlight)
+	a.limits.release(app, id, a.policy(app).MaxInFlight)
 	a.slotFreed(app)
 }
 
@@ -291,7 +291,7 @@ func (a *clusterAdmission) runGate(ctx context.Context, app string, g *gate) {
 			}
 			t.Stop()
 		}
-		p := a.apps.of(app)
+		p := a.policy(app)
 		a.mu.Lock()
 		if len(g.queue) == 0 || ctx.Err() != nil || !gated(p) {
 			// Done, stopping (the tasks stay due in the store), or a
