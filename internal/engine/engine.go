@@ -31,12 +31,18 @@
 //     memory, and the leases waiting for them;
 //   - writer (writer.go): writes tasks and has the others follow (the
 //     index's mirror, the wheel);
-//   - apps (apps.go, gate.go): admission, the apps' policies and limits;
+//   - apps (apps.go): the apps' policies, turn weights and creates
+//     limits;
+//   - admission (admission.go): the limits on the apps' deliveries, one
+//     of two chosen in New: this process's rate reservations and
+//     in-flight counts (admitlocal.go), or, with a Config.Limiter, the
+//     cluster's gates over it (gate.go, sharedlimits.go);
 //   - sweeper (sweeper.go), attemptLog (attemptlog.go) and testClock
 //     (testclock.go).
 //
 // One mode, two indexes: the cluster's (Config.Index) or, on one node,
 // the local one (localindex.go); the services run the same over either.
+// Likewise admission is the cluster's (Config.Limiter) or the local one.
 // New chooses, in one place, the few settings that follow from the mode
 // but are not the index's to answer (see New).
 //
@@ -67,8 +73,13 @@
 //     about to be (pull.go);
 //   - dispatcher.mu guards the push attempts waiting for a worker;
 //   - waiters.mu guards the leases waiting for pull tasks;
-//   - apps.mu guards the apps' policies, rate reservations, in-flight
-//     counts, parked tasks and gates (apps.go, gate.go);
+//   - apps.mu guards the apps' creates limiters; the policies are a
+//     snapshot replaced whole and read without a lock (apps.go);
+//   - the admission's lock, localAdmission.mu or clusterAdmission.mu,
+//     guards the apps' in-flight counts and parked tasks, and on one node
+//     the delivery rates and their reservations (admitlocal.go), in a
+//     cluster the gates, their grants and the cluster slots held
+//     (gate.go);
 //   - e.creates guards the creates gathering into the next group-committed
 //     store write (creates.go);
 //   - e.mu guards only whether the engine started and is stopping.
@@ -256,8 +267,9 @@ type Engine struct {
 	log   *slog.Logger
 	clock clock.Clock // cfg.Clock: the time of every decision
 	ids   task.IDGenerator
-	boot  string // this process's part of lease tokens
-	apps  *apps  // per-app policies and limits (admission)
+	boot  string    // this process's part of lease tokens
+	apps  *apps     // the apps' policies, weights and creates limits (apps.go)
+	admit admission // the limits on the apps' deliveries (admission.go)
 
 	index  engIdx      // Config.Index (clusterindex.go), or the local one (localindex.go)
 	tk     *timekeeper // the scheduling core (timekeeper.go)
@@ -315,7 +327,7 @@ func New(cfg Config) (*Engine, error) {
 		boot:  newBoot(),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
-	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
+	e.apps = newApps(cfg)
 	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
 	e.attempts = newAttempts()
 	// The one place the mode is chosen: a cluster's index, or the local
@@ -327,6 +339,14 @@ func New(cfg Config) (*Engine, error) {
 	memPull, holdMax := cfg.Index == nil, 0
 	if memPull {
 		holdMax = pullHoldMax(cfg.MaxLoaded) // a cluster holds none
+	}
+	// Admission follows the Limiter: the cluster's limits on deliveries
+	// through it (gate.go), or this process's (admitlocal.go).
+	ap := admissionParams{Policy: e.apps.of, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
+	if cfg.Limiter != nil {
+		e.admit = newClusterAdmission(ap, sharedLimits{limiter: cfg.Limiter, boot: e.boot, leaseGrace: cfg.LeaseGrace, log: cfg.Logger})
+	} else {
+		e.admit = newLocalAdmission(ap)
 	}
 	if cfg.Index != nil {
 		e.index = clusterIndex{cfg.Index}
@@ -371,7 +391,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.held.outcomes = e.outcomes
 	e.firer = &firer{
-		apps:       e.apps,
+		apps:       e.admit,
 		tk:         e.tk,
 		attempts:   e.attempts,
 		outcomes:   e.outcomes,
@@ -444,7 +464,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.mu.started = true
 	e.mu.Unlock()
-	e.apps.start(loopCtx)
+	e.admit.start(loopCtx)
 
 	// The loops, each a service's run: the timekeeper fires what falls
 	// due into the ready queues, the loader fills the wheel, the
@@ -467,7 +487,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // than once and before Start. When ctx ended before the deliveries did, the
 // engine is stopped all the same and the error (wrapping ctx's) says so.
 //
-// Shutdown order: the loops first (nothing new fires), then the apps'
+// Shutdown order: the loops first (nothing new fires), then admission's
 // gates (nothing is let through), then the dispatcher's workers (in-flight
 // attempts finish or are released, and their outcomes are written), so
 // the store is still open for all.
@@ -484,7 +504,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	e.cancel()
 	e.loops.Wait()
-	e.apps.stop()
+	e.admit.stop()
 	return e.dispatch.stop(ctx) // the workers: attempts under way finish, or are released when ctx ends
 }
 

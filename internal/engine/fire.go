@@ -23,9 +23,9 @@ import (
 // which it hands back to the dispatcher's workers (deliverAll), each
 // delivered by deliver. It has no state of its own: the attempts under way
 // are the attempts service's, the pull tasks held the held service's,
-// and the apps' limits admission's (apps.go).
+// and the apps' limits admission's (admission.go).
 type firer struct {
-	apps       *apps
+	apps       admission
 	tk         *timekeeper
 	attempts   *attempts
 	outcomes   *outcomes
