@@ -91,6 +91,3 @@ type admissionParams struct {
 // slot (tests, metrics).
 func (e *Engine) InFlight(app string) (inFlight, parked int) { return e.admit.counts(app) }
 
-// SlotFreed tells the engine that one of app's in-flight slots was given
-// back somewhere in the cluster: its gate, if waiting, asks again.
-func (e *Engine) SlotFreed(app string) { e.admit.slotFreed(app) }

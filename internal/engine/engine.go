@@ -225,9 +225,6 @@ type Index interface {
 	PullDue(ctx context.Context, app string)
 }
 
-// NotifyPull wakes this node's claims waiting on app (another node's
-// PullDue).
-func (e *Engine) NotifyPull(app string) { e.waiters.notify(app) }
 
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -551,23 +548,3 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// Boot returns this process's id, the prefix of its lease tokens (a
-// cluster uses it as the node's member name).
-func (e *Engine) Boot() string { return e.boot }
-
-// Notify tells the engine that a task it did not write itself wakes at
-// `at` (a cluster node's notice of another node's write). It enters the
-// wheel if it falls within what is loaded.
-func (e *Engine) Notify(id task.ID, at time.Time, app string) { e.tk.wake(id, at, app) }
-
-// Rescan makes the loader read the whole window again from the start (the
-// index holds tasks the loader has not seen: a new app's). The wheel
-// ignores what it already has.
-func (e *Engine) Rescan() { e.tk.rescan(false) }
-
-// Reown is Rescan after the cluster's slot ownership changed: the wheel is
-// emptied first, so that the tasks of slots another node now owns stop
-// firing here (each would cost a store transaction and, for a limited app,
-// a token, only to lose the claim). Everything in the wheel came from the
-// index, which the loader reads again.
-func (e *Engine) Reown() { e.tk.rescan(true) }

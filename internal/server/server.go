@@ -329,7 +329,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	eng.SetPolicies(policies(file))
 	if be.node != nil {
-		be.node.Attach(eng)
+		be.node.Attach(eng.Cluster())
 	}
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
