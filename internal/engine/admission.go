@@ -90,4 +90,3 @@ type admissionParams struct {
 // InFlight returns app's push attempts under way and tasks parked for a
 // slot (tests, metrics).
 func (e *Engine) InFlight(app string) (inFlight, parked int) { return e.admit.counts(app) }
-

@@ -225,7 +225,6 @@ type Index interface {
 	PullDue(ctx context.Context, app string)
 }
 
-
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Clock = clock.Or(c.Clock)
@@ -547,4 +546,3 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
-
