@@ -127,8 +127,13 @@ func TestReceiverHandle(t *testing.T) {
 	if s := post(t, http.DefaultClient, r.HookURL(), `{"a":1}`); s != http.StatusTeapot {
 		t.Errorf("status %d, want the handler's 418", s)
 	}
-	if b := <-bodies; b != `{"a":1}` {
-		t.Errorf("handler got body %q", b)
+	select { // the handler ran before the answer came
+	case b := <-bodies:
+		if b != `{"a":1}` {
+			t.Errorf("handler got body %q", b)
+		}
+	default:
+		t.Error("the handler did not run")
 	}
 	got := r.Deliveries()
 	if len(got) != 1 || string(got[0].Body) != `{"a":1}` || got[0].Host != strings.TrimPrefix(r.URL, "http://") {
@@ -170,10 +175,44 @@ func TestReceiverTLS(t *testing.T) {
 	if s := post(t, c, r.HookURL(), `{}`); s != http.StatusOK {
 		t.Fatalf("status %d, want 200", s)
 	}
-	if p := <-protos; p != 2 {
-		t.Errorf("HTTP/%d, want HTTP/2", p)
+	select { // the handler ran before the answer came
+	case p := <-protos:
+		if p != 2 {
+			t.Errorf("HTTP/%d, want HTTP/2", p)
+		}
+	default:
+		t.Error("the handler did not run")
 	}
 	if n, d := r.Conns(), r.Deliveries(); n != 1 || len(d) != 1 {
 		t.Errorf("%d connections and %d deliveries, want 1 and 1", n, len(d))
+	}
+}
+
+// TestReceiverNth: Nth returns a delivery that came, waits for one to
+// come, and fails the test when none comes in time.
+func TestReceiverNth(t *testing.T) {
+	r := testkit.NewReceiver(t)
+	post(t, http.DefaultClient, r.HookURL(), `{"a":0}`)
+	if d := r.Nth(t, 0, time.Second); string(d.Body) != `{"a":0}` {
+		t.Errorf("Nth(0) body %q", d.Body)
+	}
+	r.Hang(true) // the second request is recorded and its client waits
+	answered := make(chan int, 1)
+	go func() { answered <- post(t, http.DefaultClient, r.HookURL(), `{"a":1}`) }()
+	if d := r.Nth(t, 1, 5*time.Second); string(d.Body) != `{"a":1}` {
+		t.Errorf("Nth(1) body %q", d.Body)
+	}
+	r.Hang(false)
+	<-answered
+
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Nth(f, 2, 30*time.Millisecond)
+	}()
+	<-done
+	if !strings.Contains(f.msg, "waiting for 3 deliveries (got 2)") {
+		t.Errorf("Nth of a delivery that never comes: %q, want a failure naming it", f.msg)
 	}
 }
