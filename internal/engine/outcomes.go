@@ -231,7 +231,9 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
 	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
-		ws, errs := x.writer.updateMany(wctx, ids, opts, func(ts []*task.Task) []error {
+		// The tasks come shared (outcomeOpts): each one written is a
+		// copy of its own, put in ts in its place.
+		ws, errs := x.writer.updateMany(wctx, ids, outcomeOpts(opts), func(ts []*task.Task) []error {
 			now := msNowOf(x.clock)
 			errs := make([]error, len(ts))
 			for k, t := range ts {
@@ -241,6 +243,8 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				case t == nil:
 					errs[k] = errSkip
 				case landed[k]:
+					t = t.Clone()
+					ts[k] = t
 					recordOutcome(t, a, o, now)
 				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
 					// The task moved on (or was retried), or has this
@@ -250,6 +254,8 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				default:
 					// The task moved on, but the attempt reached the
 					// receiver: its history says so.
+					t = t.Clone()
+					ts[k] = t
 					n := a.t.Attempts
 					t.Record(a.t.UpdatedAt, "attempt", n, "")
 					if o.err == nil {
@@ -333,6 +339,20 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 // ackWrite is for the outcomes of acks and nacks: synced, since the
 // client is answered after it; otherwise as fireWrite.
 var ackWrite = &store.UpdateOpts{Optimistic: true}
+
+// Their shared forms (store.UpdateOpts.Shared), for the outcomes' write:
+// its fn copies only the tasks it changes, and what it gets back (tracked,
+// mirrored, a conflict's copy made for the client) is only read.
+var ackWriteShared = &store.UpdateOpts{Optimistic: true, Shared: true}
+
+// outcomeOpts is the shared form of opts (fireWrite: fireLook, or
+// ackWrite).
+func outcomeOpts(opts *store.UpdateOpts) *store.UpdateOpts {
+	if opts == ackWrite {
+		return ackWriteShared
+	}
+	return fireLook
+}
 
 // Outcome writes that meet an unavailable store (store.ErrUnavailable: a
 // database restart, a lost connection) are tried again up to

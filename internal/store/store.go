@@ -223,7 +223,21 @@ type UpdateOpts struct {
 	// The engine uses it for the fire path's writes, where a row changed
 	// under it is rare and handled by trying again.
 	Optimistic bool
+	// Shared is for an UpdateMany whose fn changes few of the tasks it is
+	// given: fn gets the tasks as stored, which may be the store's own
+	// copies, shared with its other readers, and must not change them. To
+	// write one, fn puts a changed copy of its own in the slice in its
+	// place (ts[i] = c, c a deep copy: Task.Clone) and returns nil for it;
+	// the store then owns c (fn keeps no pointer to it). A nil error with
+	// the entry left as given writes the task unchanged. The tasks
+	// UpdateMany returns are then shared too: read them, never change
+	// them. It spares a copy of every task read, and of every task written
+	// as it is handed back.
+	Shared bool
 }
+
+// SharedTasks reports whether o asks for shared tasks (UpdateOpts.Shared).
+func (o *UpdateOpts) SharedTasks() bool { return o != nil && o.Shared }
 
 // CreateResult is what Create did with one task.
 type CreateResult struct {

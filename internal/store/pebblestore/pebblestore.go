@@ -492,7 +492,14 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		olds[i], readErrs[i] = s.readLocked(stripes[i], id)
 		ts[i] = olds[i].t
 	}
-	cs, errs := record.ApplyMany(ts, fn)
+	shared := opts.SharedTasks() // the caller reads the tasks, never changes them: no copies
+	own := func(r read) *task.Task {
+		if shared {
+			return r.t
+		}
+		return r.own()
+	}
+	cs, errs := record.ApplyManyWith(ts, shared, fn)
 	b := s.db.NewBatch()
 	defer b.Close()
 	for i, c := range cs {
@@ -504,7 +511,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			errs[i] = stage(b, olds[i].t, c)
 		}
 		if errs[i] != nil {
-			res[i] = olds[i].own()
+			res[i] = own(olds[i])
 		}
 	}
 	if !b.Empty() {
@@ -512,7 +519,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			err = fmt.Errorf("pebblestore: update many: %w", err)
 			for i, c := range cs {
 				if c != nil && errs[i] == nil {
-					res[i], errs[i] = olds[i].own(), err
+					res[i], errs[i] = own(olds[i]), err
 				}
 			}
 			return res, errs
@@ -523,7 +530,10 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		if c != nil && errs[i] == nil {
 			s.pull.wrote(olds[i].t, c)
 			s.recent[stripes[i]].keep(c.ID, c, now)
-			res[i] = c.Clone()
+			res[i] = c
+			if !shared {
+				res[i] = c.Clone()
+			}
 		}
 	}
 	return res, errs
