@@ -19,6 +19,10 @@ type attempt struct {
 	// is on its way to the store; no other is taken. Guarded by
 	// attempts.mu.
 	ending bool
+	// stale: the task was written since base was read (touch), so base is
+	// no longer the version stored, and the outcome is written from a
+	// fresh read. Guarded by attempts.mu.
+	stale bool
 }
 
 // attempts are the attempts under way in this process: push attempts from
@@ -214,6 +218,28 @@ func (a *attempts) takeLeases(op, app string, acks []pullAck, errs []error) (min
 		}
 	}
 	return mine, rest
+}
+
+// touch marks id's attempt under way, if any, stale: the task is being
+// written (writer), so its base is no longer the version stored. Called
+// under the store's row lock of id, by the write's callback.
+func (a *attempts) touch(id task.ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if x := a.mu.m[id]; x != nil {
+		x.stale = true
+	}
+}
+
+// current reports whether x is id's attempt under way and its base is
+// still the version stored (no write touched it since it was read). Asked
+// under the store's row lock of id, by the outcome's write (outcomes.go):
+// a write of the task after it waits for that lock, and one before it
+// marked x.
+func (a *attempts) current(id task.ID, x *attempt) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.m[id] == x && !x.stale
 }
 
 // busy reports whether an attempt is under way that the engine, not a

@@ -369,6 +369,13 @@ func New(cfg Config) (*Engine, error) {
 		log:      cfg.Logger,
 		dropHeld: e.held.drop,
 		pullDue:  e.waiters.due,
+		touch:    e.held.touch,
+	}
+	if e.held.max > 0 {
+		// Pull leases held in memory (one node): their acks' outcomes are
+		// written over the task as held, when no write touched it since
+		// (outcomes.write), on a store that can.
+		e.writer.known, _ = store.As[store.KnownUpdater](cfg.Store)
 	}
 	e.outcomes = &outcomes{
 		attempts:    e.attempts,

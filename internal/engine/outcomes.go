@@ -229,15 +229,39 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 	// delivered again while its outcome waits.
 	fullWait := diskFullWait
 	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
+	// Pull leases held in memory go first, written over their base (the
+	// task as held) without a read, where no write touched the task since
+	// (knownRound); the rest, and those, read the task.
+	knownRound := false
+	var later []task.ID
+	var laterWhich []int
+	if x.writer.known != nil {
+		var kids []task.ID
+		var kwhich []int
+		for k, id := range ids {
+			if as[which[k]].pull {
+				kids, kwhich = append(kids, id), append(kwhich, which[k])
+			} else {
+				later, laterWhich = append(later, id), append(laterWhich, which[k])
+			}
+		}
+		if len(kids) > 0 {
+			ids, which, knownRound = kids, kwhich, true
+		}
+	}
 	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
 		// The tasks come shared (outcomeOpts): each one written is a
 		// copy of its own, put in ts in its place.
-		ws, errs := x.writer.updateMany(wctx, ids, outcomeOpts(opts), func(ts []*task.Task) []error {
+		fn := func(ts []*task.Task) []error {
 			now := msNowOf(x.clock)
 			errs := make([]error, len(ts))
 			for k, t := range ts {
 				a, o := as[which[k]], os[which[k]]
+				if knownRound && (t == nil || !x.attempts.current(ids[k], a)) {
+					errs[k] = errStale // written since it was read: read it
+					continue
+				}
 				landed[k] = t != nil && landsOn(t, a)
 				switch {
 				case t == nil:
@@ -266,7 +290,18 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				}
 			}
 			return errs
-		})
+		}
+		var ws []written
+		var errs []error
+		if knownRound {
+			bases := make([]*task.Task, len(ids))
+			for k := range ids {
+				bases[k] = as[which[k]].base
+			}
+			ws, errs = x.writer.updateKnown(wctx, bases, outcomeOpts(opts), fn)
+		} else {
+			ws, errs = x.writer.updateMany(wctx, ids, outcomeOpts(opts), fn)
+		}
 		var again []task.ID
 		var againWhich []int
 		conflict, unavailable := false, false
@@ -282,6 +317,9 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 			case errors.Is(err, errSkip):
 				moved = append(moved, ws[k])
 				result(which[k], outcomeResult{t: ws[k].t})
+			case knownRound && (errors.Is(err, errStale) || errors.Is(err, store.ErrConflict)):
+				// Not the version stored: the next round reads it.
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
 			case errors.Is(err, store.ErrNotFound):
 				result(which[k], outcomeResult{err: err})
 			case os[which[k]].wait != nil && !errors.Is(err, store.ErrConflict):
@@ -306,6 +344,10 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 			}
 		}
 		ids, which = again, againWhich
+		if knownRound {
+			ids, which = append(ids, later...), append(which, laterWhich...)
+			knownRound, later, laterWhich = false, nil, nil
+		}
 		if conflict {
 			rounds++
 		}
@@ -335,6 +377,10 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 		}
 	}
 }
+
+// errStale refuses, in the outcomes' write over a lease's base, a task
+// written since the base was read: it is written from a fresh read.
+var errStale = errors.New("engine: the task was written since it was leased")
 
 // ackWrite is for the outcomes of acks and nacks: synced, since the
 // client is answered after it; otherwise as fireWrite.

@@ -199,6 +199,26 @@ func (h *held) drop(id task.ID) {
 }
 
 // unref counts one pull task of app held less.
+// touch is the writer's word that the task id is being written, under its
+// row lock, before the write commits: a copy of it held here is out of date
+// (dropped, as drop does, so no lease hands it out), and so is the base of
+// its lease, if any (attempts.touch: its ack's outcome reads the task
+// again). held.mu before attempts.mu, the one lock order.
+func (h *held) touch(id task.ID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := &h.mu.heldState
+	if q, ok := p.queued[id]; ok {
+		delete(p.queued, id)
+		p.unref(q.App)
+	}
+	if x, ok := p.holding[id]; ok {
+		delete(p.holding, id)
+		p.unref(x.app)
+	}
+	h.attempts.touch(id)
+}
+
 func (p *heldState) unref(app string) {
 	if p.perApp[app]--; p.perApp[app] <= 0 {
 		delete(p.perApp, app)

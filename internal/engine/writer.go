@@ -31,6 +31,19 @@ type writer struct {
 	// app's pull tasks (the pull service).
 	dropHeld func(id task.ID)
 	pullDue  func(app string)
+	// touch is told, under a task's row lock, that the task is being
+	// written (held.touch): a copy of it held, and its lease's base, are
+	// out of date from then on.
+	touch func(id task.ID)
+	// known is the store's write over known versions (nil: it has none).
+	known store.KnownUpdater
+}
+
+// touched tells touch of t, about to be written.
+func (w *writer) touched(t *task.Task) {
+	if w.touch != nil {
+		w.touch(t.ID)
+	}
 }
 
 // update is Store.Update plus the Finished hook. It numbers the write.
@@ -42,6 +55,7 @@ func (w *writer) update(ctx context.Context, id task.ID, opts *store.UpdateOpts,
 		if err := fn(t); err != nil {
 			return err
 		}
+		w.touched(t)
 		seq = w.seq.Add(1)
 		return nil
 	})
@@ -56,9 +70,25 @@ func (w *writer) update(ctx context.Context, id task.ID, opts *store.UpdateOpts,
 // updateMany is store.UpdateMany with the Finished hook and the numbering
 // of update.
 func (w *writer) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
-	before := make([]task.State, len(ids))
-	seqs := make([]uint64, len(ids))
-	ts, errs := w.store.UpdateMany(ctx, ids, opts, func(ts []*task.Task) []error {
+	return w.updateWith(len(ids), fn, func(fn func([]*task.Task) []error) ([]*task.Task, []error) {
+		return w.store.UpdateMany(ctx, ids, opts, fn)
+	})
+}
+
+// updateKnown is store.KnownUpdater's UpdateKnown (w.known: the caller
+// checked it is set) with what updateMany adds.
+func (w *writer) updateKnown(ctx context.Context, olds []*task.Task, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
+	return w.updateWith(len(olds), fn, func(fn func([]*task.Task) []error) ([]*task.Task, []error) {
+		return w.known.UpdateKnown(ctx, olds, opts, fn)
+	})
+}
+
+// updateWith is updateMany and updateKnown over call, the store's method,
+// for n tasks.
+func (w *writer) updateWith(n int, fn func([]*task.Task) []error, call func(fn func([]*task.Task) []error) ([]*task.Task, []error)) ([]written, []error) {
+	before := make([]task.State, n)
+	seqs := make([]uint64, n)
+	ts, errs := call(func(ts []*task.Task) []error {
 		for i, t := range ts {
 			if t != nil {
 				before[i] = t.State
@@ -67,6 +97,7 @@ func (w *writer) updateMany(ctx context.Context, ids []task.ID, opts *store.Upda
 		errs := fn(ts)
 		for i, t := range ts {
 			if t != nil && errs[i] == nil {
+				w.touched(t)
 				seqs[i] = w.seq.Add(1)
 			}
 		}

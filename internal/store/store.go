@@ -239,6 +239,20 @@ type UpdateOpts struct {
 // SharedTasks reports whether o asks for shared tasks (UpdateOpts.Shared).
 func (o *UpdateOpts) SharedTasks() bool { return o != nil && o.Shared }
 
+// KnownUpdater is a store that writes tasks over versions its caller
+// knows are the ones stored, without reading them again: UpdateKnown is
+// UpdateMany (with Shared: see UpdateOpts) over olds, the tasks as stored,
+// which the caller read earlier and keeps. fn runs, as UpdateMany's, under
+// the tasks' row locks, and is where the caller checks that each of olds
+// is still the version stored (its own fence: the store does not look,
+// beyond what it knows at no cost); a task it cannot vouch for it leaves
+// out with an error of its own, and reads it the usual way. A wrong old
+// corrupts the store's indexes: only a process through which every write
+// of the task goes can vouch for it (the engine on one node).
+type KnownUpdater interface {
+	UpdateKnown(ctx context.Context, olds []*task.Task, opts *UpdateOpts, fn func(ts []*task.Task) []error) ([]*task.Task, []error)
+}
+
 // CreateResult is what Create did with one task.
 type CreateResult struct {
 	Task    *task.Task // the stored task: the new one, or the one that had the key
