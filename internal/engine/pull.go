@@ -27,6 +27,20 @@ import (
 // the outcome group commit (outcomes.go), synced, and answered once it is
 // stored. One durable write per pull task delivered.
 //
+// That write reads the task only when its copy held is out of date: the
+// lease's base is the task as the look read it, and on a store that can
+// (store.KnownUpdater: pebblestore) the outcome is written over it without
+// a read (one store read per pull task, at its due time). The fence:
+// every write of a task goes through the writer, whose callback, under the
+// task's row lock, tells the held service before the write commits
+// (touch): a copy queued is dropped, so no lease takes it, and a lease's
+// base is marked stale (attempts.touch). The outcome's callback, under the
+// same row lock, writes over the base only while its lease is current and
+// not stale (attempts.current); otherwise it reads the task as before
+// (landsOn decides on the task as stored). A write before the lease was
+// taken dropped the copy it would have been taken from; one after it
+// marked the lease. On one node no other process writes the store.
+//
 // The store keeps the task scheduled and due meanwhile, so a process that
 // dies leaves it due: the next one loads it, fires it into the ready queue
 // again, and it is claimed again (at least once).
