@@ -23,6 +23,9 @@ type attempt struct {
 	// no longer the version stored, and the outcome is written from a
 	// fresh read. Guarded by attempts.mu.
 	stale bool
+	// gen: a push attempt's base was read by a fire job's look when its
+	// slot's write count (writer.genOf) was gen-1 (0: not known).
+	gen uint64
 }
 
 // attempts are the attempts under way in this process: push attempts from
@@ -240,6 +243,18 @@ func (a *attempts) current(id task.ID, x *attempt) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.mu.m[id] == x && !x.stale
+}
+
+// currentGen reports whether x is id's attempt under way and gen, its
+// slot's write count now (under id's row lock), is the one its base was
+// read at: no write of the task came since.
+func (a *attempts) currentGen(id task.ID, x *attempt, gen uint64) bool {
+	if x.gen == 0 || x.gen-1 != gen {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.m[id] == x
 }
 
 // busy reports whether an attempt is under way that the engine, not a

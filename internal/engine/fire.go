@@ -105,6 +105,7 @@ type firing struct {
 	until   time.Time     // the claim's hold
 	timeout time.Duration // of the push attempt
 	n       int           // vPush: the attempt's number, from the claim
+	gen     uint64        // vPush: its slot's write count when read, plus one (writer.genOf)
 }
 
 // claimFor says why a task needs the cluster index's claim.
@@ -302,6 +303,7 @@ func (r *firer) decidePush(f *firing, t *task.Task, now time.Time) {
 		f.v = vGate
 	default:
 		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+r.leaseGrace)
+		f.gen = r.writer.genOf(t.ID) + 1 // under its row lock: the outcome's fence (outcomes.write)
 	}
 }
 
@@ -540,7 +542,7 @@ func (r *firer) startAttempt(f *firing, base *task.Task, now time.Time) *task.Ta
 	t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
 	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
 	startAttempt(t, now, f.timeout+r.leaseGrace, r.boot)
-	r.attempts.put(f.id, &attempt{base: base, t: t})
+	r.attempts.put(f.id, &attempt{base: base, t: t, gen: f.gen})
 	r.fired.Add(1)
 	return t
 }

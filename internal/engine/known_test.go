@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/pebblestore"
 	"github.com/toc-dev/toc/internal/testkit"
@@ -24,7 +25,7 @@ type knownCounter struct {
 	blind map[task.ID]int // UpdateKnown calls that named it
 }
 
-func countKnown(t *testing.T) (*knownCounter, *Engine) {
+func countKnown(t *testing.T, sinks ...sink.Sink) (*knownCounter, *Engine) {
 	t.Helper()
 	st, err := pebblestore.Open(pebblestore.Options{Dir: t.TempDir(), NoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -32,7 +33,11 @@ func countKnown(t *testing.T) (*knownCounter, *Engine) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	c := &knownCounter{Store: st, known: st, reads: map[task.ID]int{}, blind: map[task.ID]int{}}
-	eng, err := New(Config{Store: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := Config{Store: c, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if len(sinks) > 0 {
+		cfg.Sinks = map[string]sink.Sink{"http": sinks[0]}
+	}
+	eng, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +203,69 @@ func TestAckAfterWriteReadsAgain(t *testing.T) {
 		if s.State != task.Delivered || string(s.Payload) != want {
 			t.Errorf("task %s stored %s with payload %s after its ack; want delivered with %s", id, s.State, s.Payload, want)
 		}
+	}
+}
+
+// TestPushOutcomeFence: a push attempt's outcome is written over the task
+// as its fire job's look read it (UpdateKnown), without a read, unless the
+// task was written during the attempt (the API refuses to, so the write is
+// the engine's own here): then it is written from a fresh read, and the
+// write stays. Without the fence (the slot's write count) the outcome
+// would undo it.
+func TestPushOutcomeFence(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan task.ID, 2)
+	c, eng := countKnown(t, sink.Func(func(ctx context.Context, tk *task.Task) error {
+		started <- tk.ID
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}))
+	ctx := t.Context()
+	rs, err := eng.Schedule(ctx, []ScheduleParams{{App: "app", DueAt: time.Now(), Target: httpTarget}, {App: "app", DueAt: time.Now(), Target: httpTarget}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rs[0].Task.ID, rs[1].Task.ID
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the attempts did not start")
+		}
+	}
+	w, err := eng.writer.update(ctx, a, nil, func(tk *task.Task) error {
+		tk.Payload = []byte(`"written"`)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.writer.wrote(ctx, w)
+	readsA, _ := c.of(a)
+	readsB, _ := c.of(b)
+	close(release)
+	testkit.WaitFor(t, 30*time.Second, "both delivered", func() bool {
+		for _, id := range []task.ID{a, b} {
+			if s, err := c.Store.Get(ctx, id); err != nil || s.State != task.Delivered {
+				return false
+			}
+		}
+		return true
+	})
+	if r, _ := c.of(a); r == readsA {
+		t.Error("a's outcome did not read it again")
+	}
+	if r, k := c.of(b); r != readsB || k != 1 {
+		t.Errorf("b's outcome: %d reads, %d writes over its base; want 0 and 1", r-readsB, k)
+	}
+	s, err := c.Store.Get(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(s.Payload) != `"written"` || s.Attempts != 1 {
+		t.Errorf("a stored with payload %s after %d attempts; want \"written\" after 1", s.Payload, s.Attempts)
 	}
 }

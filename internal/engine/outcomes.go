@@ -229,9 +229,10 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 	// delivered again while its outcome waits.
 	fullWait := diskFullWait
 	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
-	// Pull leases held in memory go first, written over their base (the
-	// task as held) without a read, where no write touched the task since
-	// (knownRound); the rest, and those, read the task.
+	// Pull leases held in memory and push attempts go first, written over
+	// their base (the task as held, or as the fire job's look read it)
+	// without a read, where no write touched the task since (knownRound);
+	// the rest, and those, read the task.
 	knownRound := false
 	var later []task.ID
 	var laterWhich []int
@@ -239,7 +240,7 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 		var kids []task.ID
 		var kwhich []int
 		for k, id := range ids {
-			if as[which[k]].pull {
+			if a := as[which[k]]; a.pull || a.gen != 0 {
 				kids, kwhich = append(kids, id), append(kwhich, which[k])
 			} else {
 				later, laterWhich = append(later, id), append(laterWhich, which[k])
@@ -258,7 +259,7 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 			errs := make([]error, len(ts))
 			for k, t := range ts {
 				a, o := as[which[k]], os[which[k]]
-				if knownRound && (t == nil || !x.attempts.current(ids[k], a)) {
+				if knownRound && (t == nil || !x.current(ids[k], a)) {
 					errs[k] = errStale // written since it was read: read it
 					continue
 				}
@@ -376,6 +377,16 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 			o.wait.wg.Done()
 		}
 	}
+}
+
+// current reports, under id's row lock, whether a's base is still the
+// task as stored: no write of it came since it was read (a pull lease:
+// not touched; a push attempt: its slot's write count unchanged).
+func (x *outcomes) current(id task.ID, a *attempt) bool {
+	if a.pull {
+		return x.attempts.current(id, a)
+	}
+	return x.attempts.currentGen(id, a, x.writer.genOf(id))
 }
 
 // errStale refuses, in the outcomes' write over a lease's base, a task

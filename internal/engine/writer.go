@@ -37,10 +37,32 @@ type writer struct {
 	touch func(id task.ID)
 	// known is the store's write over known versions (nil: it has none).
 	known store.KnownUpdater
+	// gens count the writes per slot of task ids (genOf), bumped under
+	// the task's row lock before the write commits: a push attempt's
+	// outcome is written over its base when its slot's count is still the
+	// one its look read (outcomes.write). Another task of the slot
+	// written meanwhile only costs that outcome a read.
+	gens [genSlots]atomic.Uint64
 }
 
-// touched tells touch of t, about to be written.
+// genSlots is how many slots the write counts (gens) have.
+const genSlots = 1 << 14
+
+// genOf is the write count of id's slot. Read under id's row lock, it
+// changes only when a write of a task of the slot comes after.
+func (w *writer) genOf(id task.ID) uint64 {
+	return w.gens[genSlot(id)].Load()
+}
+
+// genSlot is id's slot of the write counts: from its random part (the
+// last bytes; the first are its time).
+func genSlot(id task.ID) int {
+	return int(uint16(id[len(id)-2])<<8|uint16(id[len(id)-1])) % genSlots
+}
+
+// touched tells touch of t, about to be written, and counts the write.
 func (w *writer) touched(t *task.Task) {
+	w.gens[genSlot(t.ID)].Add(1)
 	if w.touch != nil {
 		w.touch(t.ID)
 	}
