@@ -85,9 +85,14 @@
 //   - e.mu guards only whether the engine started and is stopping.
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
-// Store callbacks (Update, UpdateMany) run under the store's own row locks
+// Store callbacks (Update, UpdateMany, UpdateKnown) run under the store's own row locks
 // and make no network call: the cluster index's claim of a fire batch runs
-// after the store call that read the batch returned (fire.go). Every call
+// after the store call that read the batch returned (fire.go). They take
+// held.mu and attempts.mu (in that order, one after the other): every
+// write tells the held service, under its task's row lock, that the task
+// is changing (writer.touch), and an outcome written over a lease's base
+// checks there that no write came since (outcomes.write). The row lock
+// is what orders the two. Every call
 // carries a deadline: its caller's, or callTimeout for the writes that must
 // finish after their caller has gone (detached).
 package engine
@@ -374,6 +379,13 @@ func New(cfg Config) (*Engine, error) {
 		log:      cfg.Logger,
 		dropHeld: e.held.drop,
 		pullDue:  e.waiters.due,
+		touch:    e.held.touch,
+	}
+	if e.held.max > 0 {
+		// Pull leases held in memory (one node): their acks' outcomes are
+		// written over the task as held, when no write touched it since
+		// (outcomes.write), on a store that can.
+		e.writer.known, _ = store.As[store.KnownUpdater](cfg.Store)
 	}
 	e.outcomes = &outcomes{
 		attempts:    e.attempts,
