@@ -76,16 +76,16 @@ func (c *knownCounter) of(id task.ID) (reads, blind int) {
 // memory once they are held.
 func claimHeld(t *testing.T, eng *Engine, app string, n int) []*task.Task {
 	t.Helper()
-	ps := make([]ScheduleParams, n)
+	ps := make([]CreateParams, n)
 	for i := range ps {
-		ps[i] = ScheduleParams{App: app, DueAt: time.Now(), Target: pull}
+		ps[i] = CreateParams{App: app, DueAt: time.Now(), Target: pull}
 	}
-	if _, err := eng.Schedule(t.Context(), ps); err != nil {
+	if _, err := eng.Create(t.Context(), ps); err != nil {
 		t.Fatal(err)
 	}
 	var got []*task.Task
 	testkit.WaitFor(t, 30*time.Second, "the pull tasks leased", func() bool {
-		ts, err := eng.Claim(t.Context(), app, ClaimParams{Max: n - len(got), Lease: time.Minute})
+		ts, err := eng.Lease(t.Context(), app, LeaseParams{Max: n - len(got), Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestAckWritesOverHeldCopy(t *testing.T) {
 func TestAckAfterWriteReadsAgain(t *testing.T) {
 	c, eng := countKnown(t)
 	ctx := t.Context()
-	rs, err := eng.Schedule(ctx, []ScheduleParams{{App: "app", DueAt: time.Now(), Target: pull}, {App: "app", DueAt: time.Now(), Target: pull}})
+	rs, err := eng.Create(ctx, []CreateParams{{App: "app", DueAt: time.Now(), Target: pull}, {App: "app", DueAt: time.Now(), Target: pull}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestAckAfterWriteReadsAgain(t *testing.T) {
 	var leased []*task.Task
 	w, err := eng.writer.update(ctx, a, nil, func(tk *task.Task) error {
 		tk.Payload = []byte(`"written"`)
-		leased = eng.held.lease(ctx, "app", ClaimParams{Max: 1, Lease: time.Minute})
+		leased = eng.held.lease(ctx, "app", LeaseParams{Max: 1, Lease: time.Minute})
 		return nil
 	})
 	if err != nil {
@@ -172,7 +172,7 @@ func TestAckAfterWriteReadsAgain(t *testing.T) {
 	}
 	var lb []*task.Task
 	testkit.WaitFor(t, 30*time.Second, "b leased", func() bool {
-		lb, err = eng.Claim(ctx, "app", ClaimParams{Max: 1, Lease: time.Minute})
+		lb, err = eng.Lease(ctx, "app", LeaseParams{Max: 1, Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestPushOutcomeFence(t *testing.T) {
 		return nil
 	}))
 	ctx := t.Context()
-	rs, err := eng.Schedule(ctx, []ScheduleParams{{App: "app", DueAt: time.Now(), Target: httpTarget}, {App: "app", DueAt: time.Now(), Target: httpTarget}})
+	rs, err := eng.Create(ctx, []CreateParams{{App: "app", DueAt: time.Now(), Target: httpTarget}, {App: "app", DueAt: time.Now(), Target: httpTarget}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,9 +106,9 @@ func TestSharedTasksNeverWritten(t *testing.T) {
 			return nil
 		}
 		now := time.Now()
-		ok := b.schedule(t, ScheduleParams{DueAt: now.Add(time.Second)})
-		retried := b.schedule(t, ScheduleParams{DueAt: now.Add(time.Second), Payload: []byte(`"fail"`), Retry: task.RetryPolicy{MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Second)}})
-		expired := b.schedule(t, ScheduleParams{App: "unclaimed", Target: pull, DueAt: now.Add(time.Second), Deadline: ptr(now.Add(2 * time.Second))}) // held, never claimed
+		ok := b.schedule(t, CreateParams{DueAt: now.Add(time.Second)})
+		retried := b.schedule(t, CreateParams{DueAt: now.Add(time.Second), Payload: []byte(`"fail"`), Retry: task.RetryPolicy{MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Second)}})
+		expired := b.schedule(t, CreateParams{App: "unclaimed", Target: pull, DueAt: now.Add(time.Second), Deadline: ptr(now.Add(2 * time.Second))}) // held, never claimed
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		claimed := b.claimPull(t, "pulls", 3, 5*time.Second)
@@ -164,15 +164,15 @@ func TestSharedTasksRace(t *testing.T) {
 	defer func() { _ = eng.Stop(context.Background()) }()
 
 	const n = 200
-	ps := make([]ScheduleParams, 0, 2*n)
+	ps := make([]CreateParams, 0, 2*n)
 	for i := range 2 * n {
-		p := ScheduleParams{App: "push", DueAt: time.Now(), Target: httpTarget, Retry: task.RetryPolicy{MinBackoff: task.Duration(time.Millisecond), MaxBackoff: task.Duration(time.Millisecond)}}
+		p := CreateParams{App: "push", DueAt: time.Now(), Target: httpTarget, Retry: task.RetryPolicy{MinBackoff: task.Duration(time.Millisecond), MaxBackoff: task.Duration(time.Millisecond)}}
 		if i%2 == 1 {
 			p.App, p.Target = "pull", pull
 		}
 		ps = append(ps, p)
 	}
-	rs, err := eng.Schedule(t.Context(), ps)
+	rs, err := eng.Create(t.Context(), ps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestSharedTasksRace(t *testing.T) {
 	}()
 	acked := 0
 	testkit.WaitFor(t, time.Minute, "every pull task acked", func() bool {
-		got, err := eng.Claim(t.Context(), "pull", ClaimParams{Max: 100, Lease: time.Minute})
+		got, err := eng.Lease(t.Context(), "pull", LeaseParams{Max: 100, Lease: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
