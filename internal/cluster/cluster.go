@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -129,6 +130,10 @@ type Node struct {
 		on  bool
 	}
 	ackFull chan struct{}
+
+	// takeTurn turns the slot TakePull starts at, so that no slot's tasks
+	// wait behind another's.
+	takeTurn atomic.Uint32
 
 	mu struct {
 		sync.Mutex
@@ -475,7 +480,7 @@ func (n *Node) Settled(ctx context.Context, ts ...*task.Task) error {
 				rest = append(rest, t)
 				continue
 			}
-			n.acks.ops = append(n.acks.ops, redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Action: redisindex.Drop, Score: now})
+			n.acks.ops = append(n.acks.ops, redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Action: redisindex.Drop, Score: now, Pull: t.Target.Pull != nil})
 		}
 		if len(n.acks.ops) >= ackBatchMax {
 			select {
@@ -542,7 +547,7 @@ func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 	ops := make([]redisindex.Op, 0, len(ts))
 	var announce strings.Builder
 	for _, t := range ts {
-		op := redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Score: now}
+		op := redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Score: now, Pull: t.Target.Pull != nil}
 		switch {
 		case t.State == task.Scheduled && !t.WakeAt.IsZero() && !t.WakeAt.After(now.Add(n.x.HotWindow())):
 			op.Action, op.Score = redisindex.Retry, t.WakeAt
@@ -558,6 +563,12 @@ func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 		ops = append(ops, op)
 		if (op.Action == redisindex.Retry || op.Action == redisindex.Lease) && op.Score.Before(now.Add(n.cfg.Near)) {
 			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + " " + t.App + "\n")
+		}
+		if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.IsZero() && !t.NextAttemptAt.After(now) {
+			// A pull task due and waiting for a lease: lease calls take
+			// it from its slot's ReadyQueue (TakePull). After the op
+			// above, which takes it out of there.
+			ops = append(ops, redisindex.Op{App: t.App, Slot: op.Slot, ID: t.ID, Action: redisindex.Ready, Score: t.NextAttemptAt, Pull: true})
 		}
 	}
 	return ops, announce.String()
@@ -625,6 +636,46 @@ func (n *Node) PullDue(ctx context.Context, app string) {
 	}
 }
 
+// TakePull takes up to max of app's pull tasks due at now from their slots'
+// ReadyQueues, in one round trip, each held for the caller until
+// holdUntil (redisindex.TakeReady): the caller leases them in SQL and
+// mirrors what it wrote (Sync), which moves each member where its row
+// says; Untake gives back the others. Every node takes from every slot: a
+// lease is not the slot owner's.
+func (n *Node) TakePull(ctx context.Context, app string, max int, now, holdUntil time.Time) ([]task.ID, error) {
+	ts, err := n.x.TakeReady(ctx, app, max, now, holdUntil, int(n.takeTurn.Add(1)))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]task.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// Untake ends the holds of pull tasks of app that TakePull took and the
+// caller did not lease: back (as read: due and waiting) are claimable again
+// at now; gone (no row, or a row not waiting for a lease: their writes
+// mirrored them already) leave the ReadyQueue, looked for in every slot
+// (rare).
+func (n *Node) Untake(ctx context.Context, app string, back []*task.Task, gone []task.ID, now time.Time) error {
+	tb := make([]redisindex.Taken, len(back))
+	for i, t := range back {
+		tb[i] = redisindex.Taken{ID: t.ID, Slot: n.x.Slot(t.Key, t.ID)}
+	}
+	if err := n.x.PutReady(ctx, app, tb, now); err != nil {
+		return err
+	}
+	var tg []redisindex.Taken
+	for _, id := range gone {
+		for s := range n.x.Slots() {
+			tg = append(tg, redisindex.Taken{ID: id, Slot: s})
+		}
+	}
+	return n.x.DropReady(ctx, app, tg)
+}
+
 // Watches implements engine.Index: the node times the tasks of its slots.
 func (n *Node) Watches(t *task.Task) bool {
 	slot := n.x.Slot(t.Key, t.ID)
@@ -658,7 +709,7 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 		case task.Scheduled:
 			adds = append(adds, redisindex.Added{App: w.App, Slot: slot, ID: w.ID, At: w.At})
 		case task.Delivering:
-			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At})
+			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At, Pull: w.Kind == "pull"})
 		}
 		if w.At.Before(near) {
 			announce.WriteString(w.ID.String() + " " + strconv.FormatInt(w.At.UnixMilli(), 10) + " " + strconv.Itoa(slot) + " " + w.App + "\n")
