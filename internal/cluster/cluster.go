@@ -564,10 +564,11 @@ func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 		if (op.Action == redisindex.Retry || op.Action == redisindex.Lease) && op.Score.Before(now.Add(n.cfg.Near)) {
 			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + " " + t.App + "\n")
 		}
-		if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.IsZero() && !t.NextAttemptAt.After(now) {
-			// A pull task due and waiting for a lease: lease calls take
-			// it from its slot's ReadyQueue (TakePull). After the op
-			// above, which takes it out of there.
+		if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.IsZero() && !t.NextAttemptAt.After(now.Add(n.x.HotWindow())) {
+			// A pull task waiting for a lease, due within the hot window:
+			// lease calls take it from its slot's ReadyQueue (TakePull)
+			// once it is due, whether or not its slot's owner fired it
+			// yet. After the op above, which takes it out of there.
 			ops = append(ops, redisindex.Op{App: t.App, Slot: op.Slot, ID: t.ID, Action: redisindex.Ready, Score: t.NextAttemptAt, Pull: true})
 		}
 	}
@@ -656,10 +657,10 @@ func (n *Node) TakePull(ctx context.Context, app string, max int, now, holdUntil
 
 // Untake ends the holds of pull tasks of app that TakePull took and the
 // caller did not lease: back (as read: due and waiting) are claimable again
-// at now; gone (no row, or a row not waiting for a lease: their writes
-// mirrored them already) leave the ReadyQueue, looked for in every slot
-// (rare).
-func (n *Node) Untake(ctx context.Context, app string, back []*task.Task, gone []task.ID, now time.Time) error {
+// at now; stale (as read: not waiting for a lease, their writes mirrored
+// them elsewhere already) and gone (no row: looked for in every slot,
+// rare) leave the ReadyQueue.
+func (n *Node) Untake(ctx context.Context, app string, back, stale []*task.Task, gone []task.ID, now time.Time) error {
 	tb := make([]redisindex.Taken, len(back))
 	for i, t := range back {
 		tb[i] = redisindex.Taken{ID: t.ID, Slot: n.x.Slot(t.Key, t.ID)}
@@ -668,6 +669,9 @@ func (n *Node) Untake(ctx context.Context, app string, back []*task.Task, gone [
 		return err
 	}
 	var tg []redisindex.Taken
+	for _, t := range stale {
+		tg = append(tg, redisindex.Taken{ID: t.ID, Slot: n.x.Slot(t.Key, t.ID)})
+	}
 	for _, id := range gone {
 		for s := range n.x.Slots() {
 			tg = append(tg, redisindex.Taken{ID: id, Slot: s})
@@ -700,7 +704,7 @@ func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, no
 // announces, in one message, those that wake soon.
 func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	var adds []redisindex.Added
-	var leases []redisindex.Op
+	var leases, readies []redisindex.Op
 	var announce strings.Builder
 	near := time.Now().Add(n.cfg.Near)
 	for _, w := range ws {
@@ -708,6 +712,14 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 		switch w.State {
 		case task.Scheduled:
 			adds = append(adds, redisindex.Added{App: w.App, Slot: slot, ID: w.ID, At: w.At})
+			if w.Kind == "pull" {
+				// Its lease calls take it from the ReadyQueue once due.
+				// Unless it is there already: At is the due time of a
+				// task not fired yet, but the deadline of one fired
+				// (a due pull task waits with its deadline as WakeAt),
+				// and a task there already has its due time.
+				readies = append(readies, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.ReadyNX, Score: w.At, Pull: true})
+			}
 		case task.Delivering:
 			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At, Pull: w.Kind == "pull"})
 		}
@@ -718,7 +730,7 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	if _, err := n.x.AddMany(ctx, adds); err != nil {
 		return err
 	}
-	if err := n.x.SettleMany(ctx, leases); err != nil {
+	if err := n.x.SettleMany(ctx, append(leases, readies...)); err != nil {
 		return err
 	}
 	if announce.Len() > 0 {

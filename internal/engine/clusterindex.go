@@ -48,10 +48,10 @@ type pullIndex interface {
 	// (Sync), or gives them back with Untake.
 	TakePull(ctx context.Context, app string, max int, now, holdUntil time.Time) ([]task.ID, error)
 	// Untake gives back tasks TakePull took and the caller did not lease:
-	// back (due and waiting, as read) are taken again from now on; gone
-	// (not stored, or not waiting for a lease) leave the index's pull
-	// tasks due.
-	Untake(ctx context.Context, app string, back []*task.Task, gone []task.ID, now time.Time) error
+	// back (due and waiting, as read) are taken again from now on; stale
+	// (as read: not waiting for a lease) and gone (not stored) leave the
+	// index's pull tasks due.
+	Untake(ctx context.Context, app string, back, stale []*task.Task, gone []task.ID, now time.Time) error
 }
 
 // clusterIndex is the cluster's Index (Config.Index) as an engIdx.

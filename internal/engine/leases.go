@@ -252,7 +252,7 @@ func (l *leases) untake(ctx context.Context, app string, ids []task.ID, ts []wri
 		return
 	}
 	now := l.p.now()
-	var back []*task.Task
+	var back, stale []*task.Task
 	var gone []task.ID
 	for i, err := range errs {
 		t := ts[i].t
@@ -261,19 +261,19 @@ func (l *leases) untake(ctx context.Context, app string, ids []task.ID, ts []wri
 		case t == nil || errors.Is(err, store.ErrNotFound):
 			gone = append(gone, ids[i])
 		case errors.Is(err, errSkip) && (t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now)):
-			gone = append(gone, ids[i])
+			stale = append(stale, t)
 		default:
 			back = append(back, t)
 		}
 	}
-	if len(back) == 0 && len(gone) == 0 {
+	if len(back)+len(stale)+len(gone) == 0 {
 		return
 	}
 	uctx, cancel := detached(ctx)
 	defer cancel()
-	if err := l.p.pulls.Untake(uctx, app, back, gone, now); err != nil {
+	if err := l.p.pulls.Untake(uctx, app, back, stale, gone, now); err != nil {
 		// Each is taken again when its hold ends.
-		l.p.log.WarnContext(ctx, "give back pull tasks to the index", slog.String("app", app), slog.Int("tasks", len(back)+len(gone)), slog.String("error", err.Error()))
+		l.p.log.WarnContext(ctx, "give back pull tasks to the index", slog.String("app", app), slog.Int("tasks", len(back)+len(stale)+len(gone)), slog.String("error", err.Error()))
 	}
 }
 

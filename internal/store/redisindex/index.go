@@ -260,6 +260,9 @@ const (
 	// Ready op of a member comes after its other op (SettleMany keeps the
 	// order).
 	Ready Action = "ready"
+	// ReadyNX is Ready unless the member is in the ReadyQueue already
+	// (with its due time, or held by a lease call): a promotion's.
+	ReadyNX Action = "ready-nx"
 )
 
 // Settle records where a member goes: see scripts/settle_many.lua.
@@ -281,7 +284,7 @@ type Op struct {
 
 // arg is op's action as settle_many.lua reads it.
 func (op Op) arg() string {
-	if op.Pull && op.Action != Ready {
+	if op.Pull && op.Action != Ready && op.Action != ReadyNX {
 		return string(op.Action) + "+"
 	}
 	return string(op.Action)
@@ -582,18 +585,21 @@ func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
 	for _, idx := range groups {
 		q := x.Queues(ops[idx[0]].App, ops[idx[0]].Slot)
 		var done, gone []any
-		var retry, dead, lease, ready []redis.Z
+		var retry, dead, lease, ready, readyNX []redis.Z
 		var unready []any
 		for _, i := range idx {
 			op := ops[i]
 			m := op.ID.String()
-			if op.Pull && op.Action != Ready {
+			if op.Pull && op.Action != Ready && op.Action != ReadyNX {
 				unready = append(unready, m)
 			}
 			switch op.Action {
 			case Ready:
 				ready = append(ready, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
 				continue // its other op (a later group) moved it already
+			case ReadyNX:
+				readyNX = append(readyNX, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+				continue
 			case Retry:
 				retry = append(retry, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
 			case Dead:
@@ -627,6 +633,9 @@ func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
 		}
 		if len(ready) > 0 {
 			pipe.ZAdd(ctx, q.Ready, ready...)
+		}
+		if len(readyNX) > 0 {
+			pipe.ZAddNX(ctx, q.Ready, readyNX...)
 		}
 	}
 	for _, n := range notes {

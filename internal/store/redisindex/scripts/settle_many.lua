@@ -11,7 +11,9 @@
 -- for good (ack, dead, drop) leaves the attempts hash too (claim_many.lua).
 -- "ready" puts a pull task due and waiting for a lease in the slot's
 -- ReadyQueue at its due time (lease_many.lua); the caller sends it after
--- the member's other write (a later group). Any other action with a "+"
+-- the member's other write (a later group); "ready-nx" does unless it is
+-- there already (a promotion's: the member may be held by a lease call,
+-- or have its due time while the promotion read a deadline). Any other action with a "+"
 -- after it (a pull task's) also takes the member out of the ReadyQueue
 -- (a push task's member is never there: its writes cost no more).
 -- The caller passes each member once (a later write of one member goes to
@@ -23,7 +25,7 @@
 -- of keys store, prepare, dead, attempts, ready.
 local function settle(store, prepare, dead, attempts, ready, at, n)
   local remStore, remPrepare, remDead, remReady, forget = {}, {}, {}, {}, {}
-  local addStore, addPrepare, addDead, addReady = {}, {}, {}, {}
+  local addStore, addPrepare, addDead, addReady, addReadyNX = {}, {}, {}, {}, {}
   for i = at, at + 3 * (n - 1), 3 do
     local m, a, s = ARGV[i], ARGV[i + 1], ARGV[i + 2]
     if string.sub(a, -1) == '+' then
@@ -33,6 +35,9 @@ local function settle(store, prepare, dead, attempts, ready, at, n)
     if a == 'ready' then
       addReady[#addReady + 1] = s
       addReady[#addReady + 1] = m
+    elseif a == 'ready-nx' then
+      addReadyNX[#addReadyNX + 1] = s
+      addReadyNX[#addReadyNX + 1] = m
     elseif a == 'retry' then
       remPrepare[#remPrepare + 1] = m
       remDead[#remDead + 1] = m
@@ -64,6 +69,7 @@ local function settle(store, prepare, dead, attempts, ready, at, n)
   if #addPrepare > 0 then redis.call('ZADD', prepare, unpack(addPrepare)) end
   if #addDead > 0 then redis.call('ZADD', dead, unpack(addDead)) end
   if #addReady > 0 then redis.call('ZADD', ready, unpack(addReady)) end
+  if #addReadyNX > 0 then redis.call('ZADD', ready, 'NX', unpack(addReadyNX)) end
 end
 
 local at = 1
