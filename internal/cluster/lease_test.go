@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +23,10 @@ import (
 type scans struct {
 	store.Store
 	n atomic.Int64
+
+	mu     sync.Mutex
+	writes int              // rows written (Update, UpdateMany)
+	looked map[task.ID]bool // read by a fire job's look
 }
 
 func (s *scans) Claimable(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error) {
@@ -30,6 +35,51 @@ func (s *scans) Claimable(ctx context.Context, app string, now time.Time, limit 
 }
 
 func (s *scans) Unwrap() store.Store { return s.Store }
+
+// UpdateMany counts the rows written, and the tasks a fire job's look
+// read (its optimistic reads).
+func (s *scans) UpdateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	ts, errs := s.Store.UpdateMany(ctx, ids, opts, fn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, err := range errs {
+		if err == nil && ts[i] != nil {
+			s.writes++
+		}
+	}
+	if opts != nil && opts.Optimistic {
+		if s.looked == nil {
+			s.looked = map[task.ID]bool{}
+		}
+		for _, id := range ids {
+			s.looked[id] = true
+		}
+	}
+	return ts, errs
+}
+
+func (s *scans) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, fn func(*task.Task) error) (*task.Task, error) {
+	t, err := s.Store.Update(ctx, id, opts, fn)
+	if err == nil {
+		s.mu.Lock()
+		s.writes++
+		s.mu.Unlock()
+	}
+	return t, err
+}
+
+// counts returns the rows written so far and whether a fire job looked at
+// every task of ids.
+func (s *scans) counts(ids map[task.ID]bool) (writes int, looked bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range ids {
+		if !s.looked[id] {
+			return s.writes, false
+		}
+	}
+	return s.writes, true
+}
 
 // pullNode is one node of a test cluster: an engine over the shared SQL
 // library and Redis, with its cluster node.
@@ -194,3 +244,84 @@ func TestClusterLeaseFromRedis(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// ackAll acks every lease of leases on p, 100 per call.
+func (p *pullNode) ackAll(t *testing.T, app string, leases map[task.ID]string) {
+	t.Helper()
+	acks := make([]engine.AckParams, 0, len(leases))
+	for id, l := range leases {
+		acks = append(acks, engine.AckParams{ID: id, Lease: l})
+	}
+	for i := 0; i < len(acks); i += 100 {
+		errs, err := p.eng.AckMany(t.Context(), app, acks[i:min(i+100, len(acks))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, err := range errs {
+			if err != nil {
+				t.Fatalf("ack %s: %v", acks[i+j].ID, err)
+			}
+		}
+	}
+}
+
+// TestClusterPullWrites: a pull task that falls due, is leased and acked
+// is written twice to SQL after its create (the lease, the ack): its slot's
+// owner, firing it, reads it and writes nothing.
+func TestClusterPullWrites(t *testing.T) {
+	a := pullCluster(t, 1)[0]
+	const n = 200
+	before, _ := a.store.counts(nil)
+	want := a.createPull(t, "app", n, time.Now().Add(500*time.Millisecond))
+	// Every task fell due and its owner's fire job looked at it (and,
+	// before, wrote it).
+	testkit.WaitFor(t, 20*time.Second, "a fire job's look at every task", func() bool {
+		_, looked := a.store.counts(want)
+		return looked
+	})
+	leases := a.leaseAll(t, "app", want, 100, time.Minute)
+	a.ackAll(t, "app", leases)
+	after, _ := a.store.counts(want)
+	if got := float64(after-before) / n; got > 2 {
+		t.Errorf("%.2f SQL row writes per pull task after its create (%d for %d), want 2: its lease and its ack", got, after-before, n)
+	}
+	for id := range want {
+		if tk, err := a.eng.Get(t.Context(), id); err != nil || tk.State != task.Delivered || tk.Attempts != 1 {
+			t.Fatalf("%s after its ack: %+v %v", id, tk, err)
+		}
+	}
+}
+
+// TestClusterPullNodeStops: a node stops (leaves the cluster) with pull
+// tasks leased and not acked: each is claimable again on another node once
+// its lease ran out, none lost.
+func TestClusterPullNodeStops(t *testing.T) {
+	nodes := pullCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	testkit.WaitFor(t, 10*time.Second, "two members", func() bool {
+		_, _, members := a.node.Share()
+		return len(members) == 2
+	})
+	want := a.createPull(t, "app", 100, time.Now())
+	first := b.leaseAll(t, "app", want, 100, time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := b.node.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := a.leaseAll(t, "app", want, 100, time.Minute)
+	for id, l := range second {
+		if l == first[id] {
+			t.Fatalf("%s: the same lease again", id)
+		}
+	}
+	a.ackAll(t, "app", second)
+	for id := range want {
+		if tk, err := a.eng.Get(t.Context(), id); err != nil || tk.State != task.Delivered {
+			t.Fatalf("%s after its second lease's ack: %+v %v", id, tk, err)
+		}
+	}
+}
