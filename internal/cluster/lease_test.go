@@ -325,3 +325,29 @@ func TestClusterPullNodeStops(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterPullBacklog: a pull task nobody leases is written once as
+// waiting (out of the wake order) after pullWaitGrace, and a lease still
+// takes it from Redis then.
+func TestClusterPullBacklog(t *testing.T) {
+	a := pullCluster(t, 1)[0]
+	before, _ := a.store.counts(nil)
+	want := a.createPull(t, "app", 10, time.Now())
+	testkit.WaitFor(t, 30*time.Second, "the tasks written as waiting", func() bool {
+		w, _ := a.store.counts(nil)
+		return w-before >= 10
+	})
+	scans := a.store.n.Load()
+	ts, err := a.eng.Lease(t.Context(), "app", engine.LeaseParams{Max: 10, Lease: time.Minute})
+	if err != nil || len(ts) != 10 {
+		t.Fatalf("lease of the backlog: %d tasks, %v; want 10", len(ts), err)
+	}
+	if a.store.n.Load() != scans {
+		t.Errorf("the lease scanned SQL: Redis did not have the tasks")
+	}
+	for _, tk := range ts {
+		if !want[tk.ID] || tk.Attempts != 1 {
+			t.Fatalf("leased %s, attempt %d", tk.ID, tk.Attempts)
+		}
+	}
+}

@@ -90,7 +90,7 @@ const (
 	vLost                    // another node has it
 	vRollback                // a lease ran out: roll it back once the index gives it to this node
 	vPull                    // a pull task due: nothing to store, it goes to its app's ready queue (pull.go)
-	vPullWait                // a pull task due in a cluster: nothing to store, leases take it from the index (leases.go); the wheel keeps its deadline (firing.at)
+	vPullWait                // a pull task due in a cluster: nothing to store, leases take it from the index (leases.go); the wheel looks again at firing.at
 )
 
 // firing is one task of a fire job.
@@ -254,10 +254,14 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 			if t.Deadline != nil {
 				w = t.Deadline.Add(time.Millisecond)
 			}
-			if r.index.pulls() != nil {
+			if r.index.pulls() != nil && now.Sub(t.NextAttemptAt) < pullWaitGrace {
 				// A cluster's leases take it from the index, where it is
-				// due since its create or promotion: nothing to store.
-				f.v, f.at = vPullWait, w
+				// due since its create or promotion: nothing to store
+				// unless it is still waiting pullWaitGrace later.
+				f.v, f.at = vPullWait, t.NextAttemptAt.Add(pullWaitGrace)
+				if !w.IsZero() && w.Before(f.at) {
+					f.at = w
+				}
 				return
 			}
 			if !w.Equal(t.WakeAt) {
@@ -451,13 +455,10 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 		r.held.queue(t)
 		return written{}, false
 	case f.v == vPullWait:
-		// Nothing was written: the task waits in the index for a lease,
-		// and the wheel keeps only its deadline.
-		if f.at.IsZero() {
-			r.tk.untrack(id)
-		} else {
-			r.tk.deferTo(id, f.at, t.App)
-		}
+		// Nothing was written: the task waits in the index for a lease
+		// (leases.go), and the wheel looks again at its deadline or
+		// once it waited pullWaitGrace.
+		r.tk.deferTo(id, f.at, t.App)
 		return written{}, false
 	case f.v == vWrite:
 		return w, true
