@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/toc-dev/toc/internal/cluster"
 	"github.com/toc-dev/toc/internal/engine"
 	"github.com/toc-dev/toc/internal/store"
@@ -87,6 +89,8 @@ type pullNode struct {
 	eng   *engine.Engine
 	node  *cluster.Node
 	store *scans
+	x     *redisindex.Index
+	rdb   redis.UniversalClient
 }
 
 // pullCluster starts n nodes over a fresh PostgreSQL database and a Redis
@@ -130,7 +134,7 @@ func pullCluster(t *testing.T, n int) []*pullNode {
 			_ = node.Stop(ctx)
 			_ = eng.Stop(ctx)
 		})
-		nodes = append(nodes, &pullNode{eng: eng, node: node, store: sc})
+		nodes = append(nodes, &pullNode{eng: eng, node: node, store: sc, x: x, rdb: rdb})
 	}
 	return nodes
 }
@@ -349,5 +353,22 @@ func TestClusterPullBacklog(t *testing.T) {
 		if !want[tk.ID] || tk.Attempts != 1 {
 			t.Fatalf("leased %s, attempt %d", tk.ID, tk.Attempts)
 		}
+	}
+}
+
+// TestClusterPullRedisLost: Redis loses the ReadyQueues of pull tasks due;
+// a lease that Redis does not fill finds them in SQL (at most once a
+// second per app and node).
+func TestClusterPullRedisLost(t *testing.T) {
+	a := pullCluster(t, 1)[0]
+	want := a.createPull(t, "lost", 20, time.Now())
+	for s := range a.x.Slots() {
+		if err := a.rdb.Del(t.Context(), a.x.Queues("lost", s).Ready).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := a.leaseAll(t, "lost", want, 100, time.Minute)
+	if len(got) != len(want) {
+		t.Fatalf("leased %d of %d", len(got), len(want))
 	}
 }
