@@ -566,10 +566,10 @@ func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 		}
 		if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.IsZero() && !t.NextAttemptAt.After(now.Add(n.x.HotWindow())) {
 			// A pull task waiting for a lease, due within the hot window:
-			// lease calls take it from its slot's ReadyQueue (TakePull)
+			// lease calls take it from its slot's PullQueue (TakePull)
 			// once it is due, whether or not its slot's owner fired it
 			// yet. After the op above, which takes it out of there.
-			ops = append(ops, redisindex.Op{App: t.App, Slot: op.Slot, ID: t.ID, Action: redisindex.Ready, Score: t.NextAttemptAt, Pull: true})
+			ops = append(ops, redisindex.Op{App: t.App, Slot: op.Slot, ID: t.ID, Action: redisindex.QueuePull, Score: t.NextAttemptAt, Pull: true})
 		}
 	}
 	return ops, announce.String()
@@ -638,13 +638,13 @@ func (n *Node) PullDue(ctx context.Context, app string) {
 }
 
 // TakePull takes up to max of app's pull tasks due at now from their slots'
-// ReadyQueues, in one round trip, each held for the caller until
-// holdUntil (redisindex.TakeReady): the caller leases them in SQL and
+// PullQueues, in one round trip, each held for the caller until
+// holdUntil (redisindex.TakePull): the caller leases them in SQL and
 // mirrors what it wrote (Sync), which moves each member where its row
 // says; Untake gives back the others. Every node takes from every slot: a
 // lease is not the slot owner's.
 func (n *Node) TakePull(ctx context.Context, app string, max int, now, holdUntil time.Time) ([]task.ID, error) {
-	ts, err := n.x.TakeReady(ctx, app, max, now, holdUntil, int(n.takeTurn.Add(1)))
+	ts, err := n.x.TakePull(ctx, app, max, now, holdUntil, int(n.takeTurn.Add(1)))
 	if err != nil {
 		return nil, err
 	}
@@ -659,13 +659,13 @@ func (n *Node) TakePull(ctx context.Context, app string, max int, now, holdUntil
 // caller did not lease: back (as read: due and waiting) are claimable again
 // at now; stale (as read: not waiting for a lease, their writes mirrored
 // them elsewhere already) and gone (no row: looked for in every slot,
-// rare) leave the ReadyQueue.
+// rare) leave the PullQueue.
 func (n *Node) Untake(ctx context.Context, app string, back, stale []*task.Task, gone []task.ID, now time.Time) error {
 	tb := make([]redisindex.Taken, len(back))
 	for i, t := range back {
 		tb[i] = redisindex.Taken{ID: t.ID, Slot: n.x.Slot(t.Key, t.ID)}
 	}
-	if err := n.x.PutReady(ctx, app, tb, now); err != nil {
+	if err := n.x.PutPull(ctx, app, tb, now); err != nil {
 		return err
 	}
 	var tg []redisindex.Taken
@@ -677,7 +677,7 @@ func (n *Node) Untake(ctx context.Context, app string, back, stale []*task.Task,
 			tg = append(tg, redisindex.Taken{ID: id, Slot: s})
 		}
 	}
-	return n.x.DropReady(ctx, app, tg)
+	return n.x.DropPull(ctx, app, tg)
 }
 
 // Watches implements engine.Index: the node times the tasks of its slots.
@@ -704,7 +704,7 @@ func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, no
 // announces, in one message, those that wake soon.
 func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	var adds []redisindex.Added
-	var leases, readies []redisindex.Op
+	var leases, pulls []redisindex.Op
 	var announce strings.Builder
 	near := time.Now().Add(n.cfg.Near)
 	for _, w := range ws {
@@ -713,12 +713,12 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 		case task.Scheduled:
 			adds = append(adds, redisindex.Added{App: w.App, Slot: slot, ID: w.ID, At: w.At})
 			if w.Kind == "pull" {
-				// Its lease calls take it from the ReadyQueue once due.
+				// Its lease calls take it from the PullQueue once due.
 				// Unless it is there already: At is the due time of a
 				// task not fired yet, but the deadline of one fired
 				// (a due pull task waits with its deadline as WakeAt),
 				// and a task there already has its due time.
-				readies = append(readies, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.ReadyNX, Score: w.At, Pull: true})
+				pulls = append(pulls, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.QueuePullNX, Score: w.At, Pull: true})
 			}
 		case task.Delivering:
 			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At, Pull: w.Kind == "pull"})
@@ -730,7 +730,7 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	if _, err := n.x.AddMany(ctx, adds); err != nil {
 		return err
 	}
-	if err := n.x.SettleMany(ctx, append(leases, readies...)); err != nil {
+	if err := n.x.SettleMany(ctx, append(leases, pulls...)); err != nil {
 		return err
 	}
 	if announce.Len() > 0 {

@@ -356,14 +356,14 @@ func TestClusterPullBacklog(t *testing.T) {
 	}
 }
 
-// TestClusterPullRedisLost: Redis loses the ReadyQueues of pull tasks due;
+// TestClusterPullRedisLost: Redis loses the PullQueues of pull tasks due;
 // a lease that Redis does not fill finds them in SQL (at most once a
 // second per app and node).
 func TestClusterPullRedisLost(t *testing.T) {
 	a := pullCluster(t, 1)[0]
 	want := a.createPull(t, "lost", 20, time.Now())
 	for s := range a.x.Slots() {
-		if err := a.rdb.Del(t.Context(), a.x.Queues("lost", s).Ready).Err(); err != nil {
+		if err := a.rdb.Del(t.Context(), a.x.Queues("lost", s).Pull).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -39,7 +39,7 @@ type engIdx interface {
 }
 
 // pullIndex is a cluster index that keeps the pull tasks due and waiting
-// for a lease (cluster.Node, in its slots' ReadyQueues): a lease takes them
+// for a lease (cluster.Node, in its slots' PullQueues): a lease takes them
 // from it instead of scanning SQL for them.
 type pullIndex interface {
 	// TakePull takes up to max of app's pull tasks due at now, each held

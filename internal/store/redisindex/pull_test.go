@@ -11,12 +11,12 @@ import (
 	"github.com/toc-dev/toc/task"
 )
 
-// TestTakeReady: pull tasks put in their slots' ReadyQueues (SettleMany's
-// Ready) are taken by lease calls, each by one of racing calls, held until
-// the hold ends, then taken again; PutReady gives them back, DropReady and
+// TestTakePull: pull tasks put in their slots' PullQueues (SettleMany's
+// QueuePull) are taken by lease calls, each by one of racing calls, held until
+// the hold ends, then taken again; PutPull gives them back, DropPull and
 // any other write of a pull task (Op.Pull) take them out; push tasks'
 // members are never taken.
-func TestTakeReady(t *testing.T) {
+func TestTakePull(t *testing.T) {
 	t.Parallel()
 	x, c := newIndexClient(t)
 	ctx := context.Background()
@@ -31,11 +31,11 @@ func TestTakeReady(t *testing.T) {
 		due = append(due, id)
 		ops = append(ops,
 			redisindex.Op{App: "a", Slot: i % 8, ID: id, Action: redisindex.Drop, Pull: true},
-			redisindex.Op{App: "a", Slot: i % 8, ID: id, Action: redisindex.Ready, Score: now.Add(-time.Second), Pull: true})
+			redisindex.Op{App: "a", Slot: i % 8, ID: id, Action: redisindex.QueuePull, Score: now.Add(-time.Second), Pull: true})
 	}
 	later, push := g.New(now, 0), g.New(now, 0)
 	ops = append(ops,
-		redisindex.Op{App: "a", Slot: 1, ID: later, Action: redisindex.Ready, Score: now.Add(time.Hour), Pull: true},
+		redisindex.Op{App: "a", Slot: 1, ID: later, Action: redisindex.QueuePull, Score: now.Add(time.Hour), Pull: true},
 		redisindex.Op{App: "a", Slot: 2, ID: push, Action: redisindex.Retry, Score: now.Add(-time.Second)})
 	if err := x.SettleMany(ctx, ops); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestTakeReady(t *testing.T) {
 	var wg sync.WaitGroup
 	for k := range got {
 		wg.Go(func() {
-			ts, err := x.TakeReady(ctx, "a", 60, now, now.Add(time.Minute), k*3)
+			ts, err := x.TakePull(ctx, "a", 60, now, now.Add(time.Minute), k*3)
 			if err != nil {
 				t.Error(err)
 			}
@@ -74,20 +74,20 @@ func TestTakeReady(t *testing.T) {
 	}
 
 	// Held: none is taken again before the hold ends; all after it.
-	if ts, err := x.TakeReady(ctx, "a", 1000, now.Add(30*time.Second), now.Add(time.Hour), 0); err != nil || len(ts) != 0 {
+	if ts, err := x.TakePull(ctx, "a", 1000, now.Add(30*time.Second), now.Add(time.Hour), 0); err != nil || len(ts) != 0 {
 		t.Fatalf("taken again during the hold: %d %v", len(ts), err)
 	}
-	all, err := x.TakeReady(ctx, "a", 1000, now.Add(time.Minute), now.Add(2*time.Minute), 0)
+	all, err := x.TakePull(ctx, "a", 1000, now.Add(time.Minute), now.Add(2*time.Minute), 0)
 	if err != nil || len(all) != 200 {
 		t.Fatalf("after the hold: %d tasks taken, %v; want 200", len(all), err)
 	}
 
 	// Given back: taken again at once. Dropped, or written (a lease), and
-	// not given back: gone from the ReadyQueue.
-	if err := x.PutReady(ctx, "a", all[:10], now); err != nil {
+	// not given back: gone from the PullQueue.
+	if err := x.PutPull(ctx, "a", all[:10], now); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.DropReady(ctx, "a", all[10:20]); err != nil {
+	if err := x.DropPull(ctx, "a", all[10:20]); err != nil {
 		t.Fatal(err)
 	}
 	var leased []redisindex.Op
@@ -97,15 +97,15 @@ func TestTakeReady(t *testing.T) {
 	if err := x.SettleMany(ctx, leased); err != nil {
 		t.Fatal(err)
 	}
-	back, err := x.TakeReady(ctx, "a", 1000, now.Add(time.Second), now.Add(time.Hour), 5)
+	back, err := x.TakePull(ctx, "a", 1000, now.Add(time.Second), now.Add(time.Hour), 5)
 	if err != nil || len(back) != 10 {
 		t.Fatalf("after giving back 10: %d taken, %v", len(back), err)
 	}
 	var left int64
 	for s := range 8 {
-		left += c.ZCard(ctx, x.Queues("a", s).Ready).Val()
+		left += c.ZCard(ctx, x.Queues("a", s).Pull).Val()
 	}
 	if left != 11 { // the 10 held again, and the one not due
-		t.Fatalf("%d members left in the ReadyQueues, want 11", left)
+		t.Fatalf("%d members left in the PullQueues, want 11", left)
 	}
 }
