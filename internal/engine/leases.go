@@ -24,8 +24,9 @@ import (
 // synced write for the whole call and ended (ack, nack) in one too.
 //
 // In a cluster the pull tasks due are found in the index (pullIndex: the
-// slots' PullQueues in Redis, where the mirror of the write that made
-// each one due put it), not by a SQL scan per call; the store is scanned
+// slots' PullQueues in Redis, where the mirror of each one's create or
+// last write, or its promotion, put it), not by a SQL scan per call, and
+// a pull task falling due is not written (pullWaitGrace); the store is scanned
 // as well, at most once every storeClaimEvery per app, only when the index
 // did not fill a call (what Redis lost before a repair, tasks an older
 // version left due). Its only state is when that scan last ran.

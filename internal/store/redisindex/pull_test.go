@@ -3,11 +3,13 @@ package redisindex_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toc-dev/toc/internal/store/redisindex"
+	"github.com/toc-dev/toc/internal/testsvc"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -107,5 +109,39 @@ func TestTakePull(t *testing.T) {
 	}
 	if left != 11 { // the 10 held again, and the one not due
 		t.Fatalf("%d members left in the PullQueues, want 11", left)
+	}
+}
+
+// TestTakePullCommands: a lease call's take is one script call in one round
+// trip, with one ZRANGEBYSCORE per slot and one ZADD per slot it takes
+// from, whatever the number of tasks.
+func TestTakePullCommands(t *testing.T) {
+	c, prefix := testsvc.Redis(t)
+	x, err := redisindex.New(redisindex.Options{Client: c, Prefix: prefix, Slots: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	var ops []redisindex.Op
+	for i := range 100 {
+		ops = append(ops, redisindex.Op{App: "a", Slot: i % 4, ID: g.New(now, 0), Action: redisindex.QueuePull, Score: now, Pull: true})
+	}
+	if err := x.SettleMany(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.TakePull(ctx, "warm", 1, now, now, 0); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	rt := &roundTrips{}
+	c.AddHook(rt)
+	var got []redisindex.Taken
+	cmds := commandsOf(t, c, prefix, func() { got, err = x.TakePull(ctx, "a", 1000, now, now.Add(time.Minute), 0) })
+	if err != nil || len(got) != 100 {
+		t.Fatalf("took %d, %v; want 100", len(got), err)
+	}
+	if trips := rt.n - 2; len(cmds) > 1+8+4 || trips != 1 {
+		t.Errorf("take of 100 tasks in 4 of 8 slots: %d commands in %d round trips, want at most 13 in 1:\n%s", len(cmds), trips, strings.Join(cmds, "\n"))
 	}
 }
