@@ -112,7 +112,7 @@ func pullCluster(t *testing.T, n int) []*pullNode {
 			t.Fatal(err)
 		}
 		node, err := cluster.New(cluster.Config{Redis: rdb, Index: x, SQL: st, Prefix: prefix, Logger: log,
-			Heartbeat: 100 * time.Millisecond, MemberTTL: 500 * time.Millisecond})
+			Heartbeat: 100 * time.Millisecond, MemberTTL: 500 * time.Millisecond, RepairEvery: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -90,7 +90,7 @@ const (
 	vLost                    // another node has it
 	vRollback                // a lease ran out: roll it back once the index gives it to this node
 	vPull                    // a pull task due: nothing to store, it goes to its app's ready queue (pull.go)
-	vPullWait                // a pull task due in a cluster: nothing to store, leases take it from the index (leases.go); the wheel looks again at firing.at
+	vPullWait                // a pull task due in a cluster: nothing to store, leases take it from the index (leases.go); the wheel keeps its deadline (firing.at)
 )
 
 // firing is one task of a fire job.
@@ -257,11 +257,9 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 			if r.index.pulls() != nil && now.Sub(t.NextAttemptAt) < pullWaitGrace {
 				// A cluster's leases take it from the index, where it is
 				// due since its create or promotion: nothing to store
-				// unless it is still waiting pullWaitGrace later.
-				f.v, f.at = vPullWait, t.NextAttemptAt.Add(pullWaitGrace)
-				if !w.IsZero() && w.Before(f.at) {
-					f.at = w
-				}
+				// (unless it still waits when it is fired again,
+				// pullWaitGrace or more after its due time).
+				f.v, f.at = vPullWait, w
 				return
 			}
 			if !w.Equal(t.WakeAt) {
@@ -456,9 +454,12 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 		return written{}, false
 	case f.v == vPullWait:
 		// Nothing was written: the task waits in the index for a lease
-		// (leases.go), and the wheel looks again at its deadline or
-		// once it waited pullWaitGrace.
-		r.tk.deferTo(id, f.at, t.App)
+		// (leases.go), and the wheel keeps only its deadline.
+		if f.at.IsZero() {
+			r.tk.untrack(id)
+		} else {
+			r.tk.deferTo(id, f.at, t.App)
+		}
 		return written{}, false
 	case f.v == vWrite:
 		return w, true

@@ -183,10 +183,12 @@ func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) 
 // pullWaitGrace is how long a cluster's pull task due waits for a lease
 // without a store write: its slot owner's fire job reads it when it falls
 // due and writes nothing (leases take it from the index: fire.go's
-// vPullWait), and looks again this much later; if it is still waiting
-// then, it is written as waiting, with its deadline as its wake time (as
-// before), so that a backlog of tasks nobody leases leaves the wake order
-// (the repair scans and the wheel) instead of being read again and again.
+// vPullWait); the wheel keeps only its deadline. Fired again this much
+// later or more (the next repair scan promotes and announces it again, a
+// rescan of the owner's slots reads it again), it is written as waiting,
+// with its deadline as its wake time (as before), so that a backlog of
+// tasks nobody leases leaves the wake order instead of being read again
+// and again. A task leased meanwhile costs no second look.
 const pullWaitGrace = 5 * time.Second
 
 // pullTakeHold is how long a lease call holds the pull tasks it took from
