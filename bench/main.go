@@ -123,12 +123,17 @@ func benchSuiteFlags(fs *flag.FlagSet, c *suite.Config) (embedded, peers, cluste
 	fs.DurationVar(&c.FireSpread, "fire-spread", suite.FireSpreadDefault, "fire: spread the due times over this `duration` (embedded and the peers)")
 	fs.IntVar(&c.PullN, "pull-n", suite.PullNDefault, "embedded fire through pull consumers: the most tasks over --fire-spread (the run is at min(5 R, 0.3x the pull baseline's drain rate))")
 	fs.IntVar(&c.BurstN, "burst-n", suite.BurstNDefault, "embedded burst, by push and by pull consumers: tasks due at one instant")
-	fs.IntVar(&c.HotN, "hot-n", suite.HotNDefault, "embedded hot instant: tasks due within one second, by push, while a task is read by id 50 times a second")
+	fs.IntVar(&c.HotN, "hot-n", suite.HotNDefault, "embedded hot instant: tasks due within one second, by push, while a task is read by id 50 times a second (--hot=false: none)")
 	fs.IntVar(&c.SingleN, "single-n", suite.SingleNDefault, "embedded schedule, one task per request from 16 clients: tasks")
 	fs.DurationVar(&c.SingleHold, "single-hold", suite.SingleHoldDefault, "embedded schedule, one per request: the tasks are due this `long` after the start")
 	fs.IntVar(&c.BatchN, "batch-n", suite.BatchNDefault, "embedded schedule in batches of 1000: tasks")
 	fs.DurationVar(&c.BatchHold, "batch-hold", suite.BatchHoldDefault, "embedded schedule in batches: the tasks are due this `long` after the start")
 	fs.IntVar(&c.PendingN, "pending-n", suite.PendingNDefault, "pending: far-future tasks on a separate toc serve")
+	fs.BoolFunc("hot", "run the hot instant (default true; --hot=false: without it, for a toc binary from before the hot workload)", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		c.SkipHot = !on
+		return err
+	})
 	peers = fs.Bool("peers", true, "run the peers, asynq and River (--peers=false: toc only)")
 	fs.IntVar(&c.PeerFireN, "peer-fire-n", 0, "peers' fire: tasks over --fire-spread (default --fire-n)")
 	fs.IntVar(&c.PeerSingleN, "peer-single-n", suite.PeerSingleNDefault, "peers' schedule, one task per call: tasks")

@@ -140,6 +140,9 @@ type Config struct {
 	// toc embedded and pending. SkipEmbedded leaves both out (a run of the
 	// cluster or the peers alone).
 	SkipEmbedded bool
+	// SkipHot leaves out the hot instant (a toc binary from before the
+	// hot workload, in a before/after pair).
+	SkipHot bool
 	// CeilingDuration is how long the push ceiling's senders POST.
 	CeilingDuration time.Duration
 	// FireN over FireSpread is the most the push fire runs at: they run at
@@ -449,18 +452,25 @@ func (s *suite) embedded(ctx context.Context) error {
 	}
 	single := []string{"--workload", "schedule", "--n", itoa(c.SingleN), "--batch", "1", "--concurrency", "16", "--hold", dur(c.SingleHold)}
 	batch := []string{"--workload", "schedule", "--n", itoa(c.BatchN), "--batch", "1000", "--concurrency", itoa(BatchConcurrency), "--hold", dur(c.BatchHold)}
+	var hot []string // a hot instant, against the push ceiling
+	if !c.SkipHot {
+		hot = []string{"--embedded", "--workload", "hot", "--n", itoa(c.HotN)}
+	}
 	for _, args := range [][]string{
 		append([]string{"--embedded", "--pull"}, burst...),
 		{"--embedded", "--workload", "fire", "--n", itoa(pullN), "--spread", dur(c.FireSpread), "--lead", dur(loadgen.LeadBase + time.Duration(pullN)*pullLeadPerJob), "--pull"},
 		append([]string{"--embedded"}, burst...),
 		append([]string{"--baseline"}, burst...),
-		{"--embedded", "--workload", "hot", "--n", itoa(c.HotN)},                                     // against the push ceiling
+		hot,
 		{"--embedded", "--workload", "twoapp", "--n", itoa(c.BurstN), "--spread", dur(c.FireSpread)}, // the quiet app's tasks over the spread
 		append([]string{"--embedded"}, single...),
 		append([]string{"--baseline"}, single...),
 		append([]string{"--embedded"}, batch...),
 		append([]string{"--baseline"}, batch...),
 	} {
+		if args == nil {
+			continue
+		}
 		if _, err := run(args...); err != nil {
 			return err
 		}

@@ -10,5 +10,5 @@ import (
 var (
 	_ engine.Index   = (*cluster.Node)(nil)
 	_ engine.Limiter = (*cluster.RateLimiter)(nil)
-	_ cluster.Engine = (*engine.Engine)(nil)
+	_ cluster.Engine = (*engine.ClusterSide)(nil)
 )

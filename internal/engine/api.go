@@ -51,7 +51,7 @@ func wireEdge(e *Engine, cfg Config) {
 	}
 	e.creates = newCreates(cfg.Store)
 	e.rules = &rules{
-		policy:     e.apps.policy,
+		policy:     e.apps.of,
 		vetTarget:  cfg.CheckTarget,
 		maxPayload: cfg.MaxPayload,
 		ids:        &e.ids,

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/toc-dev/toc/internal/sink"
 	"github.com/toc-dev/toc/task"
 )
@@ -261,4 +263,63 @@ func TestCreatesPerSecondAndAppDefaults(t *testing.T) {
 			t.Errorf("app b: %v", rs[0].Err)
 		}
 	})
+}
+
+// TestSetPoliciesConcurrently: reloads racing each other leave every limit
+// under the policies in force at the end, in both modes: the creates
+// limiters (apps) and the delivery limits (admission) are guarded by two
+// locks, and each follows the snapshot in force, not its caller's copy.
+func TestSetPoliciesConcurrently(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one node", true: "cluster"}[cluster], func(t *testing.T) {
+			b := setup(t, func(c *Config) {
+				c.MaxInFlight = 64
+				if cluster {
+					c.Limiter = newMemLimiter()
+				}
+			})
+			b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {CreatesPerSecond: 1, DeliveriesPerSecond: 1}}})
+			if err := b.eng.apps.allowCreate("a", 1, time.Now()); err != nil { // the limiters exist before the race
+				t.Fatal(err)
+			}
+			b.eng.InFlight("a")
+			for round := range 500 {
+				var wg sync.WaitGroup
+				for i := range 8 {
+					wg.Go(func() {
+						n := round*8 + i + 1
+						b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"a": {
+							CreatesPerSecond: float64(n), DeliveriesPerSecond: float64(n), MaxInFlight: 1 + n%40,
+						}}})
+					})
+				}
+				wg.Wait()
+				p := b.eng.Policy("a")
+				b.eng.apps.mu.Lock()
+				creates := b.eng.apps.mu.create["a"].Limit()
+				b.eng.apps.mu.Unlock()
+				if creates != rate.Limit(p.CreatesPerSecond) {
+					t.Fatalf("round %d: creates limit %v, policy in force %v", round, creates, p.CreatesPerSecond)
+				}
+				var capped int
+				switch a := b.eng.admit.(type) {
+				case *localAdmission:
+					a.mu.Lock()
+					st := a.mu.apps["a"]
+					capped = st.max
+					if l := st.deliver.Limit(); l != rate.Limit(p.DeliveriesPerSecond) {
+						t.Fatalf("round %d: delivery rate %v, policy in force %v", round, l, p.DeliveriesPerSecond)
+					}
+					a.mu.Unlock()
+				case *clusterAdmission:
+					a.mu.Lock()
+					capped = a.mu.apps["a"].max
+					a.mu.Unlock()
+				}
+				if capped != p.MaxInFlight {
+					t.Fatalf("round %d: node in-flight cap %d, policy in force %d", round, capped, p.MaxInFlight)
+				}
+			}
+		})
+	}
 }

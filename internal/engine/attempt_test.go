@@ -305,7 +305,7 @@ func twoNodesOneAttempt(t *testing.T, lateFirst bool) {
 		ctx := t.Context()
 		due := time.Now().Add(time.Second)
 		tk := first.schedule(t, CreateParams{DueAt: due, Target: task.Target{HTTP: &task.HTTPTarget{URL: "http://example.test/", Timeout: task.Duration(2 * time.Second)}}})
-		second.eng.Notify(tk.ID, due, "")
+		second.eng.Cluster().Notify(tk.ID, due, "")
 		time.Sleep(time.Until(due) + 10*time.Millisecond)
 		synctest.Wait()
 		if len(a.started)+len(b.started) != 1 {
@@ -322,7 +322,7 @@ func twoNodesOneAttempt(t *testing.T, lateFirst bool) {
 		// The attempt outlives its lease (2s timeout + 1s grace): the
 		// other node is told, claims it again and delivers.
 		leaseEnd := due.Add(3*time.Second + time.Millisecond)
-		next.eng.Notify(tk.ID, leaseEnd, "")
+		next.eng.Cluster().Notify(tk.ID, leaseEnd, "")
 		time.Sleep(time.Until(leaseEnd) + 10*time.Millisecond)
 		nextSink := b
 		if next == first {
@@ -409,7 +409,7 @@ func TestClusterAttemptsSpent(t *testing.T) {
 		x.mu.Lock()
 		x.attempts[tk.ID] = 3 // three attempts claimed, none recorded
 		x.mu.Unlock()
-		b.eng.Notify(tk.ID, due, "")
+		b.eng.Cluster().Notify(tk.ID, due, "")
 		time.Sleep(time.Until(due) + 10*time.Millisecond)
 		outcomesStored()
 		if n := len(snk.started); n != 0 {

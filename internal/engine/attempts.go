@@ -19,6 +19,13 @@ type attempt struct {
 	// is on its way to the store; no other is taken. Guarded by
 	// attempts.mu.
 	ending bool
+	// stale: the task was written since base was read (touch), so base is
+	// no longer the version stored, and the outcome is written from a
+	// fresh read. Guarded by attempts.mu.
+	stale bool
+	// gen: a push attempt's base was read by a fire job's look when its
+	// slot's write count (writer.genOf) was gen-1 (0: not known).
+	gen uint64
 }
 
 // attempts are the attempts under way in this process: push attempts from
@@ -214,6 +221,40 @@ func (a *attempts) takeLeases(op, app string, acks []pullAck, errs []error) (min
 		}
 	}
 	return mine, rest
+}
+
+// touch marks id's attempt under way, if any, stale: the task is being
+// written (writer), so its base is no longer the version stored. Called
+// under the store's row lock of id, by the write's callback.
+func (a *attempts) touch(id task.ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if x := a.mu.m[id]; x != nil {
+		x.stale = true
+	}
+}
+
+// current reports whether x is id's attempt under way and its base is
+// still the version stored (no write touched it since it was read). Asked
+// under the store's row lock of id, by the outcome's write (outcomes.go):
+// a write of the task after it waits for that lock, and one before it
+// marked x.
+func (a *attempts) current(id task.ID, x *attempt) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.m[id] == x && !x.stale
+}
+
+// currentGen reports whether x is id's attempt under way and gen, its
+// slot's write count now (under id's row lock), is the one its base was
+// read at: no write of the task came since.
+func (a *attempts) currentGen(id task.ID, x *attempt, gen uint64) bool {
+	if x.gen == 0 || x.gen-1 != gen {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.m[id] == x
 }
 
 // busy reports whether an attempt is under way that the engine, not a

@@ -31,12 +31,18 @@
 //     memory, and the leases waiting for them;
 //   - writer (writer.go): writes tasks and has the others follow (the
 //     index's mirror, the wheel);
-//   - apps (apps.go, gate.go): admission, the apps' policies and limits;
+//   - apps (apps.go): the apps' policies, turn weights and creates
+//     limits;
+//   - admission (admission.go): the limits on the apps' deliveries, one
+//     of two chosen in New: this process's rate reservations and
+//     in-flight counts (admitlocal.go), or, with a Config.Limiter, the
+//     cluster's gates over it (gate.go, sharedlimits.go);
 //   - sweeper (sweeper.go), attemptLog (attemptlog.go) and testClock
 //     (testclock.go).
 //
 // One mode, two indexes: the cluster's (Config.Index) or, on one node,
 // the local one (localindex.go); the services run the same over either.
+// Likewise admission is the cluster's (Config.Limiter) or the local one.
 // New chooses, in one place, the few settings that follow from the mode
 // but are not the index's to answer (see New).
 //
@@ -67,16 +73,26 @@
 //     about to be (pull.go);
 //   - dispatcher.mu guards the push attempts waiting for a worker;
 //   - waiters.mu guards the leases waiting for pull tasks;
-//   - apps.mu guards the apps' policies, rate reservations, in-flight
-//     counts, parked tasks and gates (apps.go, gate.go);
+//   - apps.mu guards the apps' creates limiters; the policies are a
+//     snapshot replaced whole and read without a lock (apps.go);
+//   - the admission's lock, localAdmission.mu or clusterAdmission.mu,
+//     guards the apps' in-flight counts and parked tasks, and on one node
+//     the delivery rates and their reservations (admitlocal.go), in a
+//     cluster the gates, their grants and the cluster slots held
+//     (gate.go);
 //   - e.creates guards the creates gathering into the next group-committed
 //     store write (creates.go);
 //   - e.mu guards only whether the engine started and is stopping.
 //
 // No store, index (Redis), limiter or sink call is made while one is held.
-// Store callbacks (Update, UpdateMany) run under the store's own row locks
+// Store callbacks (Update, UpdateMany, UpdateKnown) run under the store's own row locks
 // and make no network call: the cluster index's claim of a fire batch runs
-// after the store call that read the batch returned (fire.go). Every call
+// after the store call that read the batch returned (fire.go). They take
+// held.mu and attempts.mu (in that order, one after the other): every
+// write tells the held service, under its task's row lock, that the task
+// is changing (writer.touch), and an outcome written over a lease's base
+// checks there that no write came since (outcomes.write). The row lock
+// is what orders the two. Every call
 // carries a deadline: its caller's, or callTimeout for the writes that must
 // finish after their caller has gone (detached).
 package engine
@@ -214,10 +230,6 @@ type Index interface {
 	PullDue(ctx context.Context, app string)
 }
 
-// NotifyPull wakes this node's claims waiting on app (another node's
-// PullDue).
-func (e *Engine) NotifyPull(app string) { e.waiters.notify(app) }
-
 func (c *Config) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Clock = clock.Or(c.Clock)
@@ -256,8 +268,9 @@ type Engine struct {
 	log   *slog.Logger
 	clock clock.Clock // cfg.Clock: the time of every decision
 	ids   task.IDGenerator
-	boot  string // this process's part of lease tokens
-	apps  *apps  // per-app policies and limits (admission)
+	boot  string    // this process's part of lease tokens
+	apps  *apps     // the apps' policies, weights and creates limits (apps.go)
+	admit admission // the limits on the apps' deliveries (admission.go)
 
 	index  engIdx      // Config.Index (clusterindex.go), or the local one (localindex.go)
 	tk     *timekeeper // the scheduling core (timekeeper.go)
@@ -315,7 +328,7 @@ func New(cfg Config) (*Engine, error) {
 		boot:  newBoot(),
 	}
 	e.schedules, _ = store.As[store.Schedules](cfg.Store)
-	e.apps = newApps(cfg, e.boot, func(app string, ids ...task.ID) { e.tk.enqueue(app, ids...) })
+	e.apps = newApps(cfg)
 	e.tk = newTimekeeper(timekeeperParams{Clock: cfg.Clock, MaxLoaded: cfg.MaxLoaded, Weight: e.apps.weight})
 	e.attempts = newAttempts()
 	// The one place the mode is chosen: a cluster's index, or the local
@@ -327,6 +340,14 @@ func New(cfg Config) (*Engine, error) {
 	memPull, holdMax := cfg.Index == nil, 0
 	if memPull {
 		holdMax = pullHoldMax(cfg.MaxLoaded) // a cluster holds none
+	}
+	// Admission follows the Limiter: the cluster's limits on deliveries
+	// through it (gate.go), or this process's (admitlocal.go).
+	ap := admissionParams{Policy: e.apps.of, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
+	if cfg.Limiter != nil {
+		e.admit = newClusterAdmission(ap, sharedLimits{limiter: cfg.Limiter, boot: e.boot, leaseGrace: cfg.LeaseGrace, log: cfg.Logger})
+	} else {
+		e.admit = newLocalAdmission(ap)
 	}
 	if cfg.Index != nil {
 		e.index = clusterIndex{cfg.Index}
@@ -358,6 +379,13 @@ func New(cfg Config) (*Engine, error) {
 		log:      cfg.Logger,
 		dropHeld: e.held.drop,
 		pullDue:  e.waiters.due,
+		touch:    e.held.touch,
+	}
+	if e.held.max > 0 {
+		// Pull leases held in memory (one node): their acks' outcomes are
+		// written over the task as held, when no write touched it since
+		// (outcomes.write), on a store that can.
+		e.writer.known, _ = store.As[store.KnownUpdater](cfg.Store)
 	}
 	e.outcomes = &outcomes{
 		attempts:    e.attempts,
@@ -371,7 +399,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.held.outcomes = e.outcomes
 	e.firer = &firer{
-		apps:       e.apps,
+		apps:       e.admit,
 		tk:         e.tk,
 		attempts:   e.attempts,
 		outcomes:   e.outcomes,
@@ -444,7 +472,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.mu.started = true
 	e.mu.Unlock()
-	e.apps.start(loopCtx)
+	e.admit.start(loopCtx)
 
 	// The loops, each a service's run: the timekeeper fires what falls
 	// due into the ready queues, the loader fills the wheel, the
@@ -467,7 +495,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // than once and before Start. When ctx ended before the deliveries did, the
 // engine is stopped all the same and the error (wrapping ctx's) says so.
 //
-// Shutdown order: the loops first (nothing new fires), then the apps'
+// Shutdown order: the loops first (nothing new fires), then admission's
 // gates (nothing is let through), then the dispatcher's workers (in-flight
 // attempts finish or are released, and their outcomes are written), so
 // the store is still open for all.
@@ -484,7 +512,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 	e.cancel()
 	e.loops.Wait()
-	e.apps.stop()
+	e.admit.stop()
 	return e.dispatch.stop(ctx) // the workers: attempts under way finish, or are released when ctx ends
 }
 
@@ -530,24 +558,3 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
-
-// Boot returns this process's id, the prefix of its lease tokens (a
-// cluster uses it as the node's member name).
-func (e *Engine) Boot() string { return e.boot }
-
-// Notify tells the engine that a task it did not write itself wakes at
-// `at` (a cluster node's notice of another node's write). It enters the
-// wheel if it falls within what is loaded.
-func (e *Engine) Notify(id task.ID, at time.Time, app string) { e.tk.wake(id, at, app) }
-
-// Rescan makes the loader read the whole window again from the start (the
-// index holds tasks the loader has not seen: a new app's). The wheel
-// ignores what it already has.
-func (e *Engine) Rescan() { e.tk.rescan(false) }
-
-// Reown is Rescan after the cluster's slot ownership changed: the wheel is
-// emptied first, so that the tasks of slots another node now owns stop
-// firing here (each would cost a store transaction and, for a limited app,
-// a token, only to lose the claim). Everything in the wheel came from the
-// index, which the loader reads again.
-func (e *Engine) Reown() { e.tk.rescan(true) }

@@ -23,9 +23,9 @@ import (
 // which it hands back to the dispatcher's workers (deliverAll), each
 // delivered by deliver. It has no state of its own: the attempts under way
 // are the attempts service's, the pull tasks held the held service's,
-// and the apps' limits admission's (apps.go).
+// and the apps' limits admission's (admission.go).
 type firer struct {
-	apps       *apps
+	apps       admission
 	tk         *timekeeper
 	attempts   *attempts
 	outcomes   *outcomes
@@ -106,6 +106,7 @@ type firing struct {
 	until   time.Time     // the claim's hold
 	timeout time.Duration // of the push attempt
 	n       int           // vPush: the attempt's number, from the claim
+	gen     uint64        // vPush: its slot's write count when read, plus one (writer.genOf)
 }
 
 // claimFor says why a task needs the cluster index's claim.
@@ -143,7 +144,7 @@ func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
 	now := msNowOf(r.clock)
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	ws, errs := r.writer.updateMany(wctx, ids, fireWrite, func(ts []*task.Task) []error {
+	ws, errs := r.writer.updateMany(wctx, ids, fireLook, func(ts []*task.Task) []error {
 		return r.look(fs, ts, now)
 	})
 	wrote()
@@ -205,6 +206,11 @@ func (r *firer) pace(taken []sched.Taken) []firing {
 // rows of fs) and returns, per task, nil to store the change decide
 // made or errSkip to leave the row as it is: a push attempt and a rollback
 // waiting for the index's claim are not written here.
+//
+// ts are the store's copies, shared (fireLook): decide reads them and
+// changes only a copy of its own, which it puts in ts in the task's place
+// (mut). Most verdicts (a push attempt, a pull task due) change nothing,
+// and copy nothing.
 func (r *firer) look(fs []firing, ts []*task.Task, now time.Time) []error {
 	errs := make([]error, len(ts))
 	for i, t := range ts {
@@ -212,7 +218,12 @@ func (r *firer) look(fs []firing, ts []*task.Task, now time.Time) []error {
 		*f = firing{id: f.id, knownApp: f.knownApp} // the store may run this again
 		if t != nil {
 			f.app = t.App
-			r.decide(f, t, now)
+			r.decide(f, t, func() *task.Task {
+				if ts[i] == t {
+					ts[i] = t.Clone()
+				}
+				return ts[i]
+			}, now)
 		}
 		if t == nil || f.v != vWrite {
 			errs[i] = errSkip
@@ -223,8 +234,9 @@ func (r *firer) look(fs []firing, ts []*task.Task, now time.Time) []error {
 
 // decide is look's verdict on one task t, due at now, as look read it: it
 // sets f.v, and f.claim when the cluster index must give the task to this
-// node before the change is made.
-func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
+// node before the change is made. t is the store's copy, which it must not
+// change: mut gives the copy to change (f.v = vWrite), made on first use.
+func (r *firer) decide(f *firing, t *task.Task, mut func() *task.Task, now time.Time) {
 	switch t.State {
 	case task.Scheduled:
 		switch {
@@ -233,10 +245,10 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 		case r.attempts.underway(t.ID):
 			return // its attempt is under way here; the outcome tracks it again
 		case pastDeadline(t, now):
-			expire(t, now)
+			expire(mut(), now)
 			f.v = vWrite
 		case t.NextAttemptAt.After(now):
-			t.WakeAt = wakeFor(t) // woke for a deadline that has not passed
+			mut().WakeAt = wakeFor(t) // woke for a deadline that has not passed
 			f.v = vWrite
 		case t.Target.Pull != nil:
 			f.pullDue = true
@@ -263,7 +275,7 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 				return
 			}
 			if !w.Equal(t.WakeAt) {
-				t.WakeAt = w
+				mut().WakeAt = w
 				f.v = vWrite
 			}
 		default:
@@ -273,9 +285,10 @@ func (r *firer) decide(f *firing, t *task.Task, now time.Time) {
 		switch {
 		case t.Target.Pull == nil && leaseBoot(t.Lease) != r.boot && !r.index.Live(leaseBoot(t.Lease)):
 			// A push attempt of a process that is gone: deliver again now.
-			t.LastError = "interrupted: toc stopped during the delivery"
-			t.Record(now, "interrupted", t.Attempts, t.LastError)
-			requeue(t, now, now)
+			c := mut()
+			c.LastError = "interrupted: toc stopped during the delivery"
+			c.Record(now, "interrupted", c.Attempts, c.LastError)
+			requeue(c, now, now)
 			f.v = vWrite
 		case t.LeaseExpiresAt != nil && !t.LeaseExpiresAt.After(now):
 			f.v, f.claim, f.until = vRollback, claimExpired, now.Add(time.Minute)
@@ -299,6 +312,7 @@ func (r *firer) decidePush(f *firing, t *task.Task, now time.Time) {
 		f.v = vGate
 	default:
 		f.v, f.claim, f.until = vPush, claimAttempt, now.Add(f.timeout+r.leaseGrace)
+		f.gen = r.writer.genOf(t.ID) + 1 // under its row lock: the outcome's fence (outcomes.write)
 	}
 }
 
@@ -500,6 +514,12 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 // came at the same instant) is looked at again at once.
 var fireWrite = &store.UpdateOpts{NoSync: true, Optimistic: true}
 
+// fireLook is fireWrite for a fire job's look, which changes few of the
+// tasks it reads: they come shared (store.UpdateOpts.Shared), uncopied,
+// and so do the tasks the look returns (a push attempt's base, a pull
+// task held: attempt and held never change them either).
+var fireLook = &store.UpdateOpts{NoSync: true, Optimistic: true, Shared: true}
+
 // claim asks the cluster index for the tasks ws[i].t of the indexes in
 // which, in one round trip, and reports which this node holds (always all
 // on a single node): 0 where it does not; for a push attempt, the
@@ -540,7 +560,7 @@ func (r *firer) startAttempt(f *firing, base *task.Task, now time.Time) *task.Ta
 	t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
 	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
 	startAttempt(t, now, f.timeout+r.leaseGrace, r.boot)
-	r.attempts.put(f.id, &attempt{base: base, t: t})
+	r.attempts.put(f.id, &attempt{base: base, t: t, gen: f.gen})
 	r.fired.Add(1)
 	return t
 }

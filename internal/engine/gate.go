@@ -2,9 +2,8 @@ package engine
 
 import (
 	"context"
-	"log/slog"
-	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toc-dev/toc/task"
@@ -28,35 +27,45 @@ import (
 // gateBatch bounds how many tasks one limiter call asks for.
 const gateBatch = 256
 
+// clusterAdmission is admission in a cluster: an app with a
+// deliveries_per_second or an explicit max_in_flight (gated) queues its
+// due tasks at its gate, which asks the shared Limiter (sharedLimits) and
+// lets them through as it grants them; every app's attempts are also held
+// to the node's own in-flight cap (shares.node), counted here.
+type clusterAdmission struct {
+	policy  func(app string) AppPolicy // the policy in force (apps.of)
+	shares  shares
+	enqueue func(app string, ids ...task.ID)
+	limits  sharedLimits
+	gates   sync.WaitGroup // the gates running
+
+	// mu guards every app's gate, grants, cluster slots held, in-flight
+	// count and parked tasks, and the gates' lifetime (ctx, closed). It is
+	// never held across a limiter call.
+	mu struct {
+		sync.Mutex
+		apps   map[string]*clusterApp
+		ctx    context.Context // the engine's loops': gates run until it ends (set by start)
+		closed bool            // the engine is stopping: no gate starts
+	}
+}
+
+// clusterApp is one app's admission on this node. Guarded by
+// clusterAdmission.mu.
+type clusterApp struct {
+	appSlots
+	gate    *gate
+	granted map[task.ID]grant    // let through by the gate
+	slots   map[task.ID]struct{} // attempts under way that hold a cluster slot
+}
+
 // gate is one app's queue of due tasks waiting for the cluster's limits.
-// Guarded by apps.mu.
+// Guarded by clusterAdmission.mu.
 type gate struct {
 	queue   []task.ID
 	queued  map[task.ID]bool
 	running bool
 	freed   chan struct{} // capacity 1: a slot was freed, or the limits changed
-}
-
-// start sets the gates' context: they run until it ends (the engine's
-// loops').
-func (a *apps) start(ctx context.Context) {
-	a.mu.Lock()
-	a.ctx = ctx
-	a.mu.Unlock()
-}
-
-// stop starts no gate from here on and waits for those running, which end
-// with their context.
-func (a *apps) stop() {
-	a.mu.Lock()
-	a.closed = true
-	a.mu.Unlock()
-	a.gates.Wait()
-}
-
-// gatedBy reports whether p's limits go through the cluster's limiter.
-func (a *apps) gatedBy(p AppPolicy) bool {
-	return a.limiter != nil && (p.DeliveriesPerSecond > 0 || p.MaxInFlight > 0)
 }
 
 // grant is the gate's pass for one task.
@@ -65,12 +74,82 @@ type grant struct {
 	taken bool // a fire of the task went on to the store with it
 }
 
-// enterGate queues a due task of app behind the app's gate and reports true,
-// or reports false when the task may go on to the store: the gate let it
-// through, or the app has no cluster limits. A second fire of a task that
-// is on its way with its pass (the wheel and the gate both sent it) is
-// dropped: the first one's store write decides what comes next.
-func (a *apps) enterGate(app string, id task.ID) bool {
+var _ admission = (*clusterAdmission)(nil)
+
+func newClusterAdmission(p admissionParams, limits sharedLimits) *clusterAdmission {
+	a := &clusterAdmission{policy: p.Policy, shares: p.Shares, enqueue: p.Enqueue, limits: limits}
+	a.mu.apps = map[string]*clusterApp{}
+	return a
+}
+
+// gated reports whether p's limits go through the cluster's limiter.
+func gated(p AppPolicy) bool { return p.DeliveriesPerSecond > 0 || p.MaxInFlight > 0 }
+
+func (a *clusterAdmission) start(ctx context.Context) {
+	a.mu.Lock()
+	a.mu.ctx = ctx
+	a.mu.Unlock()
+}
+
+// stop starts no gate from here on and waits for those running, which end
+// with their context.
+func (a *clusterAdmission) stop() {
+	a.mu.Lock()
+	a.mu.closed = true
+	a.mu.Unlock()
+	a.gates.Wait()
+}
+
+// getLocked returns app's admission, its node cap made under the policy
+// in force when first asked for. a.mu is held.
+func (a *clusterAdmission) getLocked(app string) *clusterApp {
+	st, ok := a.mu.apps[app]
+	if !ok {
+		st = &clusterApp{granted: map[task.ID]grant{}, slots: map[task.ID]struct{}{}}
+		st.max = a.shares.node(a.policy(app))
+		a.mu.apps[app] = st
+	}
+	return st
+}
+
+func (a *clusterAdmission) policiesChanged() {
+	unpark := map[string][]task.ID{}
+	a.mu.Lock()
+	for app, st := range a.mu.apps {
+		st.max = a.shares.node(a.policy(app))
+		if next := st.unparkFree(); len(next) > 0 {
+			unpark[app] = next
+		}
+		if st.gate != nil {
+			signal(st.gate.freed) // the gate asks again under the new limits
+		}
+	}
+	a.mu.Unlock()
+	for app, ids := range unpark {
+		a.enqueue(app, ids...)
+	}
+}
+
+// isRated: in a cluster an explicit in-flight cap is paced before the
+// store read too, at the gate.
+func (a *clusterAdmission) isRated(app string) bool {
+	return app != "" && gated(a.policy(app))
+}
+
+// pace queues a due task of app behind the app's gate (gated), or lets it
+// go on to the store: the gate let it through, or the app has no cluster
+// limits. A second fire of a task that is on its way with its pass (the
+// wheel and the gate both sent it) is dropped: the first one's store write
+// decides what comes next.
+func (a *clusterAdmission) pace(app string, id task.ID, _ time.Time) (gated bool, at time.Time) {
+	return a.queue(app, id), time.Time{}
+}
+
+func (a *clusterAdmission) enterGate(app string, id task.ID) { a.queue(app, id) }
+
+// queue is pace and enterGate: it reports whether the task is queued (or
+// dropped) rather than let through.
+func (a *clusterAdmission) queue(app string, id task.ID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.getLocked(app)
@@ -82,10 +161,10 @@ func (a *apps) enterGate(app string, id task.ID) bool {
 		st.granted[id] = g
 		return false
 	}
-	if !a.gatedBy(a.pol.of(app)) {
+	if !gated(a.policy(app)) {
 		return false
 	}
-	if a.closed {
+	if a.mu.closed {
 		return true // stopping: the task stays due in the store
 	}
 	g := st.gate
@@ -100,7 +179,7 @@ func (a *apps) enterGate(app string, id task.ID) bool {
 	if !g.running {
 		g.running = true
 		a.gates.Add(1)
-		ctx := a.ctx
+		ctx := a.mu.ctx
 		go func() {
 			defer a.gates.Done()
 			a.runGate(ctx, app, g)
@@ -109,9 +188,98 @@ func (a *apps) enterGate(app string, id task.ID) bool {
 	return true
 }
 
+// admit: a task the gate let through goes (it holds its token, and its
+// cluster slot unless the limiter was down); a task of an app with cluster
+// limits that did not pass the gate is sent to it; any other task is held
+// to the node's own in-flight cap.
+func (a *clusterAdmission) admit(app string, id task.ID, _ time.Time) (admitted, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	g, granted := st.granted[id]
+	if granted {
+		delete(st.granted, id)
+		if g.slot {
+			st.slots[id] = struct{}{}
+			st.inFlight++
+			return admitNow, time.Time{}
+		}
+	} else if gated(a.policy(app)) {
+		return admitGate, time.Time{}
+	}
+	if st.full() {
+		st.park(id)
+		return admitPark, time.Time{}
+	}
+	st.inFlight++
+	return admitNow, time.Time{}
+}
+
+func (a *clusterAdmission) release(app string, id task.ID) {
+	a.mu.Lock()
+	st := a.getLocked(app)
+	_, slot := st.slots[id]
+	delete(st.slots, id)
+	next := st.release()
+	a.mu.Unlock()
+	if slot {
+		a.releaseSlot(app, id)
+	}
+	a.enqueue(app, next...)
+}
+
+func (a *clusterAdmission) dropGrant(app string, id task.ID) {
+	a.mu.Lock()
+	var g grant
+	if st, ok := a.mu.apps[app]; ok {
+		g = st.granted[id]
+		delete(st.granted, id)
+	}
+	a.mu.Unlock()
+	if g.slot {
+		a.releaseSlot(app, id)
+	}
+}
+
+// releaseSlot gives back a cluster in-flight slot, and has this node's
+// gate ask again without waiting for the cluster's notice.
+func (a *clusterAdmission) releaseSlot(app string, id task.ID) {
+	a.limits.release(app, id, a.policy(app).MaxInFlight)
+	a.slotFreed(app)
+}
+
+func (a *clusterAdmission) kickParked(app string) {
+	a.mu.Lock()
+	var next []task.ID
+	if st, ok := a.mu.apps[app]; ok {
+		next = st.unparkFree()
+	}
+	a.mu.Unlock()
+	a.enqueue(app, next...)
+}
+
+func (a *clusterAdmission) slotFreed(app string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.mu.apps[app]; ok && st.gate != nil {
+		signal(st.gate.freed)
+	}
+}
+
+// inFlightCap: in a cluster an explicit MaxInFlight holds across the
+// nodes, and may be more than a node's share.
+func (a *clusterAdmission) inFlightCap(p AppPolicy) int { return a.shares.explicit(p) }
+
+func (a *clusterAdmission) counts(app string) (inFlight, parked int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.getLocked(app)
+	return st.inFlight, len(st.parked)
+}
+
 // runGate lets app's queued tasks through as the limiter grants them, until
 // the queue is empty or the engine stops.
-func (a *apps) runGate(ctx context.Context, app string, g *gate) {
+func (a *clusterAdmission) runGate(ctx context.Context, app string, g *gate) {
 	var wait time.Duration
 	for {
 		if wait > 0 {
@@ -123,9 +291,9 @@ func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 			}
 			t.Stop()
 		}
+		p := a.policy(app)
 		a.mu.Lock()
-		p := a.pol.of(app)
-		if len(g.queue) == 0 || ctx.Err() != nil || !a.gatedBy(p) {
+		if len(g.queue) == 0 || ctx.Err() != nil || !gated(p) {
 			// Done, stopping (the tasks stay due in the store), or a
 			// reload lifted the limits: whatever is left goes on.
 			rest := g.queue
@@ -138,18 +306,18 @@ func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 				}
 			}
 			a.mu.Unlock()
-			if ctx.Err() == nil {
-				a.letThrough(app, rest)
+			if ctx.Err() == nil && len(rest) > 0 {
+				a.enqueue(app, rest...) // their app stays known: fire finds their grant before the store read
 			}
 			return
 		}
 		n := min(len(g.queue), gateBatch)
 		if p.MaxInFlight > 0 {
 			// The cluster's slots are shared by the nodes, but this node
-			// holds at most its share of them (appState.maxInFlight: its
-			// workers are not all for one app): ask for no more than the
-			// share has room for, and wait for a slot of it to free.
-			n = min(n, a.nodeRoomLocked(a.getLocked(app)))
+			// holds at most its share of them (appSlots.max: its workers
+			// are not all for one app): ask for no more than the share
+			// has room for, and wait for a slot of it to free.
+			n = min(n, a.getLocked(app).nodeRoom())
 			if n <= 0 {
 				a.mu.Unlock()
 				wait = time.Second // or until a slot frees (g.freed)
@@ -159,7 +327,7 @@ func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 		ids := slices.Clone(g.queue[:n])
 		a.mu.Unlock()
 
-		n, slots, w := a.askLimiter(ctx, app, p, ids)
+		n, slots, w := a.limits.ask(ctx, app, p, ids)
 		wait = w
 		if n == 0 {
 			continue
@@ -174,15 +342,16 @@ func (a *apps) runGate(ctx context.Context, app string, g *gate) {
 		clear(g.queue[:n])
 		g.queue = g.queue[n:]
 		a.mu.Unlock()
-		a.letThrough(app, ids[:n])
+		a.enqueue(app, ids[:n]...)
 	}
 }
 
-// nodeRoomLocked is how many more of the app's attempts this node may
-// hold cluster slots for: its share, less the attempts under way and the
-// tasks let through with a slot that have not started yet. apps.mu is held.
-func (a *apps) nodeRoomLocked(st *appState) int {
-	n := st.maxInFlight - st.inFlight
+// nodeRoom is how many more of the app's attempts this node may hold
+// cluster slots for: its share, less the attempts under way and the tasks
+// let through with a slot that have not started yet. The admission's lock
+// is held.
+func (st *clusterApp) nodeRoom() int {
+	n := st.max - st.inFlight
 	for _, g := range st.granted {
 		if g.slot {
 			n--
@@ -190,114 +359,3 @@ func (a *apps) nodeRoomLocked(st *appState) int {
 	}
 	return n
 }
-
-// letThrough hands granted tasks to the workers. Their app stays known, so
-// fire finds their grant before reading the store.
-func (a *apps) letThrough(app string, ids []task.ID) {
-	if len(ids) == 0 {
-		return
-	}
-	a.enqueue(app, ids...)
-}
-
-// askLimiter asks for delivery tokens, then in-flight slots, for ids in
-// order. It returns how many of ids (a prefix) may go, whether they hold
-// cluster slots, and how long to wait before asking again when not all may.
-// Tokens are taken first: a token taken for a task that then finds no slot
-// is spent, so when both limits bind the rate comes out lower, never higher.
-// When the limiter fails the tasks go anyway (a Redis outage must not stop
-// every limited app); the node's own in-flight cap still holds.
-func (a *apps) askLimiter(ctx context.Context, app string, p AppPolicy, ids []task.ID) (n int, slots bool, wait time.Duration) {
-	n = len(ids)
-	if p.DeliveriesPerSecond > 0 {
-		burst := p.Burst
-		if burst <= 0 {
-			burst = max(1, int(math.Ceil(p.DeliveriesPerSecond/10)))
-		}
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		got, w, err := a.limiter.Take(cctx, app, p.DeliveriesPerSecond, burst, n)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return 0, false, 0
-		case err != nil:
-			a.log.Warn("shared rate limiter failed; delivering without it", slog.String("app", app), slog.String("error", err.Error()))
-		case got == 0:
-			return 0, false, max(w, time.Millisecond)
-		default:
-			n = got
-		}
-	}
-	if p.MaxInFlight > 0 {
-		holders := make([]string, n)
-		for i, id := range ids[:n] {
-			holders[i] = a.holder(id)
-		}
-		now := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		got, next, err := a.limiter.Acquire(cctx, app, holders, p.MaxInFlight, now.Add(task.DefaultHTTPTimeout+a.leaseGrace))
-		cancel()
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return 0, false, 0
-		case err != nil:
-			a.log.Warn("shared in-flight limit failed; holding the node's own", slog.String("app", app), slog.String("error", err.Error()))
-			return n, false, 0
-		case got < n:
-			// Wait for a SlotFreed notice, or for the first held slot to
-			// run out (its node may be gone), whichever comes first.
-			wait = min(max(next.Sub(now), time.Millisecond), time.Second)
-		}
-		return got, true, wait
-	}
-	return n, false, 0
-}
-
-// SlotFreed tells the engine that one of app's in-flight slots was given
-// back somewhere in the cluster: its gate, if waiting, asks again.
-func (e *Engine) SlotFreed(app string) { e.apps.slotFreed(app) }
-
-func (a *apps) slotFreed(app string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if st, ok := a.state[app]; ok && st.gate != nil {
-		signal(st.gate.freed)
-	}
-}
-
-// dropGrant forgets a grant that fire did not use (the task needed no
-// attempt after all) and gives back its slot. Without a Limiter there are
-// no grants.
-func (a *apps) dropGrant(app string, id task.ID) {
-	if a.limiter == nil {
-		return
-	}
-	a.mu.Lock()
-	st, ok := a.state[app]
-	var g grant
-	if ok {
-		g = st.granted[id]
-		delete(st.granted, id)
-	}
-	max := a.pol.of(app).MaxInFlight
-	a.mu.Unlock()
-	if g.slot {
-		a.releaseSlot(app, id, max)
-	}
-}
-
-// releaseSlot gives back a cluster in-flight slot.
-func (a *apps) releaseSlot(app string, id task.ID, max int) {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if err := a.limiter.Release(ctx, app, a.holder(id), max); err != nil {
-		// The slot runs out on its own at the end of its hold.
-		a.log.Warn("give back an in-flight slot", slog.String("app", app), slog.String("task", id.String()), slog.String("error", err.Error()))
-	}
-	a.slotFreed(app) // this node's gate need not wait for the notice
-}
-
-// holder names this process's hold of a slot for task id. Two nodes can
-// both let the same task through (a wheel entry left on a slot's previous
-// owner); each must hold, and give back, a slot of its own.
-func (a *apps) holder(id task.ID) string { return a.boot + "/" + id.String() }

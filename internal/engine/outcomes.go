@@ -229,18 +229,47 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 	// delivered again while its outcome waits.
 	fullWait := diskFullWait
 	rounds, tries := 0, 0 // of writes again after a conflict, after an unavailable store
+	// Pull leases held in memory and push attempts go first, written over
+	// their base (the task as held, or as the fire job's look read it)
+	// without a read, where no write touched the task since (knownRound);
+	// the rest, and those, read the task.
+	knownRound := false
+	var later []task.ID
+	var laterWhich []int
+	if x.writer.known != nil {
+		var kids []task.ID
+		var kwhich []int
+		for k, id := range ids {
+			if a := as[which[k]]; a.pull || a.gen != 0 {
+				kids, kwhich = append(kids, id), append(kwhich, which[k])
+			} else {
+				later, laterWhich = append(later, id), append(laterWhich, which[k])
+			}
+		}
+		if len(kids) > 0 {
+			ids, which, knownRound = kids, kwhich, true
+		}
+	}
 	for len(ids) > 0 {
 		landed := make([]bool, len(ids))
-		ws, errs := x.writer.updateMany(wctx, ids, opts, func(ts []*task.Task) []error {
+		// The tasks come shared (outcomeOpts): each one written is a
+		// copy of its own, put in ts in its place.
+		fn := func(ts []*task.Task) []error {
 			now := msNowOf(x.clock)
 			errs := make([]error, len(ts))
 			for k, t := range ts {
 				a, o := as[which[k]], os[which[k]]
+				if knownRound && (t == nil || !x.current(ids[k], a)) {
+					errs[k] = errStale // written since it was read: read it
+					continue
+				}
 				landed[k] = t != nil && landsOn(t, a)
 				switch {
 				case t == nil:
 					errs[k] = errSkip
 				case landed[k]:
+					t = t.Clone()
+					ts[k] = t
 					recordOutcome(t, a, o, now)
 				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
 					// The task moved on (or was retried), or has this
@@ -250,6 +279,8 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				default:
 					// The task moved on, but the attempt reached the
 					// receiver: its history says so.
+					t = t.Clone()
+					ts[k] = t
 					n := a.t.Attempts
 					t.Record(a.t.UpdatedAt, "attempt", n, "")
 					if o.err == nil {
@@ -260,7 +291,18 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				}
 			}
 			return errs
-		})
+		}
+		var ws []written
+		var errs []error
+		if knownRound {
+			bases := make([]*task.Task, len(ids))
+			for k := range ids {
+				bases[k] = as[which[k]].base
+			}
+			ws, errs = x.writer.updateKnown(wctx, bases, outcomeOpts(opts), fn)
+		} else {
+			ws, errs = x.writer.updateMany(wctx, ids, outcomeOpts(opts), fn)
+		}
 		var again []task.ID
 		var againWhich []int
 		conflict, unavailable := false, false
@@ -276,6 +318,9 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 			case errors.Is(err, errSkip):
 				moved = append(moved, ws[k])
 				result(which[k], outcomeResult{t: ws[k].t})
+			case knownRound && (errors.Is(err, errStale) || errors.Is(err, store.ErrConflict)):
+				// Not the version stored: the next round reads it.
+				again, againWhich = append(again, ids[k]), append(againWhich, which[k])
 			case errors.Is(err, store.ErrNotFound):
 				result(which[k], outcomeResult{err: err})
 			case os[which[k]].wait != nil && !errors.Is(err, store.ErrConflict):
@@ -300,6 +345,10 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 			}
 		}
 		ids, which = again, againWhich
+		if knownRound {
+			ids, which = append(ids, later...), append(which, laterWhich...)
+			knownRound, later, laterWhich = false, nil, nil
+		}
 		if conflict {
 			rounds++
 		}
@@ -330,9 +379,37 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 	}
 }
 
+// current reports, under id's row lock, whether a's base is still the
+// task as stored: no write of it came since it was read (a pull lease:
+// not touched; a push attempt: its slot's write count unchanged).
+func (x *outcomes) current(id task.ID, a *attempt) bool {
+	if a.pull {
+		return x.attempts.current(id, a)
+	}
+	return x.attempts.currentGen(id, a, x.writer.genOf(id))
+}
+
+// errStale refuses, in the outcomes' write over a lease's base, a task
+// written since the base was read: it is written from a fresh read.
+var errStale = errors.New("engine: the task was written since it was leased")
+
 // ackWrite is for the outcomes of acks and nacks: synced, since the
 // client is answered after it; otherwise as fireWrite.
 var ackWrite = &store.UpdateOpts{Optimistic: true}
+
+// Their shared forms (store.UpdateOpts.Shared), for the outcomes' write:
+// its fn copies only the tasks it changes, and what it gets back (tracked,
+// mirrored, a conflict's copy made for the client) is only read.
+var ackWriteShared = &store.UpdateOpts{Optimistic: true, Shared: true}
+
+// outcomeOpts is the shared form of opts (fireWrite: fireLook, or
+// ackWrite).
+func outcomeOpts(opts *store.UpdateOpts) *store.UpdateOpts {
+	if opts == ackWrite {
+		return ackWriteShared
+	}
+	return fireLook
+}
 
 // Outcome writes that meet an unavailable store (store.ErrUnavailable: a
 // database restart, a lost connection) are tried again up to

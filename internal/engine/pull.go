@@ -27,6 +27,20 @@ import (
 // the outcome group commit (outcomes.go), synced, and answered once it is
 // stored. One durable write per pull task delivered.
 //
+// That write reads the task only when its copy held is out of date: the
+// lease's base is the task as the look read it, and on a store that can
+// (store.KnownUpdater: pebblestore) the outcome is written over it without
+// a read (one store read per pull task, at its due time). The fence:
+// every write of a task goes through the writer, whose callback, under the
+// task's row lock, tells the held service before the write commits
+// (touch): a copy queued is dropped, so no lease takes it, and a lease's
+// base is marked stale (attempts.touch). The outcome's callback, under the
+// same row lock, writes over the base only while its lease is current and
+// not stale (attempts.current); otherwise it reads the task as before
+// (landsOn decides on the task as stored). A write before the lease was
+// taken dropped the copy it would have been taken from; one after it
+// marked the lease. On one node no other process writes the store.
+//
 // The store keeps the task scheduled and due meanwhile, so a process that
 // dies leaves it due: the next one loads it, fires it into the ready queue
 // again, and it is claimed again (at least once).
@@ -196,6 +210,26 @@ func (h *held) drop(id task.ID) {
 }
 
 // unref counts one pull task of app held less.
+// touch is the writer's word that the task id is being written, under its
+// row lock, before the write commits: a copy of it held here is out of date
+// (dropped, as drop does, so no lease hands it out), and so is the base of
+// its lease, if any (attempts.touch: its ack's outcome reads the task
+// again). held.mu before attempts.mu, the one lock order.
+func (h *held) touch(id task.ID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := &h.mu.heldState
+	if q, ok := p.queued[id]; ok {
+		delete(p.queued, id)
+		p.unref(q.App)
+	}
+	if x, ok := p.holding[id]; ok {
+		delete(p.holding, id)
+		p.unref(x.app)
+	}
+	h.attempts.touch(id)
+}
+
 func (p *heldState) unref(app string) {
 	if p.perApp[app]--; p.perApp[app] <= 0 {
 		delete(p.perApp, app)

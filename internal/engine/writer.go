@@ -31,6 +31,41 @@ type writer struct {
 	// app's pull tasks (the pull service).
 	dropHeld func(id task.ID)
 	pullDue  func(app string)
+	// touch is told, under a task's row lock, that the task is being
+	// written (held.touch): a copy of it held, and its lease's base, are
+	// out of date from then on.
+	touch func(id task.ID)
+	// known is the store's write over known versions (nil: it has none).
+	known store.KnownUpdater
+	// gens count the writes per slot of task ids (genOf), bumped under
+	// the task's row lock before the write commits: a push attempt's
+	// outcome is written over its base when its slot's count is still the
+	// one its look read (outcomes.write). Another task of the slot
+	// written meanwhile only costs that outcome a read.
+	gens [genSlots]atomic.Uint64
+}
+
+// genSlots is how many slots the write counts (gens) have.
+const genSlots = 1 << 14
+
+// genOf is the write count of id's slot. Read under id's row lock, it
+// changes only when a write of a task of the slot comes after.
+func (w *writer) genOf(id task.ID) uint64 {
+	return w.gens[genSlot(id)].Load()
+}
+
+// genSlot is id's slot of the write counts: from its random part (the
+// last bytes; the first are its time).
+func genSlot(id task.ID) int {
+	return int(uint16(id[len(id)-2])<<8|uint16(id[len(id)-1])) % genSlots
+}
+
+// touched tells touch of t, about to be written, and counts the write.
+func (w *writer) touched(t *task.Task) {
+	w.gens[genSlot(t.ID)].Add(1)
+	if w.touch != nil {
+		w.touch(t.ID)
+	}
 }
 
 // update is Store.Update plus the Finished hook. It numbers the write.
@@ -42,6 +77,7 @@ func (w *writer) update(ctx context.Context, id task.ID, opts *store.UpdateOpts,
 		if err := fn(t); err != nil {
 			return err
 		}
+		w.touched(t)
 		seq = w.seq.Add(1)
 		return nil
 	})
@@ -56,9 +92,25 @@ func (w *writer) update(ctx context.Context, id task.ID, opts *store.UpdateOpts,
 // updateMany is store.UpdateMany with the Finished hook and the numbering
 // of update.
 func (w *writer) updateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
-	before := make([]task.State, len(ids))
-	seqs := make([]uint64, len(ids))
-	ts, errs := w.store.UpdateMany(ctx, ids, opts, func(ts []*task.Task) []error {
+	return w.updateWith(len(ids), fn, func(fn func([]*task.Task) []error) ([]*task.Task, []error) {
+		return w.store.UpdateMany(ctx, ids, opts, fn)
+	})
+}
+
+// updateKnown is store.KnownUpdater's UpdateKnown (w.known: the caller
+// checked it is set) with what updateMany adds.
+func (w *writer) updateKnown(ctx context.Context, olds []*task.Task, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]written, []error) {
+	return w.updateWith(len(olds), fn, func(fn func([]*task.Task) []error) ([]*task.Task, []error) {
+		return w.known.UpdateKnown(ctx, olds, opts, fn)
+	})
+}
+
+// updateWith is updateMany and updateKnown over call, the store's method,
+// for n tasks.
+func (w *writer) updateWith(n int, fn func([]*task.Task) []error, call func(fn func([]*task.Task) []error) ([]*task.Task, []error)) ([]written, []error) {
+	before := make([]task.State, n)
+	seqs := make([]uint64, n)
+	ts, errs := call(func(ts []*task.Task) []error {
 		for i, t := range ts {
 			if t != nil {
 				before[i] = t.State
@@ -67,6 +119,7 @@ func (w *writer) updateMany(ctx context.Context, ids []task.ID, opts *store.Upda
 		errs := fn(ts)
 		for i, t := range ts {
 			if t != nil && errs[i] == nil {
+				w.touched(t)
 				seqs[i] = w.seq.Add(1)
 			}
 		}

@@ -50,7 +50,7 @@ func startServer(t *testing.T, dir string, mod func(*engine.Config)) *server {
 				mod(cfg)
 			}
 		}
-		opts.Attach = func(eng *engine.Engine) { be.node.Attach(eng) }
+		opts.Attach = func(eng *engine.Engine) { be.node.Attach(eng.Cluster()) }
 		opts.Node = be.node
 	}
 	st := tkstack.Start(t, opts)

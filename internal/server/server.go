@@ -142,7 +142,50 @@ func isLoopback(listen string) bool {
 // live is the part of the configuration a reload changes.
 type live struct {
 	file         atomic.Pointer[config.File]
-	allowPrivate bool // server-wide default, fixed at start
+	pushes       atomic.Pointer[pushSettings] // of file: set with it (set)
+	allowPrivate bool                         // server-wide default, fixed at start
+}
+
+// pushSettings are the settings of each app's pushes, taken from one
+// version of the file once (config.File.Effective copies an app's whole
+// settings, and a push needs three of them: its secrets, its signature
+// scheme and its address policy).
+type pushSettings struct {
+	apps map[string]*appPush // the declared apps
+	def  *appPush            // every other app's: the defaults
+}
+
+// appPush is what a push of one app reads of its settings.
+type appPush struct {
+	secrets   []string
+	signature string
+	policy    netguard.Policy
+}
+
+// set makes f the live configuration, with its apps' push settings.
+func (lv *live) set(f *config.File) {
+	of := func(a config.App) *appPush {
+		allow := lv.allowPrivate // the server-wide default
+		if a.AllowPrivateTargets != nil {
+			allow = *a.AllowPrivateTargets
+		}
+		return &appPush{secrets: a.SigningSecrets, signature: a.Signature, policy: netguard.Policy{AllowPrivate: allow, AllowedHosts: a.AllowedHosts}}
+	}
+	ps := &pushSettings{apps: make(map[string]*appPush, len(f.Apps)), def: of(f.Defaults)}
+	for name := range f.Apps {
+		ps.apps[name] = of(f.Effective(name))
+	}
+	lv.file.Store(f)
+	lv.pushes.Store(ps)
+}
+
+// push returns app's push settings, as of the live configuration.
+func (lv *live) push(app string) *appPush {
+	ps := lv.pushes.Load()
+	if a, ok := ps.apps[app]; ok {
+		return a
+	}
+	return ps.def
 }
 
 // policies turns the file's apps into the engine's policies.
@@ -234,7 +277,7 @@ func New(o Options) (*Server, error) {
 	if err := checkBrokerTargets(file, o); err != nil {
 		return nil, err
 	}
-	lv.file.Store(file)
+	lv.set(file)
 	acc, err := access(file)
 	if err != nil {
 		return nil, err
@@ -329,7 +372,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	eng.SetPolicies(policies(file))
 	if be.node != nil {
-		be.node.Attach(eng)
+		be.node.Attach(eng.Cluster())
 	}
 	if err := eng.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
@@ -417,7 +460,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			if err := api.SetAllowedOrigins(f.AllowedOrigins); err != nil {
 				return err
 			}
-			lv.file.Store(f)
+			lv.set(f)
 			eng.SetPolicies(policies(f))
 			api.SetAccess(a)
 			return nil
@@ -654,8 +697,8 @@ func newHTTPSink(lv *live, maxInFlight int, clk clock.Clock) *httpsink.Sink {
 	return httpsink.New(httpsink.Config{
 		Clock:               clk,
 		MaxIdleConnsPerHost: maxInFlight,
-		Secrets:             func(app string) []string { return lv.file.Load().Effective(app).SigningSecrets },
-		Signature:           func(app string) string { return lv.file.Load().Effective(app).Signature },
+		Secrets:             func(app string) []string { return lv.push(app).secrets },
+		Signature:           func(app string) string { return lv.push(app).signature },
 		Guard:               lv.policy,
 	})
 }
@@ -663,12 +706,7 @@ func newHTTPSink(lv *live, maxInFlight int, clk clock.Clock) *httpsink.Sink {
 // policy is the address policy of app's connections to what the operator
 // did not name: its callback URLs, and brokers it is not allowed.
 func (lv *live) policy(app string) netguard.Policy {
-	a := lv.file.Load().Effective(app)
-	allow := lv.allowPrivate // the server-wide default
-	if a.AllowPrivateTargets != nil {
-		allow = *a.AllowPrivateTargets
-	}
-	return netguard.Policy{AllowPrivate: allow, AllowedHosts: a.AllowedHosts}
+	return lv.push(app).policy
 }
 
 // broker is the sinks' view of the broker rule (config.File.Broker) for

@@ -223,6 +223,34 @@ type UpdateOpts struct {
 	// The engine uses it for the fire path's writes, where a row changed
 	// under it is rare and handled by trying again.
 	Optimistic bool
+	// Shared is for an UpdateMany whose fn changes few of the tasks it is
+	// given: fn gets the tasks as stored, which may be the store's own
+	// copies, shared with its other readers, and must not change them. To
+	// write one, fn puts a changed copy of its own in the slice in its
+	// place (ts[i] = c, c a deep copy: Task.Clone) and returns nil for it;
+	// the store then owns c (fn keeps no pointer to it). A nil error with
+	// the entry left as given writes the task unchanged. The tasks
+	// UpdateMany returns are then shared too: read them, never change
+	// them. It spares a copy of every task read, and of every task written
+	// as it is handed back.
+	Shared bool
+}
+
+// SharedTasks reports whether o asks for shared tasks (UpdateOpts.Shared).
+func (o *UpdateOpts) SharedTasks() bool { return o != nil && o.Shared }
+
+// KnownUpdater is a store that writes tasks over versions its caller
+// knows are the ones stored, without reading them again: UpdateKnown is
+// UpdateMany (with Shared: see UpdateOpts) over olds, the tasks as stored,
+// which the caller read earlier and keeps. fn runs, as UpdateMany's, under
+// the tasks' row locks, and is where the caller checks that each of olds
+// is still the version stored (its own fence: the store does not look,
+// beyond what it knows at no cost); a task it cannot vouch for it leaves
+// out with an error of its own, and reads it the usual way. A wrong old
+// corrupts the store's indexes: only a process through which every write
+// of the task goes can vouch for it (the engine on one node).
+type KnownUpdater interface {
+	UpdateKnown(ctx context.Context, olds []*task.Task, opts *UpdateOpts, fn func(ts []*task.Task) []error) ([]*task.Task, []error)
 }
 
 // CreateResult is what Create did with one task.

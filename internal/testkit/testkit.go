@@ -10,6 +10,7 @@ package testkit
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -54,32 +55,66 @@ func Until(ctx context.Context, cond func() bool) bool {
 // Delivery is one request a Receiver got.
 type Delivery struct {
 	At     time.Time // when it arrived
+	Host   string    // the Host header, which Header leaves out
 	Header http.Header
 	Body   []byte
 }
 
 // Receiver is a webhook endpoint on 127.0.0.1 that records every request
 // it gets (arrival time, headers, body) and answers with the status it was
-// told (200 by default), or hangs until told otherwise. It is closed when
-// the test ends.
+// told (200 by default), or hangs until told otherwise. It counts the
+// connections it accepts. It is closed when the test ends.
 type Receiver struct {
 	*httptest.Server
 	arrived chan struct{} // a value after each delivery, capacity 1
+	handle  func(w http.ResponseWriter, r *http.Request, body []byte)
 
 	mu struct {
 		sync.Mutex
 		got    []Delivery
+		conns  int           // connections accepted
 		status int           // 0: 200
 		body   string        // the answer's body, if any
 		hang   chan struct{} // non-nil: requests wait until it is closed
 	}
 }
 
+// ReceiverConfig is what NewReceiverWith starts. The zero value is
+// NewReceiver's receiver.
+type ReceiverConfig struct {
+	// Handle, if set, answers every request in place of the status and
+	// body set by SetStatus and Answer, once the request is recorded (and
+	// released, if it hung). body is the request's body, read in full.
+	Handle func(w http.ResponseWriter, r *http.Request, body []byte)
+	// TLS serves HTTPS, offering HTTP/2 as well as HTTP/1.1, with a
+	// certificate that the embedded Server's Client trusts.
+	TLS bool
+}
+
 // NewReceiver starts a Receiver that answers 200.
 func NewReceiver(t testing.TB) *Receiver {
 	t.Helper()
-	r := &Receiver{arrived: make(chan struct{}, 1)}
-	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
+	return NewReceiverWith(t, ReceiverConfig{})
+}
+
+// NewReceiverWith starts a Receiver as cfg says.
+func NewReceiverWith(t testing.TB, cfg ReceiverConfig) *Receiver {
+	t.Helper()
+	r := &Receiver{arrived: make(chan struct{}, 1), handle: cfg.Handle}
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	r.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			r.mu.Lock()
+			r.mu.conns++
+			r.mu.Unlock()
+		}
+	}
+	if cfg.TLS {
+		r.EnableHTTP2 = true
+		r.StartTLS()
+	} else {
+		r.Start()
+	}
 	t.Cleanup(func() {
 		r.Hang(false) // hung requests answer, so that Close does not wait for them
 		r.Close()
@@ -91,7 +126,7 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
 	body, _ := io.ReadAll(req.Body)
 	r.mu.Lock()
-	r.mu.got = append(r.mu.got, Delivery{At: now, Header: req.Header.Clone(), Body: body})
+	r.mu.got = append(r.mu.got, Delivery{At: now, Host: req.Host, Header: req.Header.Clone(), Body: body})
 	hang := r.mu.hang
 	r.mu.Unlock()
 	select {
@@ -104,6 +139,10 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 			return
 		}
+	}
+	if r.handle != nil {
+		r.handle(w, req, body)
+		return
 	}
 	r.mu.Lock()
 	status, text := r.mu.status, r.mu.body
@@ -158,6 +197,13 @@ func (r *Receiver) Count() int {
 	return len(r.mu.got)
 }
 
+// Conns returns how many connections the receiver accepted.
+func (r *Receiver) Conns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.conns
+}
+
 // Arrived receives a value after a request arrives (several arrivals
 // between two receives leave one value): an event to wait on instead of
 // polling.
@@ -176,6 +222,16 @@ func (r *Receiver) WaitCount(t testing.TB, n int, within time.Duration) {
 			t.Fatalf("timed out after %s waiting for %d deliveries (got %d)", within, n, r.Count())
 		}
 	}
+}
+
+// Nth waits until the receiver got its i-th request (counting from 0),
+// returns it, and fails the test after within.
+func (r *Receiver) Nth(t testing.TB, i int, within time.Duration) Delivery {
+	t.Helper()
+	r.WaitCount(t, i+1, within)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.got[i]
 }
 
 // HookURL is the URL tasks are delivered to.

@@ -113,3 +113,106 @@ func TestReceiverHangsUntilTheEnd(t *testing.T) {
 	})
 	<-done // the subtest's cleanup closed the receiver
 }
+
+// TestReceiverHandle: a handler answers in place of the set status, with
+// the body already read, and the request is recorded all the same, Host
+// included.
+func TestReceiverHandle(t *testing.T) {
+	bodies := make(chan string, 1)
+	r := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, _ *http.Request, body []byte) {
+		bodies <- string(body)
+		w.WriteHeader(http.StatusTeapot)
+	}})
+	r.SetStatus(http.StatusServiceUnavailable) // the handler answers instead
+	if s := post(t, http.DefaultClient, r.HookURL(), `{"a":1}`); s != http.StatusTeapot {
+		t.Errorf("status %d, want the handler's 418", s)
+	}
+	select { // the handler ran before the answer came
+	case b := <-bodies:
+		if b != `{"a":1}` {
+			t.Errorf("handler got body %q", b)
+		}
+	default:
+		t.Error("the handler did not run")
+	}
+	got := r.Deliveries()
+	if len(got) != 1 || string(got[0].Body) != `{"a":1}` || got[0].Host != strings.TrimPrefix(r.URL, "http://") {
+		t.Errorf("deliveries %+v, want the request with its body and host %s", got, r.URL)
+	}
+}
+
+// TestReceiverConns: requests one after another on one client share a
+// connection; another client's take one of their own.
+func TestReceiverConns(t *testing.T) {
+	r := testkit.NewReceiver(t)
+	c1, c2 := &http.Client{Transport: &http.Transport{}}, &http.Client{Transport: &http.Transport{}}
+	defer c1.CloseIdleConnections()
+	defer c2.CloseIdleConnections()
+	for range 3 {
+		post(t, c1, r.HookURL(), `{}`)
+	}
+	if n := r.Conns(); n != 1 {
+		t.Errorf("3 requests of one client: %d connections, want 1", n)
+	}
+	post(t, c2, r.HookURL(), `{}`)
+	if n := r.Conns(); n != 2 {
+		t.Errorf("another client: %d connections, want 2", n)
+	}
+}
+
+// TestReceiverTLS: a TLS receiver speaks HTTP/2 to its own client, and
+// counts its connections too.
+func TestReceiverTLS(t *testing.T) {
+	protos := make(chan int, 1)
+	r := testkit.NewReceiverWith(t, testkit.ReceiverConfig{TLS: true, Handle: func(w http.ResponseWriter, req *http.Request, _ []byte) {
+		protos <- req.ProtoMajor
+	}})
+	if !strings.HasPrefix(r.HookURL(), "https://") {
+		t.Errorf("hook URL %s, want https", r.HookURL())
+	}
+	c := r.Client()
+	defer c.CloseIdleConnections()
+	if s := post(t, c, r.HookURL(), `{}`); s != http.StatusOK {
+		t.Fatalf("status %d, want 200", s)
+	}
+	select { // the handler ran before the answer came
+	case p := <-protos:
+		if p != 2 {
+			t.Errorf("HTTP/%d, want HTTP/2", p)
+		}
+	default:
+		t.Error("the handler did not run")
+	}
+	if n, d := r.Conns(), r.Deliveries(); n != 1 || len(d) != 1 {
+		t.Errorf("%d connections and %d deliveries, want 1 and 1", n, len(d))
+	}
+}
+
+// TestReceiverNth: Nth returns a delivery that came, waits for one to
+// come, and fails the test when none comes in time.
+func TestReceiverNth(t *testing.T) {
+	r := testkit.NewReceiver(t)
+	post(t, http.DefaultClient, r.HookURL(), `{"a":0}`)
+	if d := r.Nth(t, 0, time.Second); string(d.Body) != `{"a":0}` {
+		t.Errorf("Nth(0) body %q", d.Body)
+	}
+	r.Hang(true) // the second request is recorded and its client waits
+	answered := make(chan int, 1)
+	go func() { answered <- post(t, http.DefaultClient, r.HookURL(), `{"a":1}`) }()
+	if d := r.Nth(t, 1, 5*time.Second); string(d.Body) != `{"a":1}` {
+		t.Errorf("Nth(1) body %q", d.Body)
+	}
+	r.Hang(false)
+	<-answered
+
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Nth(f, 2, 30*time.Millisecond)
+	}()
+	<-done
+	if !strings.Contains(f.msg, "waiting for 3 deliveries (got 2)") {
+		t.Errorf("Nth of a delivery that never comes: %q, want a failure naming it", f.msg)
+	}
+}

@@ -3,16 +3,14 @@ package httpsink
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toc-dev/toc/internal/netguard"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -22,13 +20,10 @@ import (
 func TestHTTP2OverTLS(t *testing.T) {
 	t.Parallel()
 	protos := make(chan int, 4)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewReceiverWith(t, testkit.ReceiverConfig{TLS: true, Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		protos <- r.ProtoMajor
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	}})
 	for _, guard := range []func(string) netguard.Policy{
 		nil,
 		func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} },
@@ -80,25 +75,11 @@ func TestHTTP2SharesOneConnection(t *testing.T) {
 			t.Parallel()
 			arrived := make(chan int, inFlight)
 			proceed := make(chan struct{}, inFlight)
-			var (
-				mu    sync.Mutex
-				conns int
-			)
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := testkit.NewReceiverWith(t, testkit.ReceiverConfig{TLS: true, Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
 				arrived <- r.ProtoMajor
 				<-proceed
 				w.WriteHeader(http.StatusNoContent)
-			}))
-			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-				if s == http.StateNew {
-					mu.Lock()
-					conns++
-					mu.Unlock()
-				}
-			}
-			srv.EnableHTTP2 = true
-			srv.StartTLS()
-			t.Cleanup(srv.Close)
+			}})
 			s := New(Config{Guard: tt.guard})
 			t.Cleanup(s.CloseIdleConnections)
 			s.client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
@@ -134,21 +115,16 @@ func TestHTTP2SharesOneConnection(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if conns != 1 {
+			if conns := srv.Conns(); conns != 1 {
 				t.Errorf("%d pushes, %d at once, took %d connections, want 1", inFlight+1, inFlight, conns)
 			}
 		})
 	}
 	t.Run("guard refuses", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := testkit.NewReceiverWith(t, testkit.ReceiverConfig{TLS: true, Handle: func(_ http.ResponseWriter, r *http.Request, _ []byte) {
 			t.Errorf("a refused push arrived over HTTP/%d", r.ProtoMajor)
-		}))
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
+		}})
 		s := New(Config{Guard: func(string) netguard.Policy { return netguard.Policy{} }})
 		t.Cleanup(s.CloseIdleConnections)
 		s.client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()

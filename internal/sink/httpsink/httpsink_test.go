@@ -6,12 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -21,6 +19,7 @@ import (
 	"github.com/toc-dev/toc/client"
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -28,53 +27,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// push is what the receiver got.
-type push struct {
-	header http.Header
-	body   []byte
-}
-
-// receiver is a webhook receiver on 127.0.0.1, the only address these
-// tests send traffic to. It counts the connections it accepts.
-type receiver struct {
-	srv    *httptest.Server
-	pushes chan push
-	mu     sync.Mutex
-	conns  int
-}
-
-func newReceiver(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, body []byte)) *receiver {
-	t.Helper()
-	rc := &receiver{pushes: make(chan push, 16)}
-	rc.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Errorf("receiver: %v", err)
-		}
-		rc.pushes <- push{header: r.Header.Clone(), body: body}
-		if handle != nil {
-			handle(w, r, body)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	rc.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			rc.mu.Lock()
-			rc.conns++
-			rc.mu.Unlock()
-		}
-	}
-	rc.srv.Start()
-	t.Cleanup(rc.srv.Close)
-	return rc
-}
-
-func (rc *receiver) connections() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.conns
-}
+// within bounds the wait for a push that must arrive: a test that would
+// otherwise hang fails instead.
+const within = 10 * time.Second
 
 func newSink(t *testing.T, cfg httpsink.Config) *httpsink.Sink {
 	t.Helper()
@@ -95,16 +50,16 @@ func newTask(app, url string, payload string) *task.Task {
 
 func TestDeliver(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
+	rc := testkit.NewReceiver(t)
 	s := newSink(t, httpsink.Config{})
-	tk := newTask("billing", rc.srv.URL+"/expire", `{"order":42}`)
+	tk := newTask("billing", rc.URL+"/expire", `{"order":42}`)
 	tk.Key = "order-42"
 	tk.ScheduleID = task.ID{7}
 	tk.Target.HTTP.Headers = map[string]string{"X-Extra": "1"}
 	if err := s.Deliver(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
-	p := <-rc.pushes
+	p := rc.Nth(t, 0, within)
 	for k, want := range map[string]string{
 		httpsink.HeaderTaskID:     tk.ID.String(),
 		httpsink.HeaderApp:        "billing",
@@ -114,32 +69,32 @@ func TestDeliver(t *testing.T) {
 		"X-Extra":                 "1",
 		"User-Agent":              "toc",
 	} {
-		if got := p.header.Get(k); got != want {
+		if got := p.Header.Get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
 	// A task that is no schedule's occurrence has no schedule header.
-	if err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL, "")); err != nil {
+	if err := s.Deliver(context.Background(), newTask("billing", rc.URL, "")); err != nil {
 		t.Fatal(err)
 	}
-	if p := <-rc.pushes; p.header.Get(httpsink.HeaderScheduleID) != "" || p.header.Get(httpsink.HeaderKey) != "" {
-		t.Errorf("a plain task's push has %s %q", httpsink.HeaderScheduleID, p.header.Get(httpsink.HeaderScheduleID))
+	if p := rc.Nth(t, 1, within); p.Header.Get(httpsink.HeaderScheduleID) != "" || p.Header.Get(httpsink.HeaderKey) != "" {
+		t.Errorf("a plain task's push has %s %q", httpsink.HeaderScheduleID, p.Header.Get(httpsink.HeaderScheduleID))
 	}
-	if p.header.Get(httpsink.HeaderSignature) != "" {
+	if p.Header.Get(httpsink.HeaderSignature) != "" {
 		t.Errorf("unsigned sink sent %s", httpsink.HeaderSignature)
 	}
-	if string(p.body) != `{"order":42}` {
-		t.Errorf("body %q", p.body)
+	if string(p.Body) != `{"order":42}` {
+		t.Errorf("body %q", p.Body)
 	}
 }
 
 func TestDeliverNon2xx(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	rc := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		http.Error(w, strings.Repeat("x", 10<<10), http.StatusBadGateway)
-	})
+	}})
 	s := newSink(t, httpsink.Config{})
-	err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL, ""))
+	err := s.Deliver(context.Background(), newTask("billing", rc.URL, ""))
 	var se *httpsink.StatusError
 	if !errors.As(err, &se) || se.Code != http.StatusBadGateway {
 		t.Fatalf("Deliver = %v, want a 502 *StatusError", err)
@@ -154,7 +109,7 @@ func TestSignedPush(t *testing.T) {
 	t.Parallel()
 	secrets := map[string][]string{"billing": {"new", "old"}, "skips-empty": {"", "only"}}
 	verdict := make(chan error, 1)
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	rc := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, r *http.Request, body []byte) {
 		err := client.Verify(secrets[r.Header.Get(httpsink.HeaderApp)], r.Header, body, 0)
 		verdict <- err
 		if err != nil {
@@ -162,11 +117,11 @@ func TestSignedPush(t *testing.T) {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	})
+	}})
 	s := newSink(t, httpsink.Config{Secrets: func(app string) []string { return secrets[app] }})
 
 	payload := "\x00binary\xff payload"
-	tk := newTask("billing", rc.srv.URL, payload)
+	tk := newTask("billing", rc.URL, payload)
 	tk.Attempts = 3
 	if err := s.Deliver(context.Background(), tk); err != nil {
 		t.Fatalf("signed push refused: %v", err)
@@ -174,19 +129,19 @@ func TestSignedPush(t *testing.T) {
 	if err := <-verdict; err != nil {
 		t.Fatal(err)
 	}
-	p := <-rc.pushes
-	if got := p.header.Get(httpsink.HeaderAttempt); got != "3" {
+	p := rc.Nth(t, 0, within)
+	if got := p.Header.Get(httpsink.HeaderAttempt); got != "3" {
 		t.Errorf("%s = %q, want 3", httpsink.HeaderAttempt, got)
 	}
 	// Signed with the first secret: it verifies with that one alone, not
 	// with the second alone.
-	if err := client.Verify([]string{"new"}, p.header, p.body, 0); err != nil {
+	if err := client.Verify([]string{"new"}, p.Header, p.Body, 0); err != nil {
 		t.Errorf("not signed with the first secret: %v", err)
 	}
-	if err := client.Verify([]string{"old"}, p.header, p.body, 0); !errors.Is(err, client.ErrBadSignature) {
+	if err := client.Verify([]string{"old"}, p.Header, p.Body, 0); !errors.Is(err, client.ErrBadSignature) {
 		t.Errorf("verified with the second secret alone: %v", err)
 	}
-	if err := client.Verify([]string{"new"}, p.header, []byte(payload+"!"), 0); !errors.Is(err, client.ErrBadSignature) {
+	if err := client.Verify([]string{"new"}, p.Header, []byte(payload+"!"), 0); !errors.Is(err, client.ErrBadSignature) {
 		t.Errorf("tampered body: %v", err)
 	}
 	// The signature covers the task id and the attempt sent.
@@ -196,26 +151,26 @@ func TestSignedPush(t *testing.T) {
 		"no task id":      func(h http.Header) { h.Del(httpsink.HeaderTaskID) },
 		"no attempt":      func(h http.Header) { h.Del(httpsink.HeaderAttempt) },
 	} {
-		h := p.header.Clone()
+		h := p.Header.Clone()
 		change(h)
-		if err := client.Verify([]string{"new"}, h, p.body, 0); !errors.Is(err, client.ErrBadSignature) {
+		if err := client.Verify([]string{"new"}, h, p.Body, 0); !errors.Is(err, client.ErrBadSignature) {
 			t.Errorf("%s: %v, want %v", name, err, client.ErrBadSignature)
 		}
 	}
 
-	if err := s.Deliver(context.Background(), newTask("skips-empty", rc.srv.URL, "x")); err != nil {
+	if err := s.Deliver(context.Background(), newTask("skips-empty", rc.URL, "x")); err != nil {
 		t.Errorf("push signed after an empty secret: %v", err)
 	}
 	<-verdict
-	<-rc.pushes
+	rc.Nth(t, 1, within)
 
 	// An app without secrets is not signed, and the receiver says so.
-	err := s.Deliver(context.Background(), newTask("other", rc.srv.URL, "x"))
+	err := s.Deliver(context.Background(), newTask("other", rc.URL, "x"))
 	if v := <-verdict; !errors.Is(v, client.ErrNoSignature) && v != nil {
 		t.Errorf("unsigned push: receiver says %v", v)
 	}
-	if p := <-rc.pushes; p.header.Get(httpsink.HeaderSignature) != "" {
-		t.Errorf("app without secrets signed: %q", p.header.Get(httpsink.HeaderSignature))
+	if p := rc.Nth(t, 2, within); p.Header.Get(httpsink.HeaderSignature) != "" {
+		t.Errorf("app without secrets signed: %q", p.Header.Get(httpsink.HeaderSignature))
 	}
 	if err == nil {
 		t.Error("receiver accepted an unsigned push")
@@ -226,32 +181,32 @@ func TestSignedPush(t *testing.T) {
 // or of two attempts of one task, do not verify as each other.
 func TestSignedPushNotReplayable(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
+	rc := testkit.NewReceiver(t)
 	s := newSink(t, httpsink.Config{Secrets: func(string) []string { return []string{"s1"} }})
-	a, b := newTask("billing", rc.srv.URL, `{"same":1}`), newTask("billing", rc.srv.URL, `{"same":1}`)
+	a, b := newTask("billing", rc.URL, `{"same":1}`), newTask("billing", rc.URL, `{"same":1}`)
 	b.ID = task.ID{2}
-	a2 := newTask("billing", rc.srv.URL, `{"same":1}`)
+	a2 := newTask("billing", rc.URL, `{"same":1}`)
 	a2.Attempts = 1
-	var got []push
-	for _, tk := range []*task.Task{a, b, a2} {
+	var got []testkit.Delivery
+	for i, tk := range []*task.Task{a, b, a2} {
 		if err := s.Deliver(context.Background(), tk); err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, <-rc.pushes)
+		got = append(got, rc.Nth(t, i, within))
 	}
 	for i, p := range got {
-		if err := client.Verify([]string{"s1"}, p.header, p.body, 0); err != nil {
+		if err := client.Verify([]string{"s1"}, p.Header, p.Body, 0); err != nil {
 			t.Fatalf("push %d: %v", i, err)
 		}
 	}
 	// Push a's signature with b's (or a2's) headers, as a replay would be.
 	for _, other := range got[1:] {
-		h := other.header.Clone()
-		h.Set(httpsink.HeaderSignature, got[0].header.Get(httpsink.HeaderSignature))
-		if err := client.Verify([]string{"s1"}, h, other.body, 0); !errors.Is(err, client.ErrBadSignature) {
+		h := other.Header.Clone()
+		h.Set(httpsink.HeaderSignature, got[0].Header.Get(httpsink.HeaderSignature))
+		if err := client.Verify([]string{"s1"}, h, other.Body, 0); !errors.Is(err, client.ErrBadSignature) {
 			t.Errorf("task %s attempt %s verified with the signature of task %s attempt %s: %v",
 				h.Get(httpsink.HeaderTaskID), h.Get(httpsink.HeaderAttempt),
-				got[0].header.Get(httpsink.HeaderTaskID), got[0].header.Get(httpsink.HeaderAttempt), err)
+				got[0].Header.Get(httpsink.HeaderTaskID), got[0].Header.Get(httpsink.HeaderAttempt), err)
 		}
 	}
 }
@@ -282,23 +237,23 @@ func TestDeliverRedactsPassword(t *testing.T) {
 	closed := "http://" + ln.Addr().String()
 	ln.Close()
 
-	failing := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	failing := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		http.Error(w, "no", http.StatusInternalServerError)
-	})
-	slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	}})
+	slow := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		<-r.Context().Done()
-	})
+	}})
 	s := newSink(t, httpsink.Config{})
 	tests := []struct {
 		name, url string
 		prefix    string // of the error message
 	}{
 		{name: "connection refused", url: withPassword(closed) + "/hook", prefix: "POST http://user:xxxxx@" + ln.Addr().String() + "/hook: "},
-		{name: "non-2xx", url: withPassword(failing.srv.URL) + "/hook", prefix: "POST http://user:xxxxx@"},
-		{name: "timeout", url: withPassword(slow.srv.URL), prefix: "POST http://user:xxxxx@"},
+		{name: "non-2xx", url: withPassword(failing.URL) + "/hook", prefix: "POST http://user:xxxxx@"},
+		{name: "timeout", url: withPassword(slow.URL), prefix: "POST http://user:xxxxx@"},
 		{name: "malformed URL", url: withPassword(closed) + "/%zz", prefix: "build request for POST http://xxxxx@"},
 		{name: "token in the query", url: closed + "/hook?app=1&token=" + secret, prefix: "POST http://" + ln.Addr().String() + "/hook?app=xxxxx&token=xxxxx: "},
-		{name: "token in the query, non-2xx", url: failing.srv.URL + "/hook?token=" + secret, prefix: "POST http://127.0.0.1:"},
+		{name: "token in the query, non-2xx", url: failing.URL + "/hook?token=" + secret, prefix: "POST http://127.0.0.1:"},
 		{name: "token in a malformed URL's query", url: closed + "/%zz?token=" + secret, prefix: "build request for POST http://" + ln.Addr().String() + "/%zz?xxxxx"},
 		{name: "malformed URL, password with a slash", url: "http://user:" + secret + "/x@" + ln.Addr().String() + "/", prefix: "build request for POST http://xxxxx@"},
 	}
@@ -323,8 +278,8 @@ func TestDeliverRedactsPassword(t *testing.T) {
 
 func TestGuard(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
-	port := rc.srv.Listener.Addr().(*net.TCPAddr).Port
+	rc := testkit.NewReceiver(t)
+	port := rc.Listener.Addr().(*net.TCPAddr).Port
 	byName := "http://receiver.test:" + strconv.Itoa(port) + "/hook"
 	res := resolverFunc(func(ctx context.Context, network, host string) ([]netip.Addr, error) {
 		if host == "receiver.test" {
@@ -346,23 +301,25 @@ func TestGuard(t *testing.T) {
 		app, url string
 		wantOK   bool
 	}{
-		{"strict", rc.srv.URL, false},
+		{"strict", rc.URL, false},
 		{"strict", byName, false},
-		{"private", rc.srv.URL, true},
+		{"private", rc.URL, true},
 		{"private", byName, true},
-		{"by-address", rc.srv.URL, true},
+		{"by-address", rc.URL, true},
 		{"by-address", byName, true}, // resolves to the allowed address
 		{"by-name", byName, true},
-		{"by-name", rc.srv.URL, false},
-		{"unknown-app", rc.srv.URL, false}, // the zero policy
+		{"by-name", rc.URL, false},
+		{"unknown-app", rc.URL, false}, // the zero policy
 	}
+	arrived := 0 // pushes that must have arrived so far
 	for _, tt := range tests {
 		err := s.Deliver(context.Background(), newTask(tt.app, tt.url, "x"))
 		if tt.wantOK {
 			if err != nil {
 				t.Errorf("%s → %s: %v", tt.app, tt.url, err)
 			} else {
-				<-rc.pushes
+				rc.Nth(t, arrived, within)
+				arrived++
 			}
 			continue
 		}
@@ -375,10 +332,8 @@ func TestGuard(t *testing.T) {
 			t.Errorf("%s → %s: error %q does not say what to do", tt.app, tt.url, err)
 		}
 	}
-	select {
-	case p := <-rc.pushes:
-		t.Errorf("a refused push arrived: %v", p.header)
-	default:
+	if got := rc.Deliveries(); len(got) > arrived {
+		t.Errorf("a refused push arrived: %v", got[arrived].Header)
 	}
 }
 
@@ -387,32 +342,32 @@ func TestGuard(t *testing.T) {
 // own connections.
 func TestGuardPoolsPerPolicy(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
+	rc := testkit.NewReceiver(t)
 	policies := map[string]netguard.Policy{
 		"open":      {AllowPrivate: true},
 		"also-open": {AllowPrivate: true},
 		"strict":    {},
 	}
 	s := newSink(t, httpsink.Config{Guard: func(app string) netguard.Policy { return policies[app] }})
-	for range 3 {
-		if err := s.Deliver(context.Background(), newTask("open", rc.srv.URL, "x")); err != nil {
+	for i := range 3 {
+		if err := s.Deliver(context.Background(), newTask("open", rc.URL, "x")); err != nil {
 			t.Fatal(err)
 		}
-		<-rc.pushes
+		rc.Nth(t, i, within)
 	}
-	if n := rc.connections(); n != 1 {
+	if n := rc.Conns(); n != 1 {
 		t.Errorf("3 pushes of one app took %d connections, want 1 (reuse)", n)
 	}
 	// An idle connection to the receiver is now pooled.
 	var be *netguard.BlockedError
-	if err := s.Deliver(context.Background(), newTask("strict", rc.srv.URL, "x")); !errors.As(err, &be) {
+	if err := s.Deliver(context.Background(), newTask("strict", rc.URL, "x")); !errors.As(err, &be) {
 		t.Fatalf("strict app after an open one: %v, want a *netguard.BlockedError", err)
 	}
-	if err := s.Deliver(context.Background(), newTask("also-open", rc.srv.URL, "x")); err != nil {
+	if err := s.Deliver(context.Background(), newTask("also-open", rc.URL, "x")); err != nil {
 		t.Fatal(err)
 	}
-	<-rc.pushes
-	if n := rc.connections(); n != 1 {
+	rc.Nth(t, 3, within)
+	if n := rc.Conns(); n != 1 {
 		t.Errorf("an app with the same policy took a new connection (%d in all)", n)
 	}
 }
@@ -421,7 +376,7 @@ func TestGuardPoolsPerPolicy(t *testing.T) {
 // so the check sees the target's address and not the proxy's.
 func TestGuardIgnoresProxy(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
+	rc := testkit.NewReceiver(t)
 	tr := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) {
 		return url.Parse("http://127.0.0.1:1") // nothing listens there
 	}}
@@ -429,10 +384,10 @@ func TestGuardIgnoresProxy(t *testing.T) {
 		Client: &http.Client{Transport: tr},
 		Guard:  func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} },
 	})
-	if err := s.Deliver(context.Background(), newTask("a", rc.srv.URL, "x")); err != nil {
+	if err := s.Deliver(context.Background(), newTask("a", rc.URL, "x")); err != nil {
 		t.Fatal(err)
 	}
-	<-rc.pushes
+	rc.Nth(t, 0, within)
 }
 
 func TestGuardNeedsHTTPTransport(t *testing.T) {
@@ -469,12 +424,12 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // character boundary, so the task's last error stays valid UTF-8.
 func TestErrorCutOnCharacter(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	rc := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.WriteHeader(http.StatusBadGateway)
 		_, _ = io.WriteString(w, "x"+strings.Repeat("é", 300)) // 'é' is 2 bytes: byte 200 is inside one
-	})
+	}})
 	s := newSink(t, httpsink.Config{})
-	err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL+"/hook", "x"))
+	err := s.Deliver(context.Background(), newTask("billing", rc.URL+"/hook", "x"))
 	if err == nil {
 		t.Fatal("Deliver = nil, want the 502")
 	}

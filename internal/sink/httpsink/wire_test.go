@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toc-dev/toc/internal/clock"
 	"github.com/toc-dev/toc/internal/netguard"
 	"github.com/toc-dev/toc/internal/sink/httpsink"
+	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -43,16 +42,9 @@ func eventWithin[T any](t *testing.T, ch <-chan T, d time.Duration, what string)
 // and with a client of the caller's.
 func TestWireHeaders(t *testing.T) {
 	t.Parallel()
-	got := make(chan push, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		h := r.Header.Clone()
-		h.Set("X-Host", r.Host) // the Host header, which r.Header leaves out
-		got <- push{header: h, body: body}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
+	rc := testkit.NewReceiver(t)
+	rc.SetStatus(http.StatusNoContent)
+	host := strings.TrimPrefix(rc.URL, "http://")
 	now := time.Unix(1767225600, 123456789)
 	secrets := func(app string) []string {
 		return map[string][]string{"billing": {"", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "old-plain"}}[app]
@@ -81,11 +73,12 @@ func TestWireHeaders(t *testing.T) {
 			ID: task.ID{1, 2}, App: "billing", Key: "order-42", ScheduleID: task.ID{7}, Attempts: 3,
 			DueAt:   time.Date(2026, 1, 1, 0, 0, 0, 500e6, time.UTC),
 			Payload: []byte(`{"order":42}`),
-			Target: task.Target{HTTP: &task.HTTPTarget{URL: srv.URL + "/hook?x=1", Headers: map[string]string{
+			Target: task.Target{HTTP: &task.HTTPTarget{URL: rc.URL + "/hook?x=1", Headers: map[string]string{
 				"authorization": "Bearer abc", "x-lower": "1", "Toc-App": "spoofed",
 			}}},
 		}
 	}
+	pushes := 0
 	for name, cfg := range map[string]httpsink.Config{
 		"default client": {},
 		"guard":          {Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }},
@@ -97,15 +90,18 @@ func TestWireHeaders(t *testing.T) {
 		if err := s.Deliver(context.Background(), mk()); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		p := eventWithin(t, got, 10*time.Second, "push")
+		p := rc.Nth(t, pushes, within)
+		pushes++
+		h := p.Header.Clone()
+		h.Set("X-Host", p.Host) // the Host header, which Header leaves out
 		var diffs []string
-		for k := range p.header {
+		for k := range h {
 			if _, ok := want[k]; !ok {
-				diffs = append(diffs, fmt.Sprintf("unexpected %s: %q", k, p.header[k]))
+				diffs = append(diffs, fmt.Sprintf("unexpected %s: %q", k, h[k]))
 			}
 		}
 		for k, v := range want {
-			if g := p.header.Values(k); len(g) != 1 || g[0] != v {
+			if g := h.Values(k); len(g) != 1 || g[0] != v {
 				diffs = append(diffs, fmt.Sprintf("%s = %q, want %q", k, g, v))
 			}
 		}
@@ -113,8 +109,8 @@ func TestWireHeaders(t *testing.T) {
 		for _, d := range diffs {
 			t.Errorf("%s: %s", name, d)
 		}
-		if string(p.body) != `{"order":42}` {
-			t.Errorf("%s: body %q", name, p.body)
+		if string(p.Body) != `{"order":42}` {
+			t.Errorf("%s: body %q", name, p.Body)
 		}
 	}
 }
@@ -124,9 +120,10 @@ func TestWireHeaders(t *testing.T) {
 // its own, with every client.
 func TestBasicAuthFromURL(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
-	u := strings.Replace(rc.srv.URL, "http://", "http://us%20er:p%40ss@", 1) + "/hook"
+	rc := testkit.NewReceiver(t)
+	u := strings.Replace(rc.URL, "http://", "http://us%20er:p%40ss@", 1) + "/hook"
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("us er:p@ss"))
+	pushes := 0
 	for name, cfg := range map[string]httpsink.Config{
 		"default client": {},
 		"guard":          {Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }},
@@ -145,7 +142,9 @@ func TestBasicAuthFromURL(t *testing.T) {
 			if err := s.Deliver(context.Background(), tk); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if got := (<-rc.pushes).header.Values("Authorization"); len(got) != 1 || got[0] != tt.want {
+			p := rc.Nth(t, pushes, within)
+			pushes++
+			if got := p.Header.Values("Authorization"); len(got) != 1 || got[0] != tt.want {
 				t.Errorf("%s, target headers %v: Authorization %q, want %q", name, tt.headers, got, tt.want)
 			}
 		}
@@ -156,24 +155,25 @@ func TestBasicAuthFromURL(t *testing.T) {
 // not sent again to where it points, with the default client and Guard's.
 func TestRedirectNotFollowed(t *testing.T) {
 	t.Parallel()
-	var followed atomic.Int32
-	elsewhere := newReceiver(t, func(http.ResponseWriter, *http.Request, []byte) { followed.Add(1) })
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
-		http.Redirect(w, r, elsewhere.srv.URL+"/stolen", http.StatusTemporaryRedirect)
-	})
+	elsewhere := testkit.NewReceiver(t)
+	rc := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		http.Redirect(w, r, elsewhere.URL+"/stolen", http.StatusTemporaryRedirect)
+	}})
+	pushes := 0
 	for name, cfg := range map[string]httpsink.Config{
 		"default client": {},
 		"guard":          {Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }},
 	} {
 		s := newSink(t, cfg)
-		err := s.Deliver(context.Background(), newTask("billing", rc.srv.URL+"/hook", "x"))
+		err := s.Deliver(context.Background(), newTask("billing", rc.URL+"/hook", "x"))
 		var se *httpsink.StatusError
 		if !errors.As(err, &se) || se.Code != http.StatusTemporaryRedirect {
 			t.Errorf("%s: Deliver = %v, want a 307 *StatusError", name, err)
 		}
-		<-rc.pushes
+		rc.Nth(t, pushes, within)
+		pushes++
 	}
-	if n := followed.Load(); n != 0 {
+	if n := elsewhere.Count(); n != 0 {
 		t.Errorf("the redirect was followed %d times", n)
 	}
 }
@@ -195,10 +195,10 @@ func TestConnectionReusedAfterAnswer(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+			rc := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 				w.WriteHeader(tt.status)
 				_, _ = io.WriteString(w, tt.body)
-			})
+			}})
 			s := newSink(t, httpsink.Config{})
 			idle := make(chan error, 1)
 			reused := make(chan bool, 1)
@@ -208,11 +208,11 @@ func TestConnectionReusedAfterAnswer(t *testing.T) {
 			})
 			const pushes = 5
 			for i := range pushes {
-				err := s.Deliver(ctx, newTask("billing", rc.srv.URL+"/hook", "x"))
+				err := s.Deliver(ctx, newTask("billing", rc.URL+"/hook", "x"))
 				if (err == nil) != (tt.status < 300) {
 					t.Fatalf("push %d: Deliver = %v", i, err)
 				}
-				<-rc.pushes
+				rc.Nth(t, i, within)
 				if r := eventWithin(t, reused, 10*time.Second, "connection"); r != (i > 0) {
 					t.Errorf("push %d: connection reused %v", i, r)
 				}
@@ -222,7 +222,7 @@ func TestConnectionReusedAfterAnswer(t *testing.T) {
 					t.Fatalf("push %d: the connection was not pooled: %v", i, err)
 				}
 			}
-			if n := rc.connections(); n != 1 {
+			if n := rc.Conns(); n != 1 {
 				t.Errorf("%d pushes one after another took %d connections, want 1", pushes, n)
 			}
 		})
@@ -238,19 +238,18 @@ func TestPoolHoldsInFlight(t *testing.T) {
 	const inFlight, rounds = 16, 4
 	arrived := make(chan struct{}, inFlight)
 	proceed := make(chan struct{}, inFlight)
-	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	rc := testkit.NewReceiverWith(t, testkit.ReceiverConfig{Handle: func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		arrived <- struct{}{}
 		<-proceed // until all of the round are in flight
 		w.WriteHeader(http.StatusNoContent)
-	})
-	rc.pushes = make(chan push, inFlight*rounds)
+	}})
 	s := newSink(t, httpsink.Config{MaxIdleConnsPerHost: inFlight})
 	for r := range rounds {
 		var wg sync.WaitGroup
 		errs := make(chan error, inFlight)
 		for range inFlight {
 			wg.Go(func() {
-				errs <- s.Deliver(context.Background(), newTask("billing", rc.srv.URL+"/hook", "x"))
+				errs <- s.Deliver(context.Background(), newTask("billing", rc.URL+"/hook", "x"))
 			})
 		}
 		for range inFlight {
@@ -266,7 +265,7 @@ func TestPoolHoldsInFlight(t *testing.T) {
 			}
 		}
 	}
-	if n := rc.connections(); n != inFlight {
+	if n := rc.Conns(); n != inFlight {
 		t.Errorf("%d rounds of %d pushes at once took %d connections, want %d", rounds, inFlight, n, inFlight)
 	}
 }
@@ -275,8 +274,8 @@ func TestPoolHoldsInFlight(t *testing.T) {
 // fails with net/http's own explanation, with every client.
 func TestHTTPSToPlainHTTP(t *testing.T) {
 	t.Parallel()
-	rc := newReceiver(t, nil)
-	u := strings.Replace(rc.srv.URL, "http://", "https://", 1) + "/hook"
+	rc := testkit.NewReceiver(t)
+	u := strings.Replace(rc.URL, "http://", "https://", 1) + "/hook"
 	for name, cfg := range map[string]httpsink.Config{
 		"default client": {},
 		"guard":          {Guard: func(string) netguard.Policy { return netguard.Policy{AllowPrivate: true} }},

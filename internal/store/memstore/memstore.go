@@ -146,7 +146,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, _ *store.UpdateOpts, fn 
 
 // UpdateMany implements [store.Store]. fn runs with the store's mutex held,
 // so it must not call the store.
-func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, _ *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
 	res := make([]*task.Task, len(ids))
 	if err := ctx.Err(); err != nil {
 		return res, slices.Repeat([]error{err}, len(ids))
@@ -160,7 +160,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, _ *store.UpdateOp
 	for i, id := range ids {
 		olds[i] = s.mu.tasks[id]
 	}
-	cs, errs := record.ApplyMany(olds, fn)
+	cs, errs := record.ApplyManyWith(olds, opts.SharedTasks(), fn)
 	for i, c := range cs {
 		if olds[i] == nil {
 			if errs[i] == nil {

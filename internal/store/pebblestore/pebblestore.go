@@ -482,9 +482,8 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 // order, as Create and Sweep do) across the reads, fn and the commit, so fn
 // must not call the store.
 func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
-	res := make([]*task.Task, len(ids))
 	if err := s.enter(ctx); err != nil {
-		return res, slices.Repeat([]error{err}, len(ids))
+		return make([]*task.Task, len(ids)), slices.Repeat([]error{err}, len(ids))
 	}
 	defer s.leave()
 	stripes := make([]int, len(ids))
@@ -495,12 +494,62 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 
 	olds := make([]read, len(ids))
 	readErrs := make([]error, len(ids))
-	ts := make([]*task.Task, len(ids)) // olds' tasks, nil where not read
 	for i, id := range ids {
 		olds[i], readErrs[i] = s.readLocked(stripes[i], id)
+	}
+	return s.updateRead(opts, opts.SharedTasks(), stripes, olds, readErrs, fn)
+}
+
+// UpdateKnown implements [store.KnownUpdater]: UpdateMany (with Shared)
+// over olds as the caller knows them stored, without reading them. It
+// locks their stripes as UpdateMany does; a task whose stripe's recent set
+// keeps another version than the caller's gets [store.ErrConflict] (the
+// caller's copy is out of date).
+func (s *Store) UpdateKnown(ctx context.Context, olds []*task.Task, opts *store.UpdateOpts, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	if err := s.enter(ctx); err != nil {
+		return make([]*task.Task, len(olds)), slices.Repeat([]error{err}, len(olds))
+	}
+	defer s.leave()
+	stripes := make([]int, len(olds))
+	for i, t := range olds {
+		stripes[i] = s.idStripe(t.ID)
+	}
+	defer lockAll(&s.idLocks, slices.Clone(stripes))()
+	rs := make([]read, len(olds))
+	readErrs := make([]error, len(olds))
+	for i, t := range olds {
+		if k, kept := s.recent[stripes[i]].get(t.ID); kept && k != t && !sameVersion(k, t) {
+			readErrs[i] = fmt.Errorf("pebblestore: update %s: not the version stored: %w", t.ID, store.ErrConflict)
+			continue
+		}
+		rs[i] = read{t: t}
+	}
+	return s.updateRead(opts, true, stripes, rs, readErrs, fn)
+}
+
+// sameVersion reports whether a and b are the same version of a task, as
+// far as a look at its moving parts tells.
+func sameVersion(a, b *task.Task) bool {
+	return a.State == b.State && a.Attempts == b.Attempts && a.UpdatedAt.Equal(b.UpdatedAt) &&
+		a.NextAttemptAt.Equal(b.NextAttemptAt) && a.WakeAt.Equal(b.WakeAt) && a.Lease == b.Lease
+}
+
+// updateRead is the rest of UpdateMany and UpdateKnown once the tasks are
+// read (olds; readErrs: why not), their stripes locked: fn, the batch and
+// its commit, the recent sets. shared: see [store.UpdateOpts].
+func (s *Store) updateRead(opts *store.UpdateOpts, shared bool, stripes []int, olds []read, readErrs []error, fn func([]*task.Task) []error) ([]*task.Task, []error) {
+	res := make([]*task.Task, len(olds))
+	ts := make([]*task.Task, len(olds)) // olds' tasks, nil where not read
+	for i := range olds {
 		ts[i] = olds[i].t
 	}
-	cs, errs := record.ApplyMany(ts, fn)
+	own := func(r read) *task.Task {
+		if shared {
+			return r.t
+		}
+		return r.own()
+	}
+	cs, errs := record.ApplyManyWith(ts, shared, fn)
 	b := s.db.NewBatch()
 	defer b.Close()
 	for i, c := range cs {
@@ -512,7 +561,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			errs[i] = stage(b, olds[i].t, c)
 		}
 		if errs[i] != nil {
-			res[i] = olds[i].own()
+			res[i] = own(olds[i])
 		}
 	}
 	if !b.Empty() {
@@ -520,7 +569,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 			err = fmt.Errorf("pebblestore: update many: %w", err)
 			for i, c := range cs {
 				if c != nil && errs[i] == nil {
-					res[i], errs[i] = olds[i].own(), err
+					res[i], errs[i] = own(olds[i]), err
 				}
 			}
 			return res, errs
@@ -531,7 +580,10 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		if c != nil && errs[i] == nil {
 			s.pull.wrote(olds[i].t, c)
 			s.recent[stripes[i]].keep(c.ID, c, now)
-			res[i] = c.Clone()
+			res[i] = c
+			if !shared {
+				res[i] = c.Clone()
+			}
 		}
 	}
 	return res, errs

@@ -130,3 +130,64 @@ func TestUpdateManyRecent(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateKnown: a write over the version stored, as the caller knows
+// it, lands without a read and moves the task's wake entry; one over a
+// version the recent set knows is out of date is a conflict and writes
+// nothing.
+func TestUpdateKnown(t *testing.T) {
+	s, ts := openWithSoon(t, Options{Dir: t.TempDir()}, 2)
+	ctx := t.Context()
+	old, err := s.Get(ctx, ts[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := old.WakeAt.Add(2 * time.Second) // within the recent sets' horizon
+	write := func(olds []*task.Task) ([]*task.Task, []error) {
+		return s.UpdateKnown(ctx, olds, nil, func(xs []*task.Task) []error {
+			for i, x := range xs {
+				if x == nil {
+					continue // refused: not the version stored
+				}
+				c := x.Clone()
+				c.Attempts++
+				c.WakeAt, c.NextAttemptAt = later, later
+				c.UpdatedAt = c.UpdatedAt.Add(time.Millisecond)
+				xs[i] = c
+			}
+			return make([]error, len(xs))
+		})
+	}
+	res, errs := write([]*task.Task{old})
+	if errs[0] != nil || res[0].Attempts != 1 {
+		t.Fatalf("UpdateKnown: %v, %+v", errs[0], res[0])
+	}
+	got, err := s.Get(ctx, old.ID)
+	if err != nil || got.Attempts != 1 || !got.WakeAt.Equal(later) {
+		t.Fatalf("stored %+v, %v; want 1 attempt, waking at %v", got, err, later)
+	}
+	ws, err := s.Wakeups(ctx, store.Cursor{}, later.Add(time.Second), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range ws {
+		if w.ID == old.ID {
+			n++
+			if !w.At.Equal(later) {
+				t.Errorf("wake entry at %v; want %v", w.At, later)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d wake entries of the task; want 1", n)
+	}
+	// old is out of date now, and the recent set knows it.
+	_, errs = write([]*task.Task{old})
+	if !errors.Is(errs[0], store.ErrConflict) {
+		t.Errorf("UpdateKnown over an old version: %v; want a conflict", errs[0])
+	}
+	if got, _ := s.Get(ctx, old.ID); got.Attempts != 1 {
+		t.Errorf("stored %d attempts after the refused write; want 1", got.Attempts)
+	}
+}

@@ -52,6 +52,50 @@ func TestApplyMany(t *testing.T) {
 	}
 }
 
+// TestApplyManyShared: shared, fn gets the tasks as read themselves, and
+// what it puts in the slice is what is written (its copy, kept without
+// another); an entry left as given is written unchanged, as a copy.
+func TestApplyManyShared(t *testing.T) {
+	var g task.IDGenerator
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	mk := func() *task.Task {
+		return &task.Task{ID: g.New(now, 0), App: "a", State: task.Scheduled, UpdatedAt: now}
+	}
+	a, b, c, d := mk(), mk(), mk(), mk()
+	paris := time.FixedZone("Paris", 3600)
+	var mine *task.Task
+	news, errs := ApplyManyWith([]*task.Task{a, b, c, d}, true, func(xs []*task.Task) []error {
+		if xs[0] != a || xs[1] != b || xs[2] != c || xs[3] != d {
+			t.Error("shared: fn did not get the tasks as read")
+		}
+		mine = xs[0].Clone()
+		mine.Attempts = 1
+		mine.UpdatedAt = now.In(paris)
+		xs[0] = mine
+		x := xs[2].Clone()
+		x.App = "elsewhere"
+		xs[2] = x
+		return []error{nil, nil, nil, errSkipTest}
+	})
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrChangedIdentity) || errs[3] != errSkipTest {
+		t.Fatalf("errs = %v", errs)
+	}
+	if news[0] != mine || mine.Attempts != 1 || mine.UpdatedAt.Location() != time.UTC {
+		t.Errorf("news[0] = %+v: want fn's copy, normalized", news[0])
+	}
+	if news[1] == nil || news[1] == b || news[1].ID != b.ID {
+		t.Errorf("news[1] = %p (b %p): want a copy of b, unchanged", news[1], b)
+	}
+	if news[2] != nil || news[3] != nil {
+		t.Errorf("news = %v: want nil where refused", news)
+	}
+	if a.Attempts != 0 || c.App != "a" {
+		t.Error("the tasks as read changed")
+	}
+}
+
+var errSkipTest = errors.New("skip")
+
 // TestApplyManyMisuse: a task twice in a batch, or a result of fn of
 // another length, refuses the whole batch.
 func TestApplyManyMisuse(t *testing.T) {

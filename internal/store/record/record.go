@@ -119,6 +119,15 @@ func Apply(old *task.Task, fn func(*task.Task) error) (*task.Task, error) {
 // with that error (fn is not called for the former). Two writes of one task
 // in one batch would leave the first one's index entries behind.
 func ApplyMany(olds []*task.Task, fn func([]*task.Task) []error) (news []*task.Task, errs []error) {
+	return ApplyManyWith(olds, false, fn)
+}
+
+// ApplyManyWith is ApplyMany, or, when shared, ApplyMany for fn of a
+// [store.UpdateOpts] with Shared: fn gets olds themselves, which it must
+// not change, and puts in the slice a deep copy of its own of each task it
+// changes (which news then holds, normalized, without another copy); an
+// entry left as given with a nil error is written unchanged (a copy).
+func ApplyManyWith(olds []*task.Task, shared bool, fn func([]*task.Task) []error) (news []*task.Task, errs []error) {
 	news = make([]*task.Task, len(olds))
 	errs = make([]error, len(olds))
 	fail := func(err error) ([]*task.Task, []error) {
@@ -137,9 +146,14 @@ func ApplyMany(olds []*task.Task, fn func([]*task.Task) []error) (news []*task.T
 			return fail(fmt.Errorf("toc: update many: task %s is in the batch twice", old.ID))
 		}
 		seen[old.ID] = true
-		news[i] = old.Clone()
+		if shared {
+			news[i] = old
+		} else {
+			news[i] = old.Clone()
+		}
 	}
-	fnErrs := fn(slices.Clone(news))
+	given := slices.Clone(news) // shared: fn puts its copies here
+	fnErrs := fn(given)
 	if len(fnErrs) != len(olds) {
 		return fail(fmt.Errorf("toc: update many: fn returned %d errors for %d tasks", len(fnErrs), len(olds)))
 	}
@@ -148,11 +162,23 @@ func ApplyMany(olds []*task.Task, fn func([]*task.Task) []error) (news []*task.T
 		case old == nil:
 		case fnErrs[i] != nil:
 			news[i], errs[i] = nil, fnErrs[i]
-		default:
+		case !shared:
 			news[i], errs[i] = applied(old, news[i])
+		case given[i] == old || given[i] == nil:
+			news[i], errs[i] = applied(old, old) // written unchanged
+		default:
+			news[i], errs[i] = appliedOwn(old, given[i])
 		}
 	}
 	return news, errs
+}
+
+// appliedOwn is applied for c, a copy fn handed over: normalized in place.
+func appliedOwn(old, c *task.Task) (*task.Task, error) {
+	if c.ID != old.ID || c.App != old.App || c.Key != old.Key {
+		return nil, ErrChangedIdentity
+	}
+	return Normalize(c), nil
 }
 
 // applied is what Apply and ApplyMany do after fn: it refuses a change of

@@ -509,7 +509,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 		txs[db.index] = tx
 	}
 
-	cs, errs := record.ApplyMany(olds, fn)
+	cs, errs := record.ApplyManyWith(olds, opts.SharedTasks(), fn)
 	writes := make([][]item, len(s.dbs))
 	for i, c := range cs {
 		if readErrs[i] != nil {
