@@ -121,7 +121,7 @@ func pullCluster(t *testing.T, n int) []*pullNode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		node.Attach(eng)
+		node.Attach(eng.Cluster())
 		if err := eng.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
