@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -129,6 +130,10 @@ type Node struct {
 		on  bool
 	}
 	ackFull chan struct{}
+
+	// takeTurn turns the slot TakePull starts at, so that no slot's tasks
+	// wait behind another's.
+	takeTurn atomic.Uint32
 
 	mu struct {
 		sync.Mutex
@@ -475,7 +480,7 @@ func (n *Node) Settled(ctx context.Context, ts ...*task.Task) error {
 				rest = append(rest, t)
 				continue
 			}
-			n.acks.ops = append(n.acks.ops, redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Action: redisindex.Drop, Score: now})
+			n.acks.ops = append(n.acks.ops, redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Action: redisindex.Drop, Score: now, Pull: t.Target.Pull != nil})
 		}
 		if len(n.acks.ops) >= ackBatchMax {
 			select {
@@ -542,7 +547,7 @@ func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 	ops := make([]redisindex.Op, 0, len(ts))
 	var announce strings.Builder
 	for _, t := range ts {
-		op := redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Score: now}
+		op := redisindex.Op{App: t.App, Slot: n.x.Slot(t.Key, t.ID), ID: t.ID, Score: now, Pull: t.Target.Pull != nil}
 		switch {
 		case t.State == task.Scheduled && !t.WakeAt.IsZero() && !t.WakeAt.After(now.Add(n.x.HotWindow())):
 			op.Action, op.Score = redisindex.Retry, t.WakeAt
@@ -558,6 +563,13 @@ func (n *Node) opsOf(ts []*task.Task) ([]redisindex.Op, string) {
 		ops = append(ops, op)
 		if (op.Action == redisindex.Retry || op.Action == redisindex.Lease) && op.Score.Before(now.Add(n.cfg.Near)) {
 			announce.WriteString(t.ID.String() + " " + strconv.FormatInt(op.Score.UnixMilli(), 10) + " " + strconv.Itoa(op.Slot) + " " + t.App + "\n")
+		}
+		if t.State == task.Scheduled && t.Target.Pull != nil && !t.NextAttemptAt.IsZero() && !t.NextAttemptAt.After(now.Add(n.x.HotWindow())) {
+			// A pull task waiting for a lease, due within the hot window:
+			// lease calls take it from its slot's PullQueue (TakePull)
+			// once it is due, whether or not its slot's owner fired it
+			// yet. After the op above, which takes it out of there.
+			ops = append(ops, redisindex.Op{App: t.App, Slot: op.Slot, ID: t.ID, Action: redisindex.QueuePull, Score: t.NextAttemptAt, Pull: true})
 		}
 	}
 	return ops, announce.String()
@@ -625,6 +637,49 @@ func (n *Node) PullDue(ctx context.Context, app string) {
 	}
 }
 
+// TakePull takes up to max of app's pull tasks due at now from their slots'
+// PullQueues, in one round trip, each held for the caller until
+// holdUntil (redisindex.TakePull): the caller leases them in SQL and
+// mirrors what it wrote (Sync), which moves each member where its row
+// says; Untake gives back the others. Every node takes from every slot: a
+// lease is not the slot owner's.
+func (n *Node) TakePull(ctx context.Context, app string, max int, now, holdUntil time.Time) ([]task.ID, error) {
+	ts, err := n.x.TakePull(ctx, app, max, now, holdUntil, int(n.takeTurn.Add(1)))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]task.ID, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// Untake ends the holds of pull tasks of app that TakePull took and the
+// caller did not lease: back (as read: due and waiting) are claimable again
+// at now; stale (as read: not waiting for a lease, their writes mirrored
+// them elsewhere already) and gone (no row: looked for in every slot,
+// rare) leave the PullQueue.
+func (n *Node) Untake(ctx context.Context, app string, back, stale []*task.Task, gone []task.ID, now time.Time) error {
+	tb := make([]redisindex.Taken, len(back))
+	for i, t := range back {
+		tb[i] = redisindex.Taken{ID: t.ID, Slot: n.x.Slot(t.Key, t.ID)}
+	}
+	if err := n.x.PutPull(ctx, app, tb, now); err != nil {
+		return err
+	}
+	var tg []redisindex.Taken
+	for _, t := range stale {
+		tg = append(tg, redisindex.Taken{ID: t.ID, Slot: n.x.Slot(t.Key, t.ID)})
+	}
+	for _, id := range gone {
+		for s := range n.x.Slots() {
+			tg = append(tg, redisindex.Taken{ID: id, Slot: s})
+		}
+	}
+	return n.x.DropPull(ctx, app, tg)
+}
+
 // Watches implements engine.Index: the node times the tasks of its slots.
 func (n *Node) Watches(t *task.Task) bool {
 	slot := n.x.Slot(t.Key, t.ID)
@@ -649,7 +704,7 @@ func (n *Node) Claim(ctx context.Context, ts []*task.Task, until []time.Time, no
 // announces, in one message, those that wake soon.
 func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	var adds []redisindex.Added
-	var leases []redisindex.Op
+	var leases, pulls []redisindex.Op
 	var announce strings.Builder
 	near := time.Now().Add(n.cfg.Near)
 	for _, w := range ws {
@@ -657,8 +712,16 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 		switch w.State {
 		case task.Scheduled:
 			adds = append(adds, redisindex.Added{App: w.App, Slot: slot, ID: w.ID, At: w.At})
+			if w.Kind == "pull" {
+				// Its lease calls take it from the PullQueue once due.
+				// Unless it is there already: At is the due time of a
+				// task not fired yet, but the deadline of one fired
+				// (a due pull task waits with its deadline as WakeAt),
+				// and a task there already has its due time.
+				pulls = append(pulls, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.QueuePullNX, Score: w.At, Pull: true})
+			}
 		case task.Delivering:
-			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At})
+			leases = append(leases, redisindex.Op{App: w.App, Slot: slot, ID: w.ID, Action: redisindex.Lease, Score: w.At, Pull: w.Kind == "pull"})
 		}
 		if w.At.Before(near) {
 			announce.WriteString(w.ID.String() + " " + strconv.FormatInt(w.At.UnixMilli(), 10) + " " + strconv.Itoa(slot) + " " + w.App + "\n")
@@ -667,7 +730,7 @@ func (n *Node) promotePage(ctx context.Context, ws []store.Wakeup) error {
 	if _, err := n.x.AddMany(ctx, adds); err != nil {
 		return err
 	}
-	if err := n.x.SettleMany(ctx, leases); err != nil {
+	if err := n.x.SettleMany(ctx, append(leases, pulls...)); err != nil {
 		return err
 	}
 	if announce.Len() > 0 {

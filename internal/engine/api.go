@@ -92,6 +92,7 @@ func wireEdge(e *Engine, cfg Config) {
 		log:           cfg.Logger,
 		started:       cfg.Hooks.AttemptStarted,
 		claimable:     cfg.Store.Claimable,
+		pulls:         e.index.pulls(),
 		mem:           e.held.mem,
 		notHeld:       e.held.notHeld,
 		heldPull:      e.held.has,

@@ -32,6 +32,26 @@ type engIdx interface {
 	// each held until fs[i].until, the fire job's (firer.claim).
 	claimBatch(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) ([]int, error)
 	mirrorEnded(ctx context.Context, stored, moved []written, released []*task.Task) error
+	// pulls is where leases take the pull tasks due from (leases.take):
+	// nil where they look in the store (one node, or a cluster index
+	// that keeps none).
+	pulls() pullIndex
+}
+
+// pullIndex is a cluster index that keeps the pull tasks due and waiting
+// for a lease (cluster.Node, in its slots' PullQueues): a lease takes them
+// from it instead of scanning SQL for them.
+type pullIndex interface {
+	// TakePull takes up to max of app's pull tasks due at now, each held
+	// for the caller until holdUntil: no other lease takes it meanwhile.
+	// The caller leases them in the store and mirrors what it wrote
+	// (Sync), or gives them back with Untake.
+	TakePull(ctx context.Context, app string, max int, now, holdUntil time.Time) ([]task.ID, error)
+	// Untake gives back tasks TakePull took and the caller did not lease:
+	// back (due and waiting, as read) are taken again from now on; stale
+	// (as read: not waiting for a lease) and gone (not stored) leave the
+	// index's pull tasks due.
+	Untake(ctx context.Context, app string, back, stale []*task.Task, gone []task.ID, now time.Time) error
 }
 
 // clusterIndex is the cluster's Index (Config.Index) as an engIdx.
@@ -42,6 +62,11 @@ var _ engIdx = clusterIndex{}
 func (clusterIndex) start(context.Context, time.Time) error { return nil }
 func (clusterIndex) attemptLog() *attemptLog                { return &attemptLog{} }
 func (clusterIndex) fireGather() time.Duration              { return fireGather }
+
+func (x clusterIndex) pulls() pullIndex {
+	p, _ := x.Index.(pullIndex)
+	return p
+}
 
 func (x clusterIndex) claimBatch(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) ([]int, error) {
 	claim := make([]*task.Task, len(which))

@@ -90,6 +90,7 @@ const (
 	vLost                    // another node has it
 	vRollback                // a lease ran out: roll it back once the index gives it to this node
 	vPull                    // a pull task due: nothing to store, it goes to its app's ready queue (pull.go)
+	vPullWait                // a pull task due in a cluster: nothing to store, leases take it from the index (leases.go); the wheel keeps its deadline (firing.at)
 )
 
 // firing is one task of a fire job.
@@ -264,6 +265,14 @@ func (r *firer) decide(f *firing, t *task.Task, mut func() *task.Task, now time.
 			var w time.Time
 			if t.Deadline != nil {
 				w = t.Deadline.Add(time.Millisecond)
+			}
+			if r.index.pulls() != nil && now.Sub(t.NextAttemptAt) < pullWaitGrace {
+				// A cluster's leases take it from the index, where it is
+				// due since its create or promotion: nothing to store
+				// (unless it still waits when it is fired again,
+				// pullWaitGrace or more after its due time).
+				f.v, f.at = vPullWait, w
+				return
 			}
 			if !w.Equal(t.WakeAt) {
 				mut().WakeAt = w
@@ -456,6 +465,15 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 		// Nothing was written: the task waits in its app's ready queue
 		// as read, and the wheel keeps only its deadline (pull.go).
 		r.held.queue(t)
+		return written{}, false
+	case f.v == vPullWait:
+		// Nothing was written: the task waits in the index for a lease
+		// (leases.go), and the wheel keeps only its deadline.
+		if f.at.IsZero() {
+			r.tk.untrack(id)
+		} else {
+			r.tk.deferTo(id, f.at, t.App)
+		}
 		return written{}, false
 	case f.v == vWrite:
 		return w, true

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/toc-dev/toc/internal/clock"
@@ -19,10 +21,24 @@ import (
 // group commit), and the leases written to the store: of the pull tasks
 // waiting in the store on a single node (stored so by an older version,
 // or past pullHoldMax), and of every pull task in a cluster, taken in one
-// synced write for the whole call and ended (ack, nack) in one too. No
-// state of its own.
+// synced write for the whole call and ended (ack, nack) in one too.
+//
+// In a cluster the pull tasks due are found in the index (pullIndex: the
+// slots' PullQueues in Redis, where the mirror of each one's create or
+// last write, or its promotion, put it), not by a SQL scan per call, and
+// a pull task falling due is not written (pullWaitGrace); the store is scanned
+// as well, at most once every storeClaimEvery per app, only when the index
+// did not fill a call (what Redis lost before a repair, tasks an older
+// version left due). Its only state is when that scan last ran.
 type leases struct {
 	p leasesParams
+
+	// scans is when each app's store was last scanned for pull tasks due
+	// in a cluster (take).
+	scans struct {
+		sync.Mutex
+		at map[string]time.Time
+	}
 }
 
 // leasesParams are what leases uses of the engine and the store.
@@ -36,6 +52,9 @@ type leasesParams struct {
 	started func(app, kind string, lateness time.Duration)
 	// claimable is Store.Claimable.
 	claimable func(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
+	// pulls is the cluster index's pull tasks due (nil: on one node, or
+	// an index that keeps none; the store is scanned).
+	pulls pullIndex
 	// mem says pull tasks are held in memory (a single node): the held
 	// path comes first, and take leaves the held ones to it (notHeld,
 	// heldPull).
@@ -85,12 +104,13 @@ func (l *leases) once(ctx context.Context, app string, p LeaseParams) ([]*task.T
 // On a single node it takes only the tasks waiting in the store (written
 // so by an older version, or past pullHoldMax: pull.go), not those the
 // wheel fires into the ready queue (stored with their due time as WakeAt)
-// nor those held here.
+// nor those held here. In a cluster it takes them from the index first
+// (find).
 func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) ([]*task.Task, error) {
 	mem := l.p.mem
-	ids, err := l.p.claimable(ctx, app, l.p.clock.Now(), scan)
+	ids, taken, err := l.find(ctx, app, p.Max, scan)
 	if err != nil {
-		return nil, fmt.Errorf("find claimable tasks: %w", err)
+		return nil, err
 	}
 	if mem {
 		ids = l.p.notHeld(ids) // not read for nothing; checked again under the row lock
@@ -147,6 +167,7 @@ func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) 
 	if len(stored) > 0 {
 		l.p.wrote(ctx, stored...)
 	}
+	l.untake(ctx, app, ids[:taken], ts[:taken], errs[:taken])
 	switch {
 	case failed != nil && len(got) == 0:
 		return nil, failed
@@ -157,6 +178,115 @@ func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) 
 		l.p.log.ErrorContext(ctx, "claim pull tasks", slog.String("app", app), slog.String("error", failed.Error()))
 	}
 	return got, nil
+}
+
+// pullWaitGrace is how long a cluster's pull task due waits for a lease
+// without a store write: its slot owner's fire job reads it when it falls
+// due and writes nothing (leases take it from the index: fire.go's
+// vPullWait); the wheel keeps only its deadline. Fired again this much
+// later or more (the next repair scan promotes and announces it again, a
+// rescan of the owner's slots reads it again), it is written as waiting,
+// with its deadline as its wake time (as before), so that a backlog of
+// tasks nobody leases leaves the wake order instead of being read again
+// and again. A task leased meanwhile costs no second look.
+const pullWaitGrace = 5 * time.Second
+
+// pullTakeHold is how long a lease call holds the pull tasks it took from
+// the cluster index (pullIndex.TakePull) until it leases them in the store
+// and mirrors them: a call whose node dies meanwhile leaves them to be
+// taken again after it.
+const pullTakeHold = 10 * time.Second
+
+// find returns the ids of up to want pull tasks of app due now to lease,
+// the first taken of them from the cluster index (each held for this call
+// until it gives them back: untake), the rest from a store scan of up to
+// scan entries. Without a cluster index it is the store scan. In a
+// cluster the store is scanned only when the index did not fill the call,
+// at most once every storeClaimEvery per app (or whenever the index
+// fails).
+func (l *leases) find(ctx context.Context, app string, want, scan int) (ids []task.ID, taken int, err error) {
+	now := l.p.clock.Now()
+	x := l.p.pulls
+	if x == nil {
+		ids, err := l.p.claimable(ctx, app, now, scan)
+		if err != nil {
+			return nil, 0, fmt.Errorf("find claimable tasks: %w", err)
+		}
+		return ids, 0, nil
+	}
+	ids, err = x.TakePull(ctx, app, want, now, now.Add(pullTakeHold))
+	if err != nil {
+		l.p.log.WarnContext(ctx, "take pull tasks due from the index; looking in the store", slog.String("app", app), slog.String("error", err.Error()))
+	}
+	taken = len(ids)
+	if taken == want || err == nil && !l.scanDue(app, now) {
+		return ids, taken, nil
+	}
+	more, serr := l.p.claimable(ctx, app, now, want-taken)
+	switch {
+	case serr != nil && taken == 0:
+		return nil, 0, fmt.Errorf("find claimable tasks: %w", serr)
+	case serr != nil:
+		l.p.log.ErrorContext(ctx, "find claimable tasks", slog.String("app", app), slog.String("error", serr.Error()))
+	}
+	for _, id := range more {
+		if !slices.Contains(ids[:taken], id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, taken, nil
+}
+
+// scanDue reports whether a cluster's lease of app that the index did not
+// fill scans the store now, and marks the scan.
+func (l *leases) scanDue(app string, now time.Time) bool {
+	l.scans.Lock()
+	defer l.scans.Unlock()
+	if at, ok := l.scans.at[app]; ok && now.Sub(at) < storeClaimEvery && !now.Before(at) {
+		return false
+	}
+	if l.scans.at == nil {
+		l.scans.at = map[string]time.Time{}
+	}
+	l.scans.at[app] = now
+	return true
+}
+
+// untake gives the cluster index back the pull tasks ids (their rows ts,
+// their write's errs) that take took from it and did not write (those it
+// wrote, leased or expired, were mirrored: their members moved). A task due
+// and waiting (the call was full, or its write failed) is taken again from
+// now on; one not stored or not waiting (leased by another call, moved)
+// leaves the index's pull tasks due, where its own write's mirror put it
+// back if it is due again.
+func (l *leases) untake(ctx context.Context, app string, ids []task.ID, ts []written, errs []error) {
+	if len(ids) == 0 {
+		return
+	}
+	now := l.p.now()
+	var back, stale []*task.Task
+	var gone []task.ID
+	for i, err := range errs {
+		t := ts[i].t
+		switch {
+		case err == nil:
+		case t == nil || errors.Is(err, store.ErrNotFound):
+			gone = append(gone, ids[i])
+		case errors.Is(err, errSkip) && (t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now)):
+			stale = append(stale, t)
+		default:
+			back = append(back, t)
+		}
+	}
+	if len(back)+len(stale)+len(gone) == 0 {
+		return
+	}
+	uctx, cancel := detached(ctx)
+	defer cancel()
+	if err := l.p.pulls.Untake(uctx, app, back, stale, gone, now); err != nil {
+		// Each is taken again when its hold ends.
+		l.p.log.WarnContext(ctx, "give back pull tasks to the index", slog.String("app", app), slog.Int("tasks", len(back)+len(stale)+len(gone)), slog.String("error", err.Error()))
+	}
 }
 
 // ackStored acks, as stored, the tasks ids of app (AckMany's acks[idx[j]]

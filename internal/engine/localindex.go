@@ -74,6 +74,10 @@ func (x *localIndex) mirrorEnded(context.Context, []written, []written, []*task.
 
 func (x *localIndex) attemptLog() *attemptLog { return x.alog }
 
+// pulls: the pull tasks of one node are held in memory (pull.go), and
+// those waiting in the store are found there.
+func (x *localIndex) pulls() pullIndex { return nil }
+
 // start recovers the push deliveries a previous process left under way,
 // then counts the attempts it started and did not finish.
 func (x *localIndex) start(ctx context.Context, now time.Time) error {

@@ -54,8 +54,9 @@ import (
 // was written waiting since, and only while the fire path has no due task
 // left to look at (firing).
 //
-// In a cluster (Config.Index) every pull task takes the store path: it is
-// written waiting when due, claimed and acked in synced writes.
+// In a cluster (Config.Index) every pull task takes the store path for
+// its lease and its ack (synced writes), found in Redis, not written when
+// it falls due (leases.go).
 
 // held is the pull tasks this process holds, a service of its own: due
 // and in their apps' ready queues, or leased (their attempts are among the

@@ -171,7 +171,7 @@ func (s *server) forgetRedis(ctx context.Context, app string) error {
 	for slot := range x.Slots() {
 		q := x.Queues(app, slot)
 		// The keys of a slot share a hash tag: one DEL on Redis Cluster too.
-		if err := s.be.rdb.Del(ctx, q.Store, q.Prepare, q.Dead, q.Attempts).Err(); err != nil {
+		if err := s.be.rdb.Del(ctx, q.Store, q.Prepare, q.Dead, q.Attempts, q.Pull).Err(); err != nil {
 			return fmt.Errorf("forget %s/%d: %w", app, slot, err)
 		}
 	}

@@ -12,6 +12,10 @@
 // key a script touches is passed in KEYS[]. Scores are unix milliseconds:
 // the wake time in the StoreQueue, the lease expiry in the PrepareQueue.
 //
+// Each slot also has a PullQueue (scripts/lease_many.lua): the pull tasks
+// waiting for a lease, scored by their due time, from which lease calls on
+// any node take those due.
+//
 // Members are task ids. Redis holds no task data: the SQL row is
 // authoritative, and a member whose row says otherwise is dropped by the
 // engine. Losing Redis loses nothing; the repair scan rebuilds it from SQL.
@@ -106,18 +110,20 @@ func (x *Index) Slot(key string, id task.ID) int {
 	return int(h & uint32(x.slots-1))
 }
 
-// Queues names the three sorted sets of one slot, and its attempts hash
-// (the number of each member's last attempt claimed: claim_many.lua).
-type Queues struct{ Store, Prepare, Dead, Attempts string }
+// Queues names the three sorted sets of one slot, its attempts hash (the
+// number of each member's last attempt claimed: claim_many.lua), and its
+// PullQueue: the pull tasks due and waiting for a lease, scored by their
+// due time, or by the end of a lease call's hold (lease_many.lua).
+type Queues struct{ Store, Prepare, Dead, Attempts, Pull string }
 
 // Queues returns the keys of app's slot. They share the hash tag
 // {prefix:app:slot}.
 func (x *Index) Queues(app string, slot int) Queues {
 	tag := "{" + x.prefix + ":" + app + ":" + strconv.Itoa(slot) + "}"
-	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead", Attempts: x.prefix + ":" + tag + ":attempts"}
+	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead", Attempts: x.prefix + ":" + tag + ":attempts", Pull: x.prefix + ":" + tag + ":pull"}
 }
 
-func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead, q.Attempts} }
+func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead, q.Attempts, q.Pull} }
 
 // appsKey is the set of apps that have had tasks in Redis (so nodes know
 // which slot keys to scan).
@@ -133,6 +139,9 @@ var (
 	//go:embed scripts/settle_many.lua
 	settleManyLua    string
 	settleManyScript = redis.NewScript(settleManyLua)
+	//go:embed scripts/lease_many.lua
+	leaseManyLua    string
+	leaseManyScript = redis.NewScript(leaseManyLua)
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -249,6 +258,15 @@ const (
 	Lease Action = "lease" // in the PrepareQueue until score
 	Dead  Action = "dead"  // to the DeadQueue
 	Drop  Action = "drop"  // gone from every queue (SQL keeps the task)
+	// QueuePull puts a pull task in the PullQueue at score (its due
+	// time), where lease calls take it once due (TakePull). Every other
+	// action of a pull task (Op.Pull) takes the member out of the
+	// PullQueue, so a QueuePull op of a member comes after its other op
+	// (SettleMany keeps the order).
+	QueuePull Action = "queue-pull"
+	// QueuePullNX is QueuePull unless the member is in the PullQueue
+	// already (with its due time, or held by a lease call): a promotion's.
+	QueuePullNX Action = "queue-pull-nx"
 )
 
 // Settle records where a member goes: see scripts/settle_many.lua.
@@ -263,6 +281,17 @@ type Op struct {
 	ID     task.ID
 	Action Action
 	Score  time.Time
+	// Pull says the member is a pull task's: an action other than QueuePull(NX)
+	// takes it out of its PullQueue too (a push task's never is there).
+	Pull bool
+}
+
+// arg is op's action as settle_many.lua reads it.
+func (op Op) arg() string {
+	if op.Pull && op.Action != QueuePull && op.Action != QueuePullNX {
+		return string(op.Action) + "+"
+	}
+	return string(op.Action)
 }
 
 // Note is a message published after a write, in its round trip.
@@ -290,13 +319,13 @@ func (x *Index) SettleMany(ctx context.Context, ops []Op, notes ...Note) error {
 		if c >= len(calls) {
 			return pipe.Publish(ctx, notes[c-len(calls)].Channel, notes[c-len(calls)].Message)
 		}
-		keys := make([]string, 0, 4*len(calls[c]))
+		keys := make([]string, 0, 5*len(calls[c]))
 		var args []any
 		for _, idx := range calls[c] {
 			keys = append(keys, x.Queues(ops[idx[0]].App, ops[idx[0]].Slot).keys()...)
 			args = append(args, len(idx))
 			for _, i := range idx {
-				args = append(args, ops[i].ID.String(), string(ops[i].Action), ms(ops[i].Score))
+				args = append(args, ops[i].ID.String(), ops[i].arg(), ms(ops[i].Score))
 			}
 		}
 		return settleManyScript.EvalSha(ctx, pipe, keys, args...)
@@ -376,6 +405,120 @@ func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int
 	return held, nil
 }
 
+// Taken is a pull task TakePull took: its id and slot.
+type Taken struct {
+	ID   task.ID
+	Slot int
+}
+
+// TakePull takes up to max of app's pull tasks due at now from its slots'
+// PullQueues (scripts/lease_many.lua), holding each until holdUntil: no
+// other call takes it before then, unless its member is written back
+// meanwhile (SettleMany, PutPull). The slots are visited from first on.
+// On a standalone Redis it is one script call; on Redis Cluster one per
+// slot, in one pipeline per master, and what is taken beyond max is put
+// back at once (claimable at now).
+func (x *Index) TakePull(ctx context.Context, app string, max int, now, holdUntil time.Time, first int) ([]Taken, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	first &= x.slots - 1
+	groups := [][]int{}
+	if _, cluster := x.rdb.(*redis.ClusterClient); cluster {
+		for s := range x.slots {
+			groups = append(groups, []int{(first + s) & (x.slots - 1)})
+		}
+	} else {
+		all := make([]int, x.slots)
+		for s := range all {
+			all[s] = s
+		}
+		groups = append(groups, all)
+	}
+	cmds, err := x.pipeline(ctx, leaseManyScript, len(groups), func(pipe redis.Pipeliner, c int) redis.Cmder {
+		keys := make([]string, len(groups[c]))
+		for k, s := range groups[c] {
+			keys[k] = x.Queues(app, s).Pull
+		}
+		start := 0
+		if len(groups[c]) > 1 {
+			start = first
+		}
+		return leaseManyScript.EvalSha(ctx, pipe, keys, ms(now), ms(holdUntil), max, start)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisindex: take pull tasks due of %s: %w", app, err)
+	}
+	var out, surplus []Taken
+	for c, cmd := range cmds {
+		got, err := cmd.(*redis.Cmd).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("redisindex: take pull tasks due of %s: %w", app, err)
+		}
+		for k := 0; k+1 < len(got); k += 2 {
+			i, _ := got[k].(int64)
+			m, _ := got[k+1].(string)
+			id, err := task.ParseID(m)
+			if err != nil || int(i) >= len(groups[c]) {
+				continue
+			}
+			t := Taken{ID: id, Slot: groups[c][i]}
+			if len(out) < max {
+				out = append(out, t)
+			} else {
+				surplus = append(surplus, t)
+			}
+		}
+	}
+	if len(surplus) > 0 {
+		if err := x.PutPull(ctx, app, surplus, now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// PutPull gives back pull tasks TakePull took, claimable again at `at`
+// (their due time is gone with the hold: at is the caller's now). Only
+// members still in their PullQueue are scored again.
+func (x *Index) PutPull(ctx context.Context, app string, ts []Taken, at time.Time) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	pipe := x.rdb.Pipeline()
+	by := map[int][]redis.Z{}
+	for _, t := range ts {
+		by[t.Slot] = append(by[t.Slot], redis.Z{Score: float64(at.UnixMilli()), Member: t.ID.String()})
+	}
+	for s, zs := range by {
+		pipe.ZAddXX(ctx, x.Queues(app, s).Pull, zs...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisindex: put back %d pull tasks of %s: %w", len(ts), app, err)
+	}
+	return nil
+}
+
+// DropPull takes pull tasks TakePull took out of their PullQueues (their
+// rows are gone).
+func (x *Index) DropPull(ctx context.Context, app string, ts []Taken) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	pipe := x.rdb.Pipeline()
+	by := map[int][]any{}
+	for _, t := range ts {
+		by[t.Slot] = append(by[t.Slot], t.ID.String())
+	}
+	for s, ms := range by {
+		pipe.ZRem(ctx, x.Queues(app, s).Pull, ms...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisindex: drop %d pull tasks of %s: %w", len(ts), app, err)
+	}
+	return nil
+}
+
 // calls packs groups (of one slot each) into script calls, in order: on a
 // standalone Redis as many groups per call as claimGroupMax members allow;
 // on Redis Cluster, where a script's keys must share a hash slot, one.
@@ -446,11 +589,21 @@ func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
 	for _, idx := range groups {
 		q := x.Queues(ops[idx[0]].App, ops[idx[0]].Slot)
 		var done, gone []any
-		var retry, dead, lease []redis.Z
+		var retry, dead, lease, queued, queuedNX []redis.Z
+		var unqueued []any
 		for _, i := range idx {
 			op := ops[i]
 			m := op.ID.String()
+			if op.Pull && op.Action != QueuePull && op.Action != QueuePullNX {
+				unqueued = append(unqueued, m)
+			}
 			switch op.Action {
+			case QueuePull:
+				queued = append(queued, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+				continue // its other op (a later group) moved it already
+			case QueuePullNX:
+				queuedNX = append(queuedNX, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
+				continue
 			case Retry:
 				retry = append(retry, redis.Z{Score: float64(op.Score.UnixMilli()), Member: m})
 			case Dead:
@@ -478,6 +631,15 @@ func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
 		}
 		if len(gone) > 0 {
 			pipe.HDel(ctx, q.Attempts, stringsOf(gone)...)
+		}
+		if len(unqueued) > 0 {
+			pipe.ZRem(ctx, q.Pull, unqueued...)
+		}
+		if len(queued) > 0 {
+			pipe.ZAdd(ctx, q.Pull, queued...)
+		}
+		if len(queuedNX) > 0 {
+			pipe.ZAddNX(ctx, q.Pull, queuedNX...)
 		}
 	}
 	for _, n := range notes {

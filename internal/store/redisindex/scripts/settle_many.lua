@@ -9,19 +9,36 @@
 -- DeadQueue at its score; "ack" and "drop" remove it everywhere (finished,
 -- cancelled, or beyond the hot window: SQL keeps it). A member that leaves
 -- for good (ack, dead, drop) leaves the attempts hash too (claim_many.lua).
+-- "queue-pull" puts a pull task waiting for a lease in the slot's
+-- PullQueue at its due time (lease_many.lua); the caller sends it after
+-- the member's other write (a later group); "queue-pull-nx" does unless it is
+-- there already (a promotion's: the member may be held by a lease call,
+-- or have its due time while the promotion read a deadline). Any other action with a "+"
+-- after it (a pull task's) also takes the member out of the PullQueue
+-- (a push task's member is never there: its writes cost no more).
 -- The caller passes each member once (a later write of one member goes to
 -- a later call), so the removals and additions do not meet.
--- KEYS: per group store, prepare, dead, attempts
+-- KEYS: per group store, prepare, dead, attempts, pull
 -- ARGV: per group its member count, then triples: member, action, score
 -- (unix ms)
 -- settle writes the n members whose triples start at ARGV[at] in the slot
--- of keys store, prepare, dead, attempts.
-local function settle(store, prepare, dead, attempts, at, n)
-  local remStore, remPrepare, remDead, forget = {}, {}, {}, {}
-  local addStore, addPrepare, addDead = {}, {}, {}
+-- of keys store, prepare, dead, attempts, pull.
+local function settle(store, prepare, dead, attempts, pull, at, n)
+  local remStore, remPrepare, remDead, remPull, forget = {}, {}, {}, {}, {}
+  local addStore, addPrepare, addDead, addPull, addPullNX = {}, {}, {}, {}, {}
   for i = at, at + 3 * (n - 1), 3 do
     local m, a, s = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    if a == 'retry' then
+    if string.sub(a, -1) == '+' then
+      a = string.sub(a, 1, -2)
+      remPull[#remPull + 1] = m
+    end
+    if a == 'queue-pull' then
+      addPull[#addPull + 1] = s
+      addPull[#addPull + 1] = m
+    elseif a == 'queue-pull-nx' then
+      addPullNX[#addPullNX + 1] = s
+      addPullNX[#addPullNX + 1] = m
+    elseif a == 'retry' then
       remPrepare[#remPrepare + 1] = m
       remDead[#remDead + 1] = m
       addStore[#addStore + 1] = s
@@ -46,16 +63,19 @@ local function settle(store, prepare, dead, attempts, at, n)
   if #remStore > 0 then redis.call('ZREM', store, unpack(remStore)) end
   if #remPrepare > 0 then redis.call('ZREM', prepare, unpack(remPrepare)) end
   if #remDead > 0 then redis.call('ZREM', dead, unpack(remDead)) end
+  if #remPull > 0 then redis.call('ZREM', pull, unpack(remPull)) end
   if #forget > 0 then redis.call('HDEL', attempts, unpack(forget)) end
   if #addStore > 0 then redis.call('ZADD', store, unpack(addStore)) end
   if #addPrepare > 0 then redis.call('ZADD', prepare, unpack(addPrepare)) end
   if #addDead > 0 then redis.call('ZADD', dead, unpack(addDead)) end
+  if #addPull > 0 then redis.call('ZADD', pull, unpack(addPull)) end
+  if #addPullNX > 0 then redis.call('ZADD', pull, 'NX', unpack(addPullNX)) end
 end
 
 local at = 1
-for g = 0, #KEYS / 4 - 1 do
+for g = 0, #KEYS / 5 - 1 do
   local n = tonumber(ARGV[at])
-  settle(KEYS[4 * g + 1], KEYS[4 * g + 2], KEYS[4 * g + 3], KEYS[4 * g + 4], at + 1, n)
+  settle(KEYS[5 * g + 1], KEYS[5 * g + 2], KEYS[5 * g + 3], KEYS[5 * g + 4], KEYS[5 * g + 5], at + 1, n)
   at = at + 1 + 3 * n
 end
 return 1
