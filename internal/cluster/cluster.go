@@ -81,7 +81,7 @@ type Config struct {
 	// AckDelay: the index entries of attempts that ended delivered (and
 	// of tasks cancelled meanwhile) leave Redis together, up to this long
 	// after the outcome, so that a few commands per slot remove many
-	// (Settled). Meanwhile an entry stays in its PrepareQueue under a
+	// (Ended). Meanwhile an entry stays in its PrepareQueue under a
 	// lease that has not run out, which no node claims. Default 200ms.
 	AckDelay time.Duration
 }
@@ -122,7 +122,7 @@ type Node struct {
 	syncs gather // Sync's writes
 
 	// acks are the entries of finished tasks waiting for ackLoop
-	// (Settled); on while the loop runs. ackFull (capacity 1) asks the
+	// (Ended); on while the loop runs. ackFull (capacity 1) asks the
 	// loop to write them at once.
 	acks struct {
 		sync.Mutex
@@ -211,7 +211,7 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 // Stop leaves the cluster (so others take over at once) and stops the
-// loops, writing the finished tasks' entries that wait (Settled) first.
+// loops, writing the finished tasks' entries that wait (Ended) first.
 // Safe to call more than once and before Start.
 func (n *Node) Stop(ctx context.Context) error {
 	if n.cancel == nil {
@@ -221,7 +221,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.wg.Wait()
 	n.cancel = nil
 	n.acks.Lock()
-	n.acks.on = false // from now on Settled writes at once
+	n.acks.on = false // from now on Ended writes at once
 	n.acks.Unlock()
 	n.flushAcks(ctx)
 	if err := n.rdb.ZRem(ctx, n.membersKey(), n.me).Err(); err != nil {
@@ -461,12 +461,12 @@ func (n *Node) Sync(ctx context.Context, ts ...*task.Task) error {
 	})
 }
 
-// Settled implements engine.Index: mirror the outcomes of attempts this node
+// Ended implements engine.Index: mirror the outcomes of attempts this node
 // claimed (each task's member is in its PrepareQueue), with a few variadic
 // commands per slot instead of a script per task. The entries of tasks
 // delivered or cancelled, which no write brings back, leave in batches, up
 // to AckDelay later (see Config.AckDelay); the others at once.
-func (n *Node) Settled(ctx context.Context, ts ...*task.Task) error {
+func (n *Node) Ended(ctx context.Context, ts ...*task.Task) error {
 	if len(ts) == 0 {
 		return nil
 	}
@@ -494,7 +494,7 @@ func (n *Node) Settled(ctx context.Context, ts ...*task.Task) error {
 		return nil
 	}
 	ops, announce := n.opsOf(rest)
-	return n.write(ctx, ops, announce, n.x.Settled)
+	return n.write(ctx, ops, announce, n.x.Ended)
 }
 
 // ackWriteTimeout bounds one write of the ack loop.
@@ -503,7 +503,7 @@ const ackWriteTimeout = 5 * time.Second
 // ackBatchMax is how many deferred entries make the ack loop write at once.
 const ackBatchMax = 4096
 
-// ackLoop writes the deferred entries of finished tasks (Settled) every
+// ackLoop writes the deferred entries of finished tasks (Ended) every
 // AckDelay, or at once when ackBatchMax are waiting.
 func (n *Node) ackLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.AckDelay)
@@ -535,7 +535,7 @@ func (n *Node) flushAcks(ctx context.Context) {
 	if len(ops) == 0 {
 		return
 	}
-	if err := n.x.Settled(ctx, ops); err != nil && ctx.Err() == nil {
+	if err := n.x.Ended(ctx, ops); err != nil && ctx.Err() == nil {
 		n.log.WarnContext(ctx, "remove finished tasks from the index; their leases' end will", slog.Int("tasks", len(ops)), slog.String("error", err.Error()))
 	}
 }

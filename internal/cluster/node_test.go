@@ -30,10 +30,10 @@ func (noShards) ShardWakeups(context.Context, int, store.Cursor, time.Time, int)
 	return nil, nil
 }
 
-// TestSettledDefersFinished: the entries of delivered tasks leave Redis in
+// TestEndedDefersFinished: the entries of delivered tasks leave Redis in
 // one batch later (here at Stop, as AckDelay is long), those of tasks
 // retried at once.
-func TestSettledDefersFinished(t *testing.T) {
+func TestEndedDefersFinished(t *testing.T) {
 	c, prefix := testsvc.Redis(t)
 	x, err := redisindex.New(redisindex.Options{Client: c, Prefix: prefix, Slots: 4})
 	if err != nil {
@@ -91,7 +91,7 @@ func TestSettledDefersFinished(t *testing.T) {
 			tk.WakeAt = now.Add(time.Hour)
 		}
 	}
-	if err := n.Settled(ctx, ts...); err != nil {
+	if err := n.Ended(ctx, ts...); err != nil {
 		t.Fatal(err)
 	}
 	if got := prepared(); got != int64(len(ts)/2) {
@@ -104,7 +104,7 @@ func TestSettledDefersFinished(t *testing.T) {
 	if got := prepared(); got != 0 {
 		t.Errorf("%d entries in the PrepareQueues after Stop, want 0", got)
 	}
-	// Once stopped, Settled writes at once.
+	// Once stopped, Ended writes at once.
 	late := &task.Task{ID: g.New(now, 0), App: "a", State: task.Scheduled, WakeAt: now}
 	if err := n.Sync(ctx, late); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestSettledDefersFinished(t *testing.T) {
 		t.Fatalf("claim after Stop: %v, %v", held, err)
 	}
 	late.State = task.Delivered
-	if err := n.Settled(ctx, late); err != nil {
+	if err := n.Ended(ctx, late); err != nil {
 		t.Fatal(err)
 	}
 	if got := prepared(); got != 0 {

@@ -240,7 +240,7 @@ func (x *fakeIndex) Wakeups(ctx context.Context, after store.Cursor, until time.
 	return x.st.Wakeups(ctx, after, until, limit)
 }
 func (x *fakeIndex) Sync(context.Context, ...*task.Task) error { return nil }
-func (x *fakeIndex) Settled(_ context.Context, ts ...*task.Task) error {
+func (x *fakeIndex) Ended(_ context.Context, ts ...*task.Task) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, t := range ts {

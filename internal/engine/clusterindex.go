@@ -23,7 +23,7 @@ type engIdx interface {
 	// fireGather is how long a fire job under load waits for more due
 	// tasks (dispatcher.go): worth it where each batch costs round trips.
 	fireGather() time.Duration
-	// mirror is Sync of the tasks of ws, and mirrorEnded Settled of the
+	// mirror is Sync of the tasks of ws, and mirrorEnded Ended of the
 	// tasks of the attempts that ended (their groups in turn), each run to
 	// its end (detached from ctx's cancellation). On one node they do
 	// nothing, and cost nothing.
@@ -101,5 +101,5 @@ func (x clusterIndex) mirrorEnded(ctx context.Context, stored, moved []written, 
 	}
 	sctx, cancel := detached(ctx)
 	defer cancel()
-	return x.Settled(sctx, ts...)
+	return x.Ended(sctx, ts...)
 }

@@ -209,9 +209,9 @@ type Index interface {
 	// Sync mirrors tasks just written to the store: due soon and
 	// scheduled, leased, dead, or gone.
 	Sync(ctx context.Context, ts ...*task.Task) error
-	// Settled is Sync for the tasks of attempts this node claimed, once
+	// Ended is Sync for the tasks of attempts this node claimed, once
 	// they ended: the index holds each one's member for this node.
-	Settled(ctx context.Context, ts ...*task.Task) error
+	Ended(ctx context.Context, ts ...*task.Task) error
 	// Claim gives each task of ts to this node for an attempt or a lease
 	// rollback at now, holding it until until[i]; 0 where another node has
 	// it. One round trip for all. For a scheduled task (an attempt) it

@@ -17,7 +17,7 @@ import (
 // internal/cluster).
 //
 //   - Wakeups reads the store's wake order: the node times every task.
-//   - Sync and Settled do nothing: the store is the only copy.
+//   - Sync and Ended do nothing: the store is the only copy.
 //   - Claim gives every task to this node; an attempt's number is one more
 //     than the attempts stored, which start raised to count the attempts a
 //     previous process made and did not finish (the attempt log); one
@@ -47,7 +47,7 @@ func (x *localIndex) Wakeups(ctx context.Context, after store.Cursor, until time
 }
 
 func (x *localIndex) Sync(context.Context, ...*task.Task) error    { return nil }
-func (x *localIndex) Settled(context.Context, ...*task.Task) error { return nil }
+func (x *localIndex) Ended(context.Context, ...*task.Task) error { return nil }
 
 func (x *localIndex) Claim(_ context.Context, ts []*task.Task, _ []time.Time, _ time.Time) ([]int, error) {
 	held := make([]int, len(ts))

@@ -17,7 +17,7 @@ import (
 // attempt that ends (a push delivery, an ack or a nack, a lease that ran
 // out) hands its outcome to add, and one write stores the outcomes that
 // end about then, fenced by each attempt's number (write). Then the
-// attempts end, the index is told (Index.Settled) and the tasks are
+// attempts end, the index is told (Index.Ended) and the tasks are
 // tracked again.
 //
 // Its mu guards the outcomes waiting to be written and the writers' state;

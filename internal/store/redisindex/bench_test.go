@@ -22,10 +22,10 @@ func BenchmarkAdd(b *testing.B) {
 	}
 }
 
-// BenchmarkClaimManySettled: the fire path's Redis work for a batch of 100
+// BenchmarkClaimManyEnded: the fire path's Redis work for a batch of 100
 // due tasks of one slot: ClaimMany (claim_many, which numbers the
-// attempts), then Settled with their acks; reported per task.
-func BenchmarkClaimManySettled(b *testing.B) {
+// attempts), then Ended with their acks; reported per task.
+func BenchmarkClaimManyEnded(b *testing.B) {
 	x := newIndex(b)
 	ctx := b.Context()
 	var g task.IDGenerator
@@ -47,7 +47,7 @@ func BenchmarkClaimManySettled(b *testing.B) {
 		if _, err := x.ClaimMany(ctx, cs, now.Add(time.Millisecond)); err != nil {
 			b.Fatal(err)
 		}
-		if err := x.Settled(ctx, ops); err != nil {
+		if err := x.Ended(ctx, ops); err != nil {
 			b.Fatal(err)
 		}
 	}

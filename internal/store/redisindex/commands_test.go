@@ -85,7 +85,7 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // TestCommandsPerBatch: the fire path's Redis work for a batch costs a few
 // commands per slot, not per task, and one round trip per call: creates
 // mirrored (SettleMany) and promoted (AddMany), claimed (ClaimMany) and
-// settled (Settled); the scripts run once for every slot on a standalone
+// ended (Ended); the scripts run once for every slot on a standalone
 // Redis.
 func TestCommandsPerBatch(t *testing.T) {
 	c, prefix := testsvc.Redis(t)
@@ -151,7 +151,7 @@ func TestCommandsPerBatch(t *testing.T) {
 		acks[i] = redisindex.Op{App: "a", Slot: cl.Slot, ID: cl.ID, Action: redisindex.Ack}
 	}
 	// Per slot ZREM and HDEL, no script.
-	step("Settled (ack)", slots*2, func() error { return x.Settled(ctx, acks) })
+	step("Ended (ack)", slots*2, func() error { return x.Ended(ctx, acks) })
 
 	// A lone attempt per slot: HINCRBY instead of HMGET and HSET.
 	var lone []redisindex.Claim

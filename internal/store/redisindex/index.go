@@ -563,7 +563,7 @@ func groupBySlot(n int, ref func(int) (SlotRef, task.ID), max int) [][]int {
 	return groups
 }
 
-// Settled records where members the caller claimed go after their attempt
+// Ended records where members the caller claimed go after their attempt
 // (ops' actions: Ack, Retry, Dead, Lease; Drop as Ack). Each member is in
 // its slot's PrepareQueue, where ClaimMany put it, so this takes a few
 // plain variadic commands per slot instead of a script per member: remove
@@ -573,7 +573,7 @@ func groupBySlot(n int, ref func(int) (SlotRef, task.ID), max int) [][]int {
 // member whose lease ran out and that another node claimed meanwhile is
 // removed all the same; that node's own outcome puts it where it belongs.
 // The notes are published in the same round trip, after the writes.
-func (x *Index) Settled(ctx context.Context, ops []Op, notes ...Note) error {
+func (x *Index) Ended(ctx context.Context, ops []Op, notes ...Note) error {
 	if len(ops) == 0 {
 		return nil
 	}

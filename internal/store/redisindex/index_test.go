@@ -276,9 +276,9 @@ func TestClaimManyLeases(t *testing.T) {
 	}
 }
 
-// TestSettled: the outcomes of claimed members leave the PrepareQueue for
+// TestEnded: the outcomes of claimed members leave the PrepareQueue for
 // where they belong.
-func TestSettled(t *testing.T) {
+func TestEnded(t *testing.T) {
 	t.Parallel()
 	x, c := newIndexClient(t)
 	ctx := context.Background()
@@ -295,7 +295,7 @@ func TestSettled(t *testing.T) {
 	if held, err := x.ClaimMany(ctx, cs, now); err != nil || slices.Contains(held, 0) {
 		t.Fatal(held, err)
 	}
-	err := x.Settled(ctx, []redisindex.Op{
+	err := x.Ended(ctx, []redisindex.Op{
 		{App: "a", Slot: 1, ID: acked, Action: redisindex.Ack},
 		{App: "a", Slot: 1, ID: retried, Action: redisindex.Retry, Score: now.Add(time.Second)},
 		{App: "a", Slot: 1, ID: dead, Action: redisindex.Dead, Score: now},
@@ -366,7 +366,7 @@ func TestClaimManyNumbersAttempts(t *testing.T) {
 	if n := claim(now.Add(6*time.Second), true, 9); n != 10 {
 		t.Errorf("claim with 9 attempts stored: attempt %d, want 10", n)
 	}
-	if err := x.Settled(ctx, []redisindex.Op{{App: "a", Slot: 1, ID: id, Action: redisindex.Ack, Score: now}}); err != nil {
+	if err := x.Ended(ctx, []redisindex.Op{{App: "a", Slot: 1, ID: id, Action: redisindex.Ack, Score: now}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := x.Add(ctx, "a", 1, id, now); err != nil {
