@@ -46,7 +46,7 @@ func (x *localIndex) Wakeups(ctx context.Context, after store.Cursor, until time
 	return x.store.Wakeups(ctx, after, until, limit)
 }
 
-func (x *localIndex) Sync(context.Context, ...*task.Task) error    { return nil }
+func (x *localIndex) Sync(context.Context, ...*task.Task) error  { return nil }
 func (x *localIndex) Ended(context.Context, ...*task.Task) error { return nil }
 
 func (x *localIndex) Claim(_ context.Context, ts []*task.Task, _ []time.Time, _ time.Time) ([]int, error) {
