@@ -399,7 +399,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.held.outcomes = e.outcomes
 	e.firer = &firer{
-		apps:       e.admit,
+		admit:      e.admit,
 		tk:         e.tk,
 		attempts:   e.attempts,
 		outcomes:   e.outcomes,

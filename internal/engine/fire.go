@@ -25,7 +25,7 @@ import (
 // are the attempts service's, the pull tasks held the held service's,
 // and the apps' limits admission's (admission.go).
 type firer struct {
-	apps       admission
+	admit      admission
 	tk         *timekeeper
 	attempts   *attempts
 	outcomes   *outcomes
@@ -170,7 +170,7 @@ func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
 	}
 	r.writer.wrote(ctx, mirror...)
 	for _, t := range spent {
-		r.apps.release(t.App, t.ID)
+		r.admit.release(t.App, t.ID)
 		r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
 	}
 	r.deliverAll(ctx, push)
@@ -188,8 +188,8 @@ func (r *firer) pace(taken []sched.Taken) []firing {
 			continue // fired twice at once: the first look decides for both
 		}
 		seen[tk.ID] = true
-		if r.apps.isRated(tk.App) {
-			switch gated, at := r.apps.pace(tk.App, tk.ID, msNowOf(r.clock)); {
+		if r.admit.isRated(tk.App) {
+			switch gated, at := r.admit.pace(tk.App, tk.ID, msNowOf(r.clock)); {
 			case gated:
 				continue
 			case !at.IsZero():
@@ -303,7 +303,7 @@ func (r *firer) decidePush(f *firing, t *task.Task, now time.Time) {
 	if h := t.Target.HTTP; h != nil && h.Timeout > 0 {
 		f.timeout = h.Timeout.Std()
 	}
-	switch adm, at := r.apps.admit(t.App, t.ID, now); adm {
+	switch adm, at := r.admit.admit(t.App, t.ID, now); adm {
 	case admitLater:
 		f.v, f.at = vLater, at
 	case admitPark:
@@ -336,7 +336,7 @@ func (r *firer) claimAll(ctx context.Context, fs []firing, ws []written, errs []
 			continue // afterFire sees the error
 		case f.v == vPush:
 			if !r.attempts.reserve(f.id) {
-				r.apps.release(f.app, f.id) // admitted for an attempt it will not make
+				r.admit.release(f.app, f.id) // admitted for an attempt it will not make
 				f.v = vLeave
 				continue
 			}
@@ -409,18 +409,18 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 		f.v = vLeave
 	}
 	if f.v == vPush && err != nil && !errors.Is(err, errSkip) {
-		r.apps.release(app, id) // admitted, but the task could not be read
+		r.admit.release(app, id) // admitted, but the task could not be read
 		r.attempts.unreserve(id)
 		f.v = vLeave
 	}
 	if f.v == vLost && f.claim == claimAttempt {
-		r.apps.release(app, id) // admitted, but another node has the task
+		r.admit.release(app, id) // admitted, but another node has the task
 	}
 	if f.v != vPush {
-		r.apps.dropGrant(cmp.Or(app, f.knownApp), id)
+		r.admit.dropGrant(cmp.Or(app, f.knownApp), id)
 	}
 	if f.v != vPush && f.v != vPark && f.v != vGate && app != "" {
-		defer r.apps.kickParked(app) // took no slot: let a parked task try
+		defer r.admit.kickParked(app) // took no slot: let a parked task try
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -441,7 +441,7 @@ func (r *firer) afterFire(ctx context.Context, f *firing, w written, err error) 
 	case vPark:
 		return written{}, false // release enqueues it when a slot frees
 	case vGate:
-		r.apps.enterGate(app, id)
+		r.admit.enterGate(app, id)
 		return written{}, false
 	case vLost:
 		// Another node has it; what it writes comes back through the index.
@@ -592,6 +592,6 @@ func (r *firer) deliver(ctx context.Context, t *task.Task) {
 	// The delivery is over: its in-flight slot goes to the next one now,
 	// not once the outcome is stored (which waits for a batch). The task
 	// itself stays under way until then (attempts.go).
-	r.apps.release(t.App, t.ID)
+	r.admit.release(t.App, t.ID)
 	r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, err: derr, released: released})
 }
