@@ -32,10 +32,15 @@ type engIdx interface {
 	// each held until fs[i].until, the fire job's (firer.claim).
 	claimBatch(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) ([]int, error)
 	mirrorEnded(ctx context.Context, stored, moved []written, released []*task.Task) error
-	// pulls is where leases take the pull tasks due from (leases.take):
-	// nil where they look in the store (one node, or a cluster index
-	// that keeps none).
-	pulls() pullIndex
+	// pullSource is where leases find the pull tasks due
+	// (leasesource.go): one node's held in memory, or the cluster index's.
+	pullSource(p pullSourceParams) pullSource
+	// pullWaits reports whether a pull task t due since its
+	// NextAttemptAt, found due again at now, waits for a lease without a
+	// store write (fire.go's vPullWait): in a cluster whose index keeps
+	// the pull tasks due, for pullWaitGrace; never on one node, where it
+	// comes to the ready queue.
+	pullWaits(t *task.Task, now time.Time) bool
 }
 
 // pullIndex is a cluster index that keeps the pull tasks due and waiting
@@ -66,6 +71,14 @@ func (clusterIndex) fireGather() time.Duration              { return fireGather 
 func (x clusterIndex) pulls() pullIndex {
 	p, _ := x.Index.(pullIndex)
 	return p
+}
+
+func (x clusterIndex) pullSource(p pullSourceParams) pullSource {
+	return &indexSource{p: p, pulls: x.pulls()}
+}
+
+func (x clusterIndex) pullWaits(t *task.Task, now time.Time) bool {
+	return x.pulls() != nil && now.Sub(t.NextAttemptAt) < pullWaitGrace
 }
 
 func (x clusterIndex) claimBatch(ctx context.Context, ws []written, which []int, fs []firing, now time.Time) ([]int, error) {

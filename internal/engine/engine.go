@@ -335,12 +335,10 @@ func New(cfg Config) (*Engine, error) {
 	// one (with the store's attempt log, which numbers the attempts a
 	// cluster's index numbers); the services run the same over either.
 	// One thing follows from the mode outside the index: on one node pull
-	// tasks are held in memory from their due time to their ack (memPull,
-	// pull.go); in a cluster every node must see them in the store.
-	memPull, holdMax := cfg.Index == nil, 0
-	if memPull {
-		holdMax = pullHoldMax(cfg.MaxLoaded) // a cluster holds none
-	}
+	// tasks are held in memory from their due time to their ack, up to
+	// holdMax (pull.go); in a cluster every node must find them in the
+	// index or the store, and none is held.
+	holdMax := 0
 	// Admission follows the Limiter: the cluster's limits on deliveries
 	// through it (gate.go), or this process's (admitlocal.go).
 	ap := admissionParams{Policy: e.apps.of, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
@@ -356,6 +354,7 @@ func New(cfg Config) (*Engine, error) {
 		l := &attemptLog{alog: alog, store: cfg.Store, attempts: e.attempts, log: cfg.Logger}
 		l.errs.Every = noteErrorsEvery
 		e.index = &localIndex{store: cfg.Store, boot: e.boot, alog: l, enqueue: e.tk.enqueue, leaseGrace: cfg.LeaseGrace, log: cfg.Logger}
+		holdMax = pullHoldMax(cfg.MaxLoaded)
 	}
 	e.waiters = newWaiters(e.index)
 	e.held = &held{
@@ -364,7 +363,6 @@ func New(cfg Config) (*Engine, error) {
 		clock:    cfg.Clock,
 		boot:     e.boot,
 		max:      holdMax,
-		mem:      memPull,
 		started:  cfg.Hooks.AttemptStarted,
 		alog:     e.index.attemptLog(),
 		workCtx:  func() context.Context { return e.dispatch.workCtx },

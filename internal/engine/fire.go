@@ -266,7 +266,7 @@ func (r *firer) decide(f *firing, t *task.Task, mut func() *task.Task, now time.
 			if t.Deadline != nil {
 				w = t.Deadline.Add(time.Millisecond)
 			}
-			if r.index.pulls() != nil && now.Sub(t.NextAttemptAt) < pullWaitGrace {
+			if r.index.pullWaits(t, now) {
 				// A cluster's leases take it from the index, where it is
 				// due since its create or promotion: nothing to store
 				// (unless it still waits when it is fired again,

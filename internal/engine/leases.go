@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/toc-dev/toc/internal/clock"
@@ -29,16 +27,10 @@ import (
 // a pull task falling due is not written (pullWaitGrace); the store is scanned
 // as well, at most once every storeClaimEvery per app, only when the index
 // did not fill a call (what Redis lost before a repair, tasks an older
-// version left due). Its only state is when that scan last ran.
+// version left due). Where a lease finds its pull tasks is the source's
+// (leasesource.go), which the index adapter gives: leases has no mode.
 type leases struct {
 	p leasesParams
-
-	// scans is when each app's store was last scanned for pull tasks due
-	// in a cluster (take).
-	scans struct {
-		sync.Mutex
-		at map[string]time.Time
-	}
 }
 
 // leasesParams are what leases uses of the engine and the store.
@@ -50,26 +42,11 @@ type leasesParams struct {
 	log   *slog.Logger
 	// started is Hooks.AttemptStarted (nil: none).
 	started func(app, kind string, lateness time.Duration)
-	// claimable is Store.Claimable.
-	claimable func(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
-	// pulls is the cluster index's pull tasks due (nil: on one node, or
-	// an index that keeps none; the store is scanned).
-	pulls pullIndex
-	// mem says pull tasks are held in memory (a single node): the held
-	// path comes first, and take leaves the held ones to it (notHeld,
-	// heldPull).
-	mem      bool
-	notHeld  func(ids []task.ID) []task.ID
-	heldPull func(id task.ID) bool
-	// The held path (pull.go): takeQueued leases from app's ready queue;
-	// firing says fire jobs have due tasks left to look at; storeDue says
-	// a call may look in the store for app at now, storeScan how many to
-	// read for want; takeHeld takes the leases held here of acks, and
-	// endHeldLeases ends them (op: ack, nack) in the outcomes' commit.
-	takeQueued    func(ctx context.Context, app string, p LeaseParams) []*task.Task
-	firing        func() bool
-	storeDue      func(app string, now time.Time) bool
-	storeScan     func(app string, want int) int
+	// src is where leases find the pull tasks due (leasesource.go): one
+	// node's held ones, or a cluster index's.
+	src pullSource
+	// takeHeld takes the leases held here of acks, and endHeldLeases ends
+	// them (op: ack, nack) in the outcomes' commit (pull.go).
 	takeHeld      func(op, app string, acks []pullAck, errs []error) (mine, rest []pullAck)
 	endHeldLeases func(op, app string, mine []pullAck, errs []error)
 	// The task writer.
@@ -78,25 +55,22 @@ type leasesParams struct {
 	wrote      func(ctx context.Context, ws ...written)
 }
 
-// once leases what is due now: from the app's ready queue first
-// (pull.go), then, when that did not fill the call, from the store.
+// once leases what is due now: what this process holds first (one node's
+// ready queue, pull.go), then, when that did not fill the call, from the
+// index or the store (take).
 func (l *leases) once(ctx context.Context, app string, p LeaseParams) ([]*task.Task, error) {
-	if !l.p.mem {
-		return l.take(ctx, app, p, p.Max)
-	}
-	got := l.p.takeQueued(ctx, app, p)
-	if len(got) == p.Max || l.p.firing() || !l.p.storeDue(app, l.p.clock.Now()) {
+	got, more, scan := l.p.src.first(ctx, app, p)
+	if !more {
 		return got, nil
 	}
-	want := p.Max - len(got)
-	more, err := l.take(ctx, app, LeaseParams{Max: want, Lease: p.Lease}, l.p.storeScan(app, want))
+	rest, err := l.take(ctx, app, LeaseParams{Max: p.Max - len(got), Lease: p.Lease}, scan)
 	switch {
 	case err != nil && len(got) == 0:
 		return nil, err
 	case err != nil:
 		l.p.log.ErrorContext(ctx, "claim pull tasks waiting in the store", slog.String("app", app), slog.String("error", err.Error()))
 	}
-	return append(got, more...), nil
+	return append(got, rest...), nil
 }
 
 // take finds up to p.Max of the pull tasks the store has due for app,
@@ -107,13 +81,9 @@ func (l *leases) once(ctx context.Context, app string, p LeaseParams) ([]*task.T
 // nor those held here. In a cluster it takes them from the index first
 // (find).
 func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) ([]*task.Task, error) {
-	mem := l.p.mem
-	ids, taken, err := l.find(ctx, app, p.Max, scan)
+	ids, taken, err := l.p.src.find(ctx, app, p.Max, scan)
 	if err != nil {
 		return nil, err
-	}
-	if mem {
-		ids = l.p.notHeld(ids) // not read for nothing; checked again under the row lock
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -130,7 +100,7 @@ func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) 
 			switch {
 			case t == nil || t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now):
 				errs[i] = errSkip // leased by someone else meanwhile, or moved
-			case mem && (t.WakeAt.Equal(t.NextAttemptAt) || l.p.heldPull(t.ID)):
+			case !l.p.src.leasable(t):
 				errs[i] = errSkip // the wheel's: it comes to the ready queue
 			case pastDeadline(t, now):
 				expire(t, now)
@@ -167,7 +137,7 @@ func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) 
 	if len(stored) > 0 {
 		l.p.wrote(ctx, stored...)
 	}
-	l.untake(ctx, app, ids[:taken], ts[:taken], errs[:taken])
+	l.p.src.untake(ctx, app, ids[:taken], ts[:taken], errs[:taken], l.p.now())
 	switch {
 	case failed != nil && len(got) == 0:
 		return nil, failed
@@ -196,98 +166,6 @@ const pullWaitGrace = 5 * time.Second
 // and mirrors them: a call whose node dies meanwhile leaves them to be
 // taken again after it.
 const pullTakeHold = 10 * time.Second
-
-// find returns the ids of up to want pull tasks of app due now to lease,
-// the first taken of them from the cluster index (each held for this call
-// until it gives them back: untake), the rest from a store scan of up to
-// scan entries. Without a cluster index it is the store scan. In a
-// cluster the store is scanned only when the index did not fill the call,
-// at most once every storeClaimEvery per app (or whenever the index
-// fails).
-func (l *leases) find(ctx context.Context, app string, want, scan int) (ids []task.ID, taken int, err error) {
-	now := l.p.clock.Now()
-	x := l.p.pulls
-	if x == nil {
-		ids, err := l.p.claimable(ctx, app, now, scan)
-		if err != nil {
-			return nil, 0, fmt.Errorf("find claimable tasks: %w", err)
-		}
-		return ids, 0, nil
-	}
-	ids, err = x.TakePull(ctx, app, want, now, now.Add(pullTakeHold))
-	if err != nil {
-		l.p.log.WarnContext(ctx, "take pull tasks due from the index; looking in the store", slog.String("app", app), slog.String("error", err.Error()))
-	}
-	taken = len(ids)
-	if taken == want || err == nil && !l.scanDue(app, now) {
-		return ids, taken, nil
-	}
-	more, serr := l.p.claimable(ctx, app, now, want-taken)
-	switch {
-	case serr != nil && taken == 0:
-		return nil, 0, fmt.Errorf("find claimable tasks: %w", serr)
-	case serr != nil:
-		l.p.log.ErrorContext(ctx, "find claimable tasks", slog.String("app", app), slog.String("error", serr.Error()))
-	}
-	for _, id := range more {
-		if !slices.Contains(ids[:taken], id) {
-			ids = append(ids, id)
-		}
-	}
-	return ids, taken, nil
-}
-
-// scanDue reports whether a cluster's lease of app that the index did not
-// fill scans the store now, and marks the scan.
-func (l *leases) scanDue(app string, now time.Time) bool {
-	l.scans.Lock()
-	defer l.scans.Unlock()
-	if at, ok := l.scans.at[app]; ok && now.Sub(at) < storeClaimEvery && !now.Before(at) {
-		return false
-	}
-	if l.scans.at == nil {
-		l.scans.at = map[string]time.Time{}
-	}
-	l.scans.at[app] = now
-	return true
-}
-
-// untake gives the cluster index back the pull tasks ids (their rows ts,
-// their write's errs) that take took from it and did not write (those it
-// wrote, leased or expired, were mirrored: their members moved). A task due
-// and waiting (the call was full, or its write failed) is taken again from
-// now on; one not stored or not waiting (leased by another call, moved)
-// leaves the index's pull tasks due, where its own write's mirror put it
-// back if it is due again.
-func (l *leases) untake(ctx context.Context, app string, ids []task.ID, ts []written, errs []error) {
-	if len(ids) == 0 {
-		return
-	}
-	now := l.p.now()
-	var back, stale []*task.Task
-	var gone []task.ID
-	for i, err := range errs {
-		t := ts[i].t
-		switch {
-		case err == nil:
-		case t == nil || errors.Is(err, store.ErrNotFound):
-			gone = append(gone, ids[i])
-		case errors.Is(err, errSkip) && (t.State != task.Scheduled || t.Target.Pull == nil || t.NextAttemptAt.After(now)):
-			stale = append(stale, t)
-		default:
-			back = append(back, t)
-		}
-	}
-	if len(back)+len(stale)+len(gone) == 0 {
-		return
-	}
-	uctx, cancel := detached(ctx)
-	defer cancel()
-	if err := l.p.pulls.Untake(uctx, app, back, stale, gone, now); err != nil {
-		// Each is taken again when its hold ends.
-		l.p.log.WarnContext(ctx, "give back pull tasks to the index", slog.String("app", app), slog.Int("tasks", len(back)+len(stale)+len(gone)), slog.String("error", err.Error()))
-	}
-}
 
 // ackStored acks, as stored, the tasks ids of app (AckMany's acks[idx[j]]
 // is ids[j]'s), each in errs[idx[j]] as AckMany answers it, in one write.
@@ -365,7 +243,7 @@ func (l *leases) end(ctx context.Context, op string, k pullAck, apply func(*task
 // endHeld acks or nacks (op) k when its lease is held in memory
 // (pull.go), and reports whether it was.
 func (l *leases) endHeld(op string, k pullAck) (bool, error) {
-	if !l.p.mem || k.lease == "" || l.p.ready() != nil {
+	if k.lease == "" || l.p.ready() != nil {
 		return false, nil // endStored answers
 	}
 	errs := make([]error, 1)
@@ -384,9 +262,9 @@ func (l *leases) endHeld(op string, k pullAck) (bool, error) {
 func (l *leases) ackMany(ctx context.Context, app string, acks []AckParams, ids []task.ID, idx []int, errs []error) ([]error, error) {
 	var failed error // the first store failure
 	failures, total := 0, len(ids)
-	if l.p.mem {
-		// The leases held in memory (pull.go): their outcomes in one
-		// group-committed write; the others as stored.
+	{
+		// The leases held in memory (pull.go; none in a cluster): their
+		// outcomes in one group-committed write; the others as stored.
 		ks := make([]pullAck, len(ids))
 		for j, id := range ids {
 			ks[j] = pullAck{i: idx[j], id: id, lease: acks[idx[j]].Lease}

@@ -74,9 +74,11 @@ func (x *localIndex) mirrorEnded(context.Context, []written, []written, []*task.
 
 func (x *localIndex) attemptLog() *attemptLog { return x.alog }
 
-// pulls: the pull tasks of one node are held in memory (pull.go), and
-// those waiting in the store are found there.
-func (x *localIndex) pulls() pullIndex { return nil }
+// pullSource: the pull tasks of one node are held in memory (pull.go),
+// and those waiting in the store are found there.
+func (x *localIndex) pullSource(p pullSourceParams) pullSource { return heldSource{p: p} }
+
+func (x *localIndex) pullWaits(*task.Task, time.Time) bool { return false }
 
 // start recovers the push deliveries a previous process left under way,
 // then counts the attempts it started and did not finish.

@@ -75,7 +75,6 @@ type held struct {
 	clock    clock.Clock
 	boot     string
 	max      int                                            // pullHoldMax; 0 in a cluster, which holds none
-	mem      bool                                           // on one node: leases take held tasks first (memPull, api.go)
 	started  func(app, kind string, lateness time.Duration) // Hooks.AttemptStarted; nil: none
 	alog     *attemptLog                                    // the index's
 	workCtx  func() context.Context                         // the workers' (the dispatcher's)
