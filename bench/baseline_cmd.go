@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -122,12 +121,12 @@ func runBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) (
 	}
 	if *memProfile != "" {
 		defer func() {
-			if perr := writeHeapProfile(*memProfile); perr != nil && err == nil {
+			if perr := loadgen.WriteHeapProfile(*memProfile); perr != nil && err == nil {
 				err = perr
 			}
 		}()
 	}
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := loadgen.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}
@@ -250,40 +249,4 @@ func baselinePull(ctx context.Context, app string, consumers int, o loadgen.Fire
 	res.Notes = append(append(append(res.Notes, sys.Notes()...), srv.Notes()...),
 		"baseline: no toc; the cost's toc CPU is this process's (the consumers and the claim server)")
 	return res, nil
-}
-
-// startCPUProfile starts a CPU profile of this process to path ("": none)
-// and returns what stops it.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("baseline: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("baseline: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
-}
-
-// writeHeapProfile writes the process's allocations profile to path.
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("baseline: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("baseline: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("baseline: %w", err)
-	}
-	return nil
 }

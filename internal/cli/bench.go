@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,7 +291,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 	defaultGC() // the bench clients run as toc serve does
 	if *memProfile != "" {
 		defer func() {
-			if perr := writeHeapProfile(*memProfile); perr != nil && err == nil {
+			if perr := loadgen.WriteHeapProfile(*memProfile); perr != nil && err == nil {
 				err = perr
 			}
 		}()
@@ -389,7 +388,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 		fire.Cost, schedule.Cost = probe, probe
 	}
 
-	stopProfile, err := startCPUProfile(*cpuProfile)
+	stopProfile, err := loadgen.StartCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
 	}
@@ -471,26 +470,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 	}
 	res.Notes = append(res.Notes, notes...)
 	return printResult(stdout, res, *asJSON)
-}
-
-// startCPUProfile starts a CPU profile of this process to path ("": none)
-// and returns what stops it.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }
 
 // printResult prints res as JSON or as a table.
@@ -608,20 +587,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// writeHeapProfile writes the process's allocations profile to path.
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("bench: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	return nil
 }

@@ -198,7 +198,11 @@ func (h *held) unhold(id task.ID) {
 func (h *held) drop(id task.ID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := &h.mu.heldState
+	h.mu.heldState.drop(id)
+}
+
+// drop forgets the copy of id queued or on its way to the queue.
+func (p *heldState) drop(id task.ID) {
 	if q, ok := p.queued[id]; ok {
 		delete(p.queued, id)
 		p.unref(q.App)
@@ -218,15 +222,7 @@ func (h *held) drop(id task.ID) {
 func (h *held) touch(id task.ID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := &h.mu.heldState
-	if q, ok := p.queued[id]; ok {
-		delete(p.queued, id)
-		p.unref(q.App)
-	}
-	if x, ok := p.holding[id]; ok {
-		delete(p.holding, id)
-		p.unref(x.app)
-	}
+	h.mu.heldState.drop(id)
 	h.attempts.touch(id)
 }
 
