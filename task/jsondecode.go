@@ -22,6 +22,49 @@ func (t *Task) unmarshalFast(b []byte) bool {
 		return false
 	}
 	d := jsonReader{b: b}
+	return d.task(t) && d.end()
+}
+
+// DecodeList reads a JSON array of tasks (a claim's or a page's "tasks")
+// by hand, as unmarshalFast reads each, and reports whether it could: when
+// it could not (any element not in MarshalJSON's form, null included), the
+// caller decodes b with encoding/json, which gives the same tasks or the
+// error. The tasks keep nothing of b.
+func DecodeList(b []byte) ([]*Task, bool) {
+	if !json.Valid(b) {
+		return nil, false
+	}
+	d := jsonReader{b: b}
+	if d.peek() != '[' {
+		return nil, false
+	}
+	d.i++
+	ts := make([]*Task, 0, 16)
+	if d.peek() == ']' {
+		d.i++
+		return ts, d.end()
+	}
+	for {
+		t := new(Task)
+		if !d.task(t) {
+			return nil, false
+		}
+		ts = append(ts, t)
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return ts, d.end()
+		default:
+			return nil, false
+		}
+	}
+}
+
+// task reads one task's object at d's position into t, and reports whether
+// it could; when it could not, t is unchanged.
+func (d *jsonReader) task(t *Task) bool {
 	var w Task
 	var raw []byte // payload
 	var b64, parent, state string
@@ -90,7 +133,7 @@ func (t *Task) unmarshalFast(b []byte) bool {
 		}
 		return false
 	})
-	if !ok || !d.end() {
+	if !ok {
 		return false
 	}
 	if parent != "" || state != "" {
