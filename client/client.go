@@ -220,17 +220,11 @@ func (c *Client) scheduleBatch(ctx context.Context, reqs []ScheduleRequest, hdr 
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	type item struct {
-		Task    *task.Task `json:"task"`
-		Created bool       `json:"created"`
-		Error   *apiError  `json:"error"`
+	in, err := batchBody(reqs)
+	if err != nil {
+		return nil, fmt.Errorf("toc: encode POST /v1/tasks:batch: %w", err)
 	}
-	var resp struct {
-		Results []item `json:"results"`
-	}
-	in := struct {
-		Tasks []ScheduleRequest `json:"tasks"`
-	}{reqs}
+	var resp batchAnswer
 	if _, err := c.doWith(ctx, http.MethodPost, "/v1/tasks:batch", nil, hdr, in, &resp); err != nil {
 		return nil, err
 	}
@@ -379,9 +373,7 @@ func (c *Client) Claim(ctx context.Context, app string, req ClaimRequest) ([]*ta
 	if app == "" {
 		return nil, errors.New("toc: claim: app is required")
 	}
-	var resp struct {
-		Tasks []*task.Task `json:"tasks"`
-	}
+	var resp claimAnswer
 	if _, err := c.do(ctx, http.MethodPost, "/v1/apps/"+pathSegment(app)+"/claim", nil, req, &resp); err != nil {
 		return nil, err
 	}
@@ -514,9 +506,12 @@ func (c *Client) doWith(ctx context.Context, method, path string, query url.Valu
 	}
 	var body io.Reader
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, fmt.Errorf("toc: encode %s %s: %w", method, path, err)
+		b, ok := in.(rawBody)
+		if !ok {
+			var err error
+			if b, err = json.Marshal(in); err != nil {
+				return 0, fmt.Errorf("toc: encode %s %s: %w", method, path, err)
+			}
 		}
 		body = bytes.NewReader(b)
 	}
@@ -550,9 +545,151 @@ func (c *Client) doWith(ctx context.Context, method, path string, query url.Valu
 		return resp.StatusCode, decodeError(resp)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if err := decodeAnswer(resp, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("toc: decode answer to %s %s: %w", method, path, err)
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// rawBody is a request body already encoded (doWith sends it as it is).
+type rawBody []byte
+
+// wholeDecoder is an answer that is read whole and decoded by its own
+// decodeBody, which gives what encoding/json would (its fast path, for the
+// answers of many tasks, falls back to encoding/json for anything else).
+type wholeDecoder interface {
+	decodeBody(b []byte) error
+}
+
+// maxPresize bounds the buffer made from an answer's Content-Length.
+const maxPresize = 16 << 20
+
+// decodeAnswer decodes a 2xx answer's body into out.
+func decodeAnswer(resp *http.Response, out any) error {
+	wd, ok := out.(wholeDecoder)
+	if !ok {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= maxPresize {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return err
+	}
+	return wd.decodeBody(buf.Bytes())
+}
+
+// member returns X when b is exactly {"name":X} (whitespace around it
+// aside), the form the server writes an answer of one member in.
+func member(b []byte, name string) ([]byte, bool) {
+	b = bytes.TrimSpace(b)
+	prefix := len(`{"`) + len(name) + len(`":`)
+	if len(b) < prefix+1 || b[0] != '{' || b[1] != '"' || string(b[2:2+len(name)]) != name ||
+		string(b[2+len(name):prefix]) != `":` || b[len(b)-1] != '}' {
+		return nil, false
+	}
+	return b[prefix : len(b)-1], true
+}
+
+// claimAnswer is the answer to a claim: its tasks are read by hand
+// (task.DecodeList) when they have the form the server writes.
+type claimAnswer struct {
+	Tasks []*task.Task `json:"tasks"`
+}
+
+func (a *claimAnswer) decodeBody(b []byte) error {
+	if list, ok := member(b, "tasks"); ok {
+		if ts, ok := task.DecodeList(list); ok {
+			a.Tasks = ts
+			return nil
+		}
+	}
+	type plain claimAnswer // its fields, not decodeBody
+	return json.NewDecoder(bytes.NewReader(b)).Decode((*plain)(a))
+}
+
+// batchItem is one result of a batch create.
+type batchItem struct {
+	Task    *task.Task `json:"task"`
+	Created bool       `json:"created"`
+	Error   *apiError  `json:"error"`
+}
+
+// batchAnswer is the answer to a batch create: a minimal one (each task
+// its id alone) is read by hand.
+type batchAnswer struct {
+	Results []batchItem `json:"results"`
+}
+
+func (a *batchAnswer) decodeBody(b []byte) error {
+	if list, ok := member(b, "results"); ok {
+		if rs, ok := minimalResults(list); ok {
+			a.Results = rs
+			return nil
+		}
+	}
+	type plain batchAnswer // its fields, not decodeBody
+	return json.NewDecoder(bytes.NewReader(b)).Decode((*plain)(a))
+}
+
+// minimalResults reads [{"task":{"id":"…"},"created":true},…], the
+// results of a minimal batch answer exactly as the server writes them,
+// and reports whether b had that form.
+func minimalResults(b []byte) ([]batchItem, bool) {
+	const (
+		head = `{"task":{"id":"`
+		mid  = `"},"created":`
+	)
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, false
+	}
+	b = b[1 : len(b)-1]
+	rs := make([]batchItem, 0, len(b)/(len(head)+26+len(mid)+6))
+	for len(b) > 0 {
+		if len(rs) > 0 {
+			if b[0] != ',' {
+				return nil, false
+			}
+			b = b[1:]
+		}
+		if len(b) < len(head)+26+len(mid) || string(b[:len(head)]) != head {
+			return nil, false
+		}
+		b = b[len(head):]
+		var id task.ID
+		if id.UnmarshalText(b[:26]) != nil || string(b[26:26+len(mid)]) != mid {
+			return nil, false
+		}
+		b = b[26+len(mid):]
+		var created bool
+		switch {
+		case bytes.HasPrefix(b, []byte("true}")):
+			created, b = true, b[len("true}"):]
+		case bytes.HasPrefix(b, []byte("false}")):
+			b = b[len("false}"):]
+		default:
+			return nil, false
+		}
+		rs = append(rs, batchItem{Task: &task.Task{ID: id}, Created: created})
+	}
+	return rs, true
+}
+
+// batchBody is {"tasks":[reqs…]} as json.Marshal writes it, but for
+// compacting again what each MarshalJSON wrote compact already.
+func batchBody(reqs []ScheduleRequest) (rawBody, error) {
+	in := rawBody(`{"tasks":[`)
+	for i, r := range reqs {
+		if i > 0 {
+			in = append(in, ',')
+		}
+		b, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		in = append(in, b...)
+	}
+	return append(in, "]}"...), nil
 }

@@ -18,10 +18,52 @@ import (
 // unmarshalFast reads b into t and reports whether it could; when it
 // could not, t is unchanged.
 func (t *Task) unmarshalFast(b []byte) bool {
-	if !json.Valid(b) { // the reader below assumes valid JSON
+	d := jsonReader{b: b}
+	var w Task
+	if !d.task(&w) || !d.end() {
 		return false
 	}
+	*t = w
+	return true
+}
+
+// DecodeList reads a JSON array of tasks (a claim's or a page's "tasks")
+// by hand, as unmarshalFast reads each, and reports whether it could: when
+// it could not (any element not in MarshalJSON's form, null included), the
+// caller decodes b with encoding/json, which gives the same tasks or the
+// error. The tasks keep nothing of b.
+func DecodeList(b []byte) ([]*Task, bool) {
 	d := jsonReader{b: b}
+	if d.peek() != '[' {
+		return nil, false
+	}
+	d.i++
+	ts := make([]*Task, 0, 16)
+	if d.peek() == ']' {
+		d.i++
+		return ts, d.end()
+	}
+	for {
+		t := new(Task)
+		if !d.task(t) {
+			return nil, false
+		}
+		ts = append(ts, t)
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return ts, d.end()
+		default:
+			return nil, false
+		}
+	}
+}
+
+// task reads one task's object at d's position into t, and reports whether
+// it could; when it could not, t is unchanged.
+func (d *jsonReader) task(t *Task) bool {
 	var w Task
 	var raw []byte // payload
 	var b64, parent, state string
@@ -80,7 +122,7 @@ func (t *Task) unmarshalFast(b []byte) bool {
 				return false
 			}
 			raw = d.value()
-			return true
+			return raw != nil && json.Valid(raw)
 		case fPayloadBase64:
 			return d.str(&b64)
 		case fTraceParent:
@@ -90,7 +132,7 @@ func (t *Task) unmarshalFast(b []byte) bool {
 		}
 		return false
 	})
-	if !ok || !d.end() {
+	if !ok {
 		return false
 	}
 	if parent != "" || state != "" {
@@ -140,8 +182,10 @@ var taskFields = map[string]int{
 	"traceparent": fTraceParent, "tracestate": fTraceState,
 }
 
-// jsonReader reads valid JSON (checked first) in the plain form above;
-// each method reports false for anything else.
+// jsonReader reads JSON in the plain form above and checks it as it
+// reads: each method reports false for anything else, invalid JSON
+// included (a payload, the one value of any form, is checked by
+// json.Valid), so that what it takes is what encoding/json takes.
 type jsonReader struct {
 	b []byte
 	i int
@@ -220,7 +264,7 @@ func (d *jsonReader) plain() ([]byte, bool) {
 			}
 			d.i = j + 1
 			return s, true
-		case c == '\\':
+		case c == '\\' || c < 0x20:
 			return nil, false
 		}
 	}
@@ -252,12 +296,20 @@ func (d *jsonReader) duration(v *Duration) bool {
 	return ok && v.UnmarshalText(s) == nil
 }
 
-// int reads an integer written without fraction or exponent.
+// int reads an integer written without fraction or exponent, as JSON
+// writes it: -?(0|[1-9][0-9]*).
 func (d *jsonReader) int(n *int) bool {
 	d.ws()
 	start := d.i
-	for d.i < len(d.b) && (d.b[d.i] == '-' || d.b[d.i] >= '0' && d.b[d.i] <= '9') {
+	if d.i < len(d.b) && d.b[d.i] == '-' {
 		d.i++
+	}
+	digits := d.i
+	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
+		d.i++
+	}
+	if d.i == digits || d.b[digits] == '0' && d.i > digits+1 {
+		return false
 	}
 	if d.i < len(d.b) && (d.b[d.i] == '.' || d.b[d.i] == 'e' || d.b[d.i] == 'E') {
 		return false
@@ -277,11 +329,14 @@ func (d *jsonReader) value() []byte {
 		switch {
 		case c == '"':
 			d.i++
-			for d.b[d.i] != '"' {
+			for d.i < len(d.b) && d.b[d.i] != '"' {
 				if d.b[d.i] == '\\' {
 					d.i++
 				}
 				d.i++
+			}
+			if d.i >= len(d.b) {
+				return nil // unterminated
 			}
 			d.i++
 		case c == '{' || c == '[':

@@ -45,6 +45,14 @@ func FuzzUnmarshalJSON(f *testing.F) {
 		}
 		checkUnmarshal(t, data, &task.Task{})
 		checkUnmarshal(t, data, full)
+		// As a list, as a client reads a claim's answer.
+		if b, err := tk.MarshalJSON(); err == nil {
+			checkList(t, []byte("[]"))
+			checkList(t, append(append([]byte("["), b...), ']'))
+			checkList(t, append(append(append(append([]byte(" [ "), b...), " , "...), b...), "]\n"...))
+			checkList(t, append(append(append(append([]byte("["), b...), ","...), data...), ']'))
+		}
+		checkList(t, data)
 		// Through encoding/json, as a client reads an answer.
 		var a, c struct{ T task.Task }
 		ea := json.Unmarshal(append(append([]byte(`{"T":`), data...), '}'), &a)
@@ -98,4 +106,40 @@ func BenchmarkTaskUnmarshal(b *testing.B) {
 			}
 		}
 	})
+}
+
+// checkList holds task.DecodeList to what encoding/json reads into
+// []*task.Task, wherever it takes b.
+func checkList(t *testing.T, b []byte) {
+	t.Helper()
+	got, ok := task.DecodeList(b)
+	if !ok {
+		return
+	}
+	var want []*task.Task
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatalf("DecodeList took %s, which encoding/json refuses: %v", b, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeList(%s) = %+v, encoding/json %+v", b, got, want)
+	}
+}
+
+// TestDecodeListTakesClaims: a claim's list of tasks is read by hand.
+func TestDecodeListTakesClaims(t *testing.T) {
+	b, err := benchTask().MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := append(append(append(append([]byte("["), b...), ',', '\n'), b...), ']')
+	ts, ok := task.DecodeList(list)
+	if !ok || len(ts) != 2 {
+		t.Fatalf("DecodeList(%s) = %d tasks, %v", list, len(ts), ok)
+	}
+	checkList(t, list)
+	for _, odd := range []string{"null", "[null]", "[1]", "{}", "[", "[{}]x", `[{"app":"a","app":"b"}]`} {
+		if _, ok := task.DecodeList([]byte(odd)); ok {
+			t.Errorf("DecodeList took %s: it is left to encoding/json", odd)
+		}
+	}
 }

@@ -668,8 +668,10 @@ func (h *Handler) batchItem(raw jsontext.Value, now time.Time, caller *principal
 		}
 	}
 	var cr createRequest
-	if err := decodeBytes(raw, &cr); err != nil {
-		return engine.CreateParams{}, err
+	if !createFast(raw, &cr) {
+		if err := decodeBytes(raw, &cr); err != nil {
+			return engine.CreateParams{}, err
+		}
 	}
 	p, err := cr.params(now)
 	if err == nil && !caller.can(p.App) {

@@ -1,0 +1,231 @@
+package httpapi
+
+import (
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/toc-dev/toc/task"
+)
+
+// createFast reads one task of a batch by hand when it has the plain form
+// clients write: the members of createRequest but retry, each a string
+// without escapes, the payload any value but null, the target {"http":
+// {"url":…,"timeout":…}} or {"pull":{}}. Anything else, and any value a
+// field refuses, is left to decodeBytes (it reports false), so that what
+// is read, and each error, is the decoder's: FuzzCreateFast holds the two
+// to the same createRequest.
+//
+// raw has been checked by the batch's decoder (jsontext: valid JSON and
+// UTF-8, no name twice in an object), which this reader relies on for the
+// payload alone; the rest it checks as it reads.
+func createFast(raw []byte, cr *createRequest) bool {
+	d := plainReader{b: raw}
+	var w createRequest
+	var seen uint16
+	ok := d.object(func(name []byte) bool {
+		var bit uint16
+		var p **string
+		switch string(name) {
+		case "app":
+			bit = 1
+		case "key":
+			bit, p = 2, &w.Key
+		case "due_at":
+			bit, p = 4, &w.DueAt
+		case "delay":
+			bit, p = 8, &w.Delay
+		case "deadline":
+			bit, p = 16, &w.Deadline
+		case "payload_base64":
+			bit, p = 32, &w.PayloadBase64
+		case "payload":
+			bit = 64
+		case "target":
+			bit = 128
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		switch {
+		case bit == 1:
+			s, ok := d.str()
+			w.App = s
+			return ok
+		case p != nil:
+			s, ok := d.str()
+			*p = &s
+			return ok
+		case bit == 64:
+			v, ok := d.value()
+			if ok {
+				w.Payload = jsontext.Value(append([]byte(nil), v...))
+			}
+			return ok
+		}
+		w.Target = new(task.Target)
+		return d.target(w.Target)
+	})
+	if !ok || !d.end() {
+		return false
+	}
+	*cr = w
+	return true
+}
+
+// plainReader reads JSON in createFast's plain form; each method reports
+// false for anything else.
+type plainReader struct {
+	b []byte
+	i int
+}
+
+func (d *plainReader) peek() byte {
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; c {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+func (d *plainReader) end() bool { return d.peek() == 0 && d.i == len(d.b) }
+
+// object reads an object, calling member at each name with the reader at
+// its value, which member must read.
+func (d *plainReader) object(member func(name []byte) bool) bool {
+	if d.peek() != '{' {
+		return false
+	}
+	d.i++
+	if d.peek() == '}' {
+		d.i++
+		return true
+	}
+	for {
+		name, ok := d.plain()
+		if !ok || d.peek() != ':' {
+			return false
+		}
+		d.i++
+		if !member(name) {
+			return false
+		}
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// plain reads a string without escapes or control characters and returns
+// its bytes (in b): raw's UTF-8 was checked by the batch's decoder.
+func (d *plainReader) plain() ([]byte, bool) {
+	if d.peek() != '"' {
+		return nil, false
+	}
+	start := d.i + 1
+	for j := start; j < len(d.b); j++ {
+		switch c := d.b[j]; {
+		case c == '"':
+			d.i = j + 1
+			return d.b[start:j], true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func (d *plainReader) str() (string, bool) {
+	v, ok := d.plain()
+	return string(v), ok
+}
+
+// value skips a value other than null and returns its bytes (in b).
+func (d *plainReader) value() ([]byte, bool) {
+	c := d.peek()
+	if c == 'n' || c == 0 {
+		return nil, false
+	}
+	start, depth := d.i, 0
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			for d.i < len(d.b) && d.b[d.i] != '"' {
+				if d.b[d.i] == '\\' {
+					d.i++
+				}
+				d.i++
+			}
+			if d.i >= len(d.b) {
+				return nil, false
+			}
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth == 0 {
+				return d.b[start:d.i], d.i > start
+			}
+			depth--
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return d.b[start:d.i], d.i > start
+		}
+		d.i++
+		if depth == 0 && (c == '"' || c == '}' || c == ']') {
+			return d.b[start:d.i], true
+		}
+	}
+	return d.b[start:d.i], d.i > start
+}
+
+// target reads {"http":{"url":…,"timeout":…}} or {"pull":{}}, each member
+// at most once.
+func (d *plainReader) target(t *task.Target) bool {
+	return d.object(func(name []byte) bool {
+		switch string(name) {
+		case "http":
+			if t.HTTP != nil {
+				return false
+			}
+			t.HTTP = new(task.HTTPTarget)
+			return d.httpTarget(t.HTTP)
+		case "pull":
+			if t.Pull != nil {
+				return false
+			}
+			t.Pull = new(task.PullTarget)
+			return d.object(func([]byte) bool { return false })
+		}
+		return false
+	})
+}
+
+func (d *plainReader) httpTarget(h *task.HTTPTarget) bool {
+	var seen uint8
+	return d.object(func(name []byte) bool {
+		switch {
+		case string(name) == "url" && seen&1 == 0:
+			seen |= 1
+			s, ok := d.str()
+			h.URL = s
+			return ok
+		case string(name) == "timeout" && seen&2 == 0:
+			seen |= 2
+			s, ok := d.plain()
+			return ok && h.Timeout.UnmarshalText(s) == nil
+		}
+		return false
+	})
+}
