@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/toc-dev/toc/client"
-	"github.com/toc-dev/toc/internal/testkit"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -39,35 +38,11 @@ func TestClusterPullNodeKilled(t *testing.T) {
 		}
 		want[r.Task.ID] = true
 	}
-	claimAll := func(cl *client.Client, round string, lease time.Duration) map[task.ID]string {
-		leases := map[task.ID]string{}
-		testkit.WaitFor(t, 60*time.Second, round+": every task claimed", func() bool {
-			got, err := cl.Claim(ctx, "pulls", client.ClaimRequest{Max: 100, Lease: task.Duration(lease), Wait: task.Duration(time.Second)})
-			if err != nil {
-				t.Logf("%s: claim: %v", round, err)
-				return false
-			}
-			for _, tk := range got {
-				if !want[tk.ID] {
-					t.Fatalf("%s: claimed task %s, not one of those created", round, tk.ID)
-				}
-				if _, dup := leases[tk.ID]; dup {
-					t.Fatalf("%s: task %s claimed twice", round, tk.ID)
-				}
-				if tk.State != task.Delivering || tk.Lease == "" || tk.LeaseExpiresAt == nil {
-					t.Fatalf("%s: claimed task %s is %s with lease %q until %v", round, tk.ID, tk.State, tk.Lease, tk.LeaseExpiresAt)
-				}
-				leases[tk.ID] = tk.Lease
-			}
-			return len(leases) == n
-		})
-		return leases
-	}
-	before := claimAll(b.client(), "on node b", 2*time.Second)
+	before := claimAll(t, ctx, b.client(), want, "on node b", claimRound{max: 100, lease: 2 * time.Second, within: time.Minute})
 	b.kill(t)
 
 	cl := a.client()
-	after := claimAll(cl, "on node a after b's kill", time.Minute)
+	after := claimAll(t, ctx, cl, want, "on node a after b's kill", claimRound{max: 100, lease: time.Minute, within: time.Minute})
 	var old, acks []client.AckItem
 	for id, lease := range after {
 		acks = append(acks, client.AckItem{ID: id, Lease: lease})

@@ -227,38 +227,12 @@ func TestCrashWithPullClaimed(t *testing.T) {
 		}
 		want[tk.ID] = true
 	}
-	// claimAll claims from cl until every task of want is claimed, and
-	// returns the leases, failing on a task claimed twice or unknown.
-	claimAll := func(cl *client.Client, round string) map[task.ID]string {
-		leases := map[task.ID]string{}
-		testkit.WaitFor(t, 30*time.Second, round+": every task claimed", func() bool {
-			got, err := cl.Claim(ctx, "pulls", client.ClaimRequest{Max: 1000, Lease: task.Duration(time.Hour), Wait: task.Duration(time.Second)})
-			if err != nil {
-				t.Logf("%s: claim: %v", round, err)
-				return false
-			}
-			for _, tk := range got {
-				if !want[tk.ID] {
-					t.Fatalf("%s: claimed task %s, not one of those created", round, tk.ID)
-				}
-				if _, dup := leases[tk.ID]; dup {
-					t.Fatalf("%s: task %s claimed twice", round, tk.ID)
-				}
-				if tk.State != task.Delivering || tk.Lease == "" || tk.LeaseExpiresAt == nil {
-					t.Fatalf("%s: claimed task %s is %s with lease %q until %v", round, tk.ID, tk.State, tk.Lease, tk.LeaseExpiresAt)
-				}
-				leases[tk.ID] = tk.Lease
-			}
-			return len(leases) == n
-		})
-		return leases
-	}
-	before := claimAll(cl, "before the kill")
+	before := claimAll(t, ctx, cl, want, "before the kill", claimRound{max: 1000, lease: time.Hour, within: 30 * time.Second})
 	c.kill(t)
 
 	c2 := startChild(t, dir)
 	cl2 := c2.client()
-	after := claimAll(cl2, "after the restart")
+	after := claimAll(t, ctx, cl2, want, "after the restart", claimRound{max: 1000, lease: time.Hour, within: 30 * time.Second})
 	var old, acks []client.AckItem
 	for id, lease := range after {
 		acks = append(acks, client.AckItem{ID: id, Lease: lease})
@@ -303,4 +277,40 @@ func TestCrashWithPullClaimed(t *testing.T) {
 	if err, took := c2.terminate(t); err != nil {
 		t.Fatalf("SIGTERM: exit %v after %s\n%s", err, took, c2.stderr)
 	}
+}
+
+// claimRound is how claimAll claims: up to max a call, each under lease,
+// all of them within.
+type claimRound struct {
+	max           int
+	lease, within time.Duration
+}
+
+// claimAll claims app "pulls"'s tasks from cl until every task of want is
+// claimed, and returns their leases, failing on a task claimed twice, one
+// not in want, or one not leased as a claim answers it.
+func claimAll(t *testing.T, ctx context.Context, cl *client.Client, want map[task.ID]bool, round string, r claimRound) map[task.ID]string {
+	t.Helper()
+	leases := map[task.ID]string{}
+	testkit.WaitFor(t, r.within, round+": every task claimed", func() bool {
+		got, err := cl.Claim(ctx, "pulls", client.ClaimRequest{Max: r.max, Lease: task.Duration(r.lease), Wait: task.Duration(time.Second)})
+		if err != nil {
+			t.Logf("%s: claim: %v", round, err)
+			return false
+		}
+		for _, tk := range got {
+			if !want[tk.ID] {
+				t.Fatalf("%s: claimed task %s, not one of those created", round, tk.ID)
+			}
+			if _, dup := leases[tk.ID]; dup {
+				t.Fatalf("%s: task %s claimed twice", round, tk.ID)
+			}
+			if tk.State != task.Delivering || tk.Lease == "" || tk.LeaseExpiresAt == nil {
+				t.Fatalf("%s: claimed task %s is %s with lease %q until %v", round, tk.ID, tk.State, tk.Lease, tk.LeaseExpiresAt)
+			}
+			leases[tk.ID] = tk.Lease
+		}
+		return len(leases) == len(want)
+	})
+	return leases
 }
