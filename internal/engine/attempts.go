@@ -204,6 +204,11 @@ func (a *attempts) leasesDue(taken []sched.Taken, now time.Time) (keep []sched.T
 // it answers at once (a lease not current, a task of another app); the
 // rest (not held here) go to the store path.
 func (a *attempts) takeLeases(op, app string, acks []pullAck, errs []error) (mine, rest []pullAck) {
+	if a.pulls.Load() == 0 {
+		// None held (always so in a cluster): no lock. A lease an ack
+		// names was counted before its claim was answered.
+		return nil, acks
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, k := range acks {
