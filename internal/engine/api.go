@@ -81,6 +81,7 @@ func wireEdge(e *Engine, cfg Config) {
 		allowCreate: e.apps.allowCreate,
 		log:         cfg.Logger,
 		stepNow:     e.steps.stepNow,
+		hold:        e.steps.hold,
 		retireOld:   e.steps.retireOld,
 		kick:        e.steps.kick,
 	}}

@@ -66,8 +66,9 @@ package engine
 // one create reserved for the schedule, when the loop steps it again
 // with that create paid. So occurrences are made late, keeping their due
 // times and keys, in the order the schedules asked, at the limit's pace;
-// none is dropped. An API call marks the schedule it steps (stepping), so
-// that the loop does not step it too and take its creates twice.
+// none is dropped. An API call marks the schedule it steps (stepping) from
+// before its write (stepper.hold), so that the loop does not step it too
+// and take its creates twice.
 //
 // # Replacing an occurrence
 //
@@ -142,6 +143,7 @@ type schedulesParams struct {
 	log         *slog.Logger
 	// The stepper's (stepper.go).
 	stepNow   func(ctx context.Context, s *task.Schedule, paid int) *task.Schedule
+	hold      func(ctx context.Context, id task.ID) (release func()) // from before a write stepNow steps
 	retireOld func(ctx context.Context, old, s *task.Schedule, why string)
 	kick      func()
 }
@@ -190,6 +192,7 @@ func (sch *Schedules) Create(ctx context.Context, s *task.Schedule) (*task.Sched
 	if err := sch.p.allowCreate(sc.App, 1, now); err != nil {
 		return nil, false, err
 	}
+	defer sch.p.hold(ctx, sc.ID)()
 	limit := sch.p.rules.policy(sc.App).maxSchedules()
 	if limit > 0 {
 		n, err := ss.CountAppSchedules(ctx, sc.App, limit)
@@ -381,6 +384,7 @@ func (sch *Schedules) Patch(ctx context.Context, id task.ID, p SchedulePatch) (*
 		return nil, &task.FieldError{Field: "cron", Message: "give exactly one of cron and every"}
 	}
 	now := sch.p.now()
+	defer sch.p.hold(ctx, id)()
 	var old *task.Schedule
 	s, err := ss.UpdateSchedule(ctx, id, func(s *task.Schedule) error {
 		old = s.Clone()
@@ -487,6 +491,9 @@ func (sch *Schedules) setPaused(ctx context.Context, id task.ID, pause bool) (*t
 		op = "pause"
 	}
 	now := sch.p.now()
+	if !pause {
+		defer sch.p.hold(ctx, id)()
+	}
 	var old *task.Schedule
 	s, err := ss.UpdateSchedule(ctx, id, func(s *task.Schedule) error {
 		old = s.Clone()

@@ -99,15 +99,29 @@ const (
 // paid is the creates the call took for the step's occurrences.
 func (sp *stepper) stepNow(ctx context.Context, s *task.Schedule, paid int) *task.Schedule {
 	defer sp.kick()
-	mark := new(byte)
-	sp.stepping.Store(s.ID, mark)
-	defer sp.stepping.CompareAndDelete(s.ID, mark)
+	defer sp.hold(ctx, s.ID)()
 	got, _, err := sp.step(ctx, s, paid)
 	if err != nil {
 		sp.p.log.WarnContext(ctx, "make a schedule's occurrence; the schedule loop will", slog.String("schedule", s.ID.String()), slog.String("error", err.Error()))
 		return s
 	}
 	return got
+}
+
+// hold marks the schedule id as stepped by an API call of this process
+// until the returned func is called, and waits for a step of the loop
+// under way for it to end. An API call that writes a schedule and then
+// steps it (create, PATCH, resume) holds it from before its write: the
+// loop marks its own step before it looks at the mark (stepAll), so
+// either the loop's step ended before the write (and read the schedule
+// as it was) or the loop sees the mark and leaves the schedule to the
+// call. Without it a loop step could read the written schedule before the
+// call's step began and step it too, taking the app's creates twice.
+func (sp *stepper) hold(ctx context.Context, id task.ID) (release func()) {
+	mark := new(byte)
+	sp.stepping.Store(id, mark)
+	sp.awaitLoopStep(ctx, id)
+	return func() { sp.stepping.CompareAndDelete(id, mark) }
 }
 
 // retireOld cancels what was pending for old and is not pending for s (nil:
@@ -655,6 +669,9 @@ func (sp *stepper) stepAll(ctx context.Context, ss []*task.Schedule, held map[ta
 			sctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
 			defer sp.beginLoopStep(s.ID)() // before the read: see awaitLoopStep
+			if _, busy := sp.stepping.Load(s.ID); busy {
+				return // marked since the look above: see hold
+			}
 			cur, err := sp.p.store.GetSchedule(sctx, s.ID)
 			if err == nil {
 				_, holds[i], err = sp.step(sctx, cur, paid)
