@@ -94,7 +94,8 @@ type Options struct {
 
 	// CacheSize is the size in bytes of Pebble's block cache, which holds
 	// recently read parts of the database in memory. Default
-	// [CacheSizeDefault].
+	// [CacheSizeDefault]. The memtables' memory, which Pebble charges to
+	// the same cache, comes on top (64 MiB).
 	CacheSize int64
 
 	// FS is the file system the database lives in. Default vfs.Default, the
@@ -133,6 +134,11 @@ type Options struct {
 // and 21), likely as it skips the compaction before the fires and leaves
 // each read more L0 files to look through.
 const memTableSize = 32 << 20
+
+// memTableReserve is what Pebble reserves of the block cache for its
+// memtables in the steady state: the active one and the obsolete one it
+// keeps to reuse (DB.newMemTable). Open adds it to Options.CacheSize.
+const memTableReserve = 2 * memTableSize
 
 // CacheSizeDefault is the default [Options.CacheSize]: 64 MiB.
 const CacheSizeDefault = 64 << 20
@@ -219,7 +225,12 @@ func Open(opts Options) (*Store, error) {
 	}
 	pl := pebbleLogger{l: log, d: d}
 	openDB := func() (*pebble.DB, error) {
-		cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault))
+		// Pebble charges its memtables to the block cache (Cache.Reserve):
+		// the active one and the one kept for reuse, 2 × memTableSize. A
+		// 64 MiB cache was left with no room for blocks once the memtables
+		// reached their size, and every read (a key lookup, a task by id)
+		// read and checksummed its blocks from the file. They come on top.
+		cache := pebble.NewCache(cmp.Or(opts.CacheSize, CacheSizeDefault) + memTableReserve)
 		defer cache.Unref() // the database holds its own reference
 		po := &pebble.Options{
 			Cache:              cache,
