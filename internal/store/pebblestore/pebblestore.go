@@ -387,14 +387,38 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	if len(tasks) > 1 {
 		byKey = make(map[string]*task.Task)
 	}
+	// The key entries of a batch of several keys are looked up in one
+	// pass (keyOwners), each found entry's task read after.
+	var kks [][]byte // keyKey of tasks[i], nil for none
+	var owners map[string]task.ID
+	if len(keyStripes) > 1 {
+		kks = make([][]byte, len(tasks))
+		for i, t := range tasks {
+			if t.Key != "" {
+				kks[i] = keyKey(t.App, t.Key)
+			}
+		}
+		var err error
+		if owners, err = keyOwners(s.db, kks); err != nil {
+			return nil, err
+		}
+	}
 	for i, t := range tasks {
 		var kk []byte
 		if t.Key != "" {
-			kk = keyKey(t.App, t.Key)
+			if kks != nil {
+				kk = kks[i]
+			} else {
+				kk = keyKey(t.App, t.Key)
+			}
 			owner, ok := byKey[string(kk)]
 			if !ok {
 				var err error
-				owner, err = getByKey(s.db, kk)
+				if owners == nil {
+					owner, err = getByKey(s.db, kk)
+				} else if id, ok := owners[string(kk)]; ok {
+					owner, err = keyTask(s.db, kk, id)
+				}
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return nil, err
 				}
@@ -936,11 +960,59 @@ func getByKey(r reader, kk []byte) (*task.Task, error) {
 	if !ok {
 		return nil, store.ErrNotFound
 	}
+	return keyTask(r, kk, id)
+}
+
+// keyTask reads the task with id, which the key entry kk holds.
+func keyTask(r reader, kk []byte, id task.ID) (*task.Task, error) {
 	t, err := get(r, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("pebblestore: key entry %q points to missing task %s", kk, id)
 	}
 	return t, err
+}
+
+// keyOwners looks up the key entries kks (nil ones skipped) in one pass and
+// returns the ids they hold, by key entry; an entry not stored is not in
+// the map. One iterator seeking the entries in key order costs a fraction
+// of a Get each (a fifth at a thousand, half at two): it keeps its place
+// in the memtable and the sstables from one seek to the next.
+func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
+	sorted := make([][]byte, 0, len(kks))
+	for _, kk := range kks {
+		if kk != nil {
+			sorted = append(sorted, kk)
+		}
+	}
+	slices.SortFunc(sorted, bytes.Compare)
+	it, err := r.NewIter(nil)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: new iterator: %w", err)
+	}
+	owners := make(map[string]task.ID)
+	for _, kk := range sorted {
+		// The default comparer's prefix is the whole key: SeekPrefixGE
+		// finds kk or nothing, and its bloom filters skip most sstables.
+		if !it.SeekPrefixGE(kk) || !bytes.Equal(it.Key(), kk) {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
+		}
+		var id task.ID
+		if len(v) != idLen {
+			it.Close()
+			return nil, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
+		}
+		copy(id[:], v)
+		owners[string(kk)] = id
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, fmt.Errorf("pebblestore: key lookups: %w", err)
+	}
+	return owners, nil
 }
 
 // keyEntry reads the key entry kk (of a task or a schedule): the id it
