@@ -78,6 +78,26 @@ func decodeHeaders(dec *jsontext.Decoder, h *map[string]string) error {
 // repeated fields, invalid UTF-8, trailing data and bodies over limit. The
 // body is charged to the body budget first (takeBody).
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	return readBody(w, r, limit, func(raw []byte) error { return decodeBytes(raw, v) })
+}
+
+// decodeCreate is decode for a create's body: the plain form clients
+// write is read by hand (createPlain); any other body, and every error, is
+// the decoder's.
+func decodeCreate(w http.ResponseWriter, r *http.Request, limit int64, cr *createRequest) error {
+	return readBody(w, r, limit, func(raw []byte) error {
+		if createPlain(raw, cr) {
+			return nil
+		}
+		*cr = createRequest{}
+		return decodeBytes(raw, cr)
+	})
+}
+
+// readBody reads the body, charged to the body budget first (takeBody) and
+// refused over limit, into a pooled buffer and hands it to decode, which
+// must keep nothing of it.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, decode func(raw []byte) error) error {
 	if err := takeBody(r, limit); err != nil {
 		return err
 	}
@@ -91,7 +111,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 	}
 	// Nothing decoded keeps raw: strings and payloads (jsontext.Value) are
 	// copied out of it, so the buffer goes back to the pool.
-	return decodeBytes(raw, v)
+	return decode(raw)
 }
 
 // readAll is io.ReadAll into buf (a pooled buffer, from its length).

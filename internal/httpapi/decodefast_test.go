@@ -61,3 +61,35 @@ func TestCreateFastTakesClients(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCreatePlain holds createPlain to decodeBytes for any body: whatever
+// it takes, decodeBytes takes too and reads into the same createRequest.
+func FuzzCreatePlain(f *testing.F) {
+	for _, s := range []string{
+		`{"app":"bench","key":"k1","due_at":"2026-01-02T15:04:05.123Z","payload":{"order":12345},"target":{"http":{"url":"http://127.0.0.1:9/hook"}}}`,
+		`{"app":"a","delay":"1s","payload":[1, "x\"}"] ,"target":{"pull":{}}}`,
+		`{"app":"a","payload":{"a":1,"a":2}}`,
+		`{"app":"a","payload":{"a":1,}}`,
+		`{"app":"a","payload":tru}`,
+		`{"app":"a","payload":"\x"}`,
+		"{\"app\":\"a\xff\"}",
+		`{"app":"a","app":"b"}`,
+		`{"app":"a"} x`,
+		`{"app":"a","payload":1 2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var fast createRequest
+		if !createPlain(raw, &fast) {
+			return
+		}
+		var slow createRequest
+		if err := decodeBytes(raw, &slow); err != nil {
+			t.Fatalf("createPlain took %s, which decodeBytes refuses: %v", raw, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%s:\nfast %#v\nslow %#v", raw, fast, slow)
+		}
+	})
+}

@@ -533,7 +533,7 @@ func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if err := decode(w, r, h.maxBody, &req); err != nil {
+	if err := decodeCreate(w, r, h.maxBody, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
