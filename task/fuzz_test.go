@@ -50,6 +50,9 @@ func FuzzParseID(f *testing.F) {
 			if len(s) != 26 {
 				t.Fatalf("%x.String() = %q, %d characters", id, s, len(s))
 			}
+			if b, err := id.AppendText([]byte("x")); err != nil || string(b) != "x"+s {
+				t.Fatalf("%x.AppendText(x) = %q, %v; want x%s", id, b, err, s)
+			}
 			for _, text := range []string{s, strings.ToLower(s)} {
 				if got, err := task.ParseID(text); err != nil || got != id {
 					t.Fatalf("ParseID(%q) = %x, %v; want %x", text, got, err, id)

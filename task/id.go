@@ -35,7 +35,18 @@ var crockfordDec = func() (d [256]byte) {
 
 // String returns the 26-character text form.
 func (id ID) String() string {
-	var out [26]byte
+	out := id.text()
+	return string(out[:])
+}
+
+// AppendText implements encoding.TextAppender: b with the text form
+// appended, without a string of its own.
+func (id ID) AppendText(b []byte) ([]byte, error) {
+	out := id.text()
+	return append(b, out[:]...), nil
+}
+
+func (id ID) text() (out [26]byte) {
 	// 128 bits as 26 groups of 5 bits, the first group holding the top 3 bits.
 	hi := binary.BigEndian.Uint64(id[:8])
 	lo := binary.BigEndian.Uint64(id[8:])
@@ -44,7 +55,7 @@ func (id ID) String() string {
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
-	return string(out[:])
+	return out
 }
 
 // MarshalText implements encoding.TextMarshaler.

@@ -57,8 +57,13 @@ func writeBody(w http.ResponseWriter, status int, b []byte) []byte {
 	return b
 }
 
-// taskBytes is about what one task's JSON takes, to size the buffers.
-const taskBytes = 512
+// taskBytes is about what one task's JSON takes, to size the buffers;
+// minimalBytes what a minimal batch result takes
+// ({"task":{"id":"…"},"created":true}).
+const (
+	taskBytes    = 512
+	minimalBytes = 64
+)
 
 // writeTasks writes {"<name>":[tasks...]} with status 200.
 func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
@@ -98,7 +103,11 @@ func writeResults(w http.ResponseWriter, items []batchItem, minimal bool) {
 	if minimal {
 		w.Header().Set("Preference-Applied", "return=minimal")
 	}
-	b := make([]byte, 0, 16+taskBytes*len(items))
+	size := taskBytes
+	if minimal {
+		size = minimalBytes
+	}
+	b := make([]byte, 0, 16+size*len(items))
 	b = append(b, `{"results":[`...)
 	for i, it := range items {
 		if i > 0 {
@@ -123,7 +132,8 @@ func (it *batchItem) appendJSON(b []byte, minimal bool) ([]byte, error) {
 	}
 	b = append(b, `{"task":`...)
 	if minimal {
-		b = append(append(append(b, `{"id":"`...), it.Task.ID.String()...), `"}`...)
+		b, _ = it.Task.ID.AppendText(append(b, `{"id":"`...)) // never fails
+		b = append(b, `"}`...)
 	} else {
 		var err error
 		if b, err = it.Task.AppendJSON(b); err != nil {
