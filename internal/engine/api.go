@@ -178,9 +178,9 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 	}
 	now := e.msNow()
 	results := make([]CreateResult, len(ps))
-	var tasks []*task.Task
-	var idx []int
-	perApp := map[string]int{}
+	tasks := make([]*task.Task, 0, len(ps))
+	idx := make([]int, 0, len(ps))
+	var perApp appCounts // a call's tasks are mostly of one app: no map
 	for i, p := range ps {
 		t, err := e.rules.newTask(p, now)
 		if err != nil {
@@ -189,13 +189,16 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 		}
 		tasks = append(tasks, t)
 		idx = append(idx, i)
-		perApp[t.App]++
+		perApp.add(t.App, 1)
 	}
 	// Creates beyond an app's creates_per_second fail as a whole per app.
-	limited := map[string]error{}
-	for app, n := range perApp {
-		if err := e.apps.allowCreate(app, n, now); err != nil {
-			limited[app] = err
+	var limited map[string]error
+	for _, c := range perApp.list {
+		if err := e.apps.allowCreate(c.app, c.n, now); err != nil {
+			if limited == nil {
+				limited = map[string]error{}
+			}
+			limited[c.app] = err
 		}
 	}
 	if len(limited) > 0 {
@@ -216,22 +219,65 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 	if err != nil {
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}
-	created := map[string]int{}
-	var fresh []written
+	var created appCounts
+	fresh := make([]written, 0, len(rs))
 	for j, r := range rs {
 		results[idx[j]] = CreateResult{Task: r.Task, Created: r.Created}
 		if r.Created {
 			fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
-			created[r.Task.App]++
+			created.add(r.Task.App, 1)
 		}
 	}
 	e.writer.wrote(ctx, fresh...)
 	if h := e.cfg.Hooks.Created; h != nil {
-		for app, n := range created {
-			h(app, n)
+		for _, c := range created.list {
+			h(c.app, c.n)
 		}
 	}
 	return results, nil
+}
+
+// appCounts counts tasks by app, in the order the apps first came. A
+// call's tasks are mostly of one app: a few apps are searched in the
+// list, more through an index made then.
+type appCounts struct {
+	list  []appCount
+	index map[string]int // app → its place in list, once list is long
+}
+
+type appCount struct {
+	app string
+	n   int
+}
+
+// appIndexFrom is the length of list from which add keeps an index.
+const appIndexFrom = 8
+
+// add counts n more tasks of app.
+func (c *appCounts) add(app string, n int) {
+	if c.index != nil {
+		if i, ok := c.index[app]; ok {
+			c.list[i].n += n
+			return
+		}
+	} else {
+		for i := len(c.list) - 1; i >= 0; i-- {
+			if c.list[i].app == app {
+				c.list[i].n += n
+				return
+			}
+		}
+	}
+	c.list = append(c.list, appCount{app, n})
+	switch {
+	case c.index != nil:
+		c.index[app] = len(c.list) - 1
+	case len(c.list) == appIndexFrom:
+		c.index = make(map[string]int, 2*appIndexFrom)
+		for i, a := range c.list {
+			c.index[a.app] = i
+		}
+	}
 }
 
 // Get returns a task by id.
