@@ -568,6 +568,11 @@ const maxPresize = 16 << 20
 // decodeAnswer decodes a 2xx answer's body into out.
 func decodeAnswer(resp *http.Response, out any) error {
 	wd, ok := out.(wholeDecoder)
+	if t, isTask := out.(*task.Task); isTask {
+		// A task reads itself by hand (Task.UnmarshalJSON): read whole, it
+		// is spared encoding/json's scan of it first.
+		wd, ok = (*taskAnswer)(t), true
+	}
 	if !ok {
 		return json.NewDecoder(resp.Body).Decode(out)
 	}
@@ -580,6 +585,11 @@ func decodeAnswer(resp *http.Response, out any) error {
 	}
 	return wd.decodeBody(buf.Bytes())
 }
+
+// taskAnswer is an answer of one task, read whole.
+type taskAnswer task.Task
+
+func (a *taskAnswer) decodeBody(b []byte) error { return (*task.Task)(a).UnmarshalJSON(b) }
 
 // member returns X when b is exactly {"name":X} (whitespace around it
 // aside), the form the server writes an answer of one member in.

@@ -22,6 +22,8 @@ func FuzzDecodeAnswers(f *testing.F) {
 	}
 	f.Add([]byte(`{"tasks":[` + string(tb) + `,` + string(tb) + `]}`))
 	f.Add([]byte(`{"tasks":[]}`))
+	f.Add(append(tb, '\n'))
+	f.Add(append(tb, '{', '}'))
 	f.Add([]byte(` {"tasks":null} `))
 	f.Add([]byte(`{"tasks":[null]}`))
 	f.Add([]byte(`{"tasks":[],"tasks":[{}]}`))
@@ -38,6 +40,14 @@ func FuzzDecodeAnswers(f *testing.F) {
 		ej := json.NewDecoder(bytes.NewReader(b)).Decode((*plainClaim)(&jc))
 		if (ef == nil) != (ej == nil) || !reflect.DeepEqual(fc, jc) {
 			t.Fatalf("claim %s: %+v, %v; encoding/json %+v, %v", b, fc, ef, jc, ej)
+		}
+		// A task's answer is read whole: trailing data is an error, as
+		// json.Unmarshal has it.
+		var ft, jt task.Task
+		ef = (*taskAnswer)(&ft).decodeBody(b)
+		ej = json.Unmarshal(b, &jt)
+		if (ef == nil) != (ej == nil) || (ef == nil && !reflect.DeepEqual(ft, jt)) {
+			t.Fatalf("task %s: %+v, %v; encoding/json %+v, %v", b, ft, ef, jt, ej)
 		}
 		var fb, jb batchAnswer
 		type plainBatch batchAnswer
