@@ -192,8 +192,12 @@ type ListPage struct {
 // Schedule creates a task. created is false when a task of the same app and
 // key already existed; t is then that task, unchanged.
 func (c *Client) Schedule(ctx context.Context, req ScheduleRequest) (t *task.Task, created bool, err error) {
+	in, err := req.MarshalJSON() // compact already: no json.Marshal to compact it again
+	if err != nil {
+		return nil, false, fmt.Errorf("toc: encode POST /v1/tasks: %w", err)
+	}
 	t = new(task.Task)
-	status, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, req, t)
+	status, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, rawBody(in), t)
 	if err != nil {
 		return nil, false, err
 	}
