@@ -563,20 +563,26 @@ func (s *Store) updateRead(opts *store.UpdateOpts, shared bool, stripes []int, o
 	cs, errs := record.ApplyManyWith(ts, shared, fn)
 	b := s.db.NewBatch()
 	defer b.Close()
+	w := getSortedWrites() // the batch in key order (sortedwrites.go)
+	defer w.put()
 	for i, c := range cs {
 		if readErrs[i] != nil {
 			errs[i] = readErrs[i]
 			continue
 		}
 		if errs[i] == nil {
-			errs[i] = stage(b, olds[i].t, c)
+			errs[i] = stage(w, olds[i].t, c)
 		}
 		if errs[i] != nil {
 			res[i] = own(olds[i])
 		}
 	}
-	if !b.Empty() {
-		if err := s.commit(b, s.writeOptions(opts)); err != nil {
+	if len(w.ops) > 0 {
+		err := w.applyTo(b)
+		if err == nil {
+			err = s.commit(b, s.writeOptions(opts))
+		}
+		if err != nil {
 			err = fmt.Errorf("pebblestore: update many: %w", err)
 			for i, c := range cs {
 				if c != nil && errs[i] == nil {
@@ -628,7 +634,7 @@ func (s *Store) readLocked(stripe int, id task.ID) (read, error) {
 
 // stage checks c, what fn made of old, and adds its write to b. When it
 // fails on the task (a check, its encoding) it adds nothing.
-func stage(b *pebble.Batch, old, c *task.Task) error {
+func stage(b batchWriter, old, c *task.Task) error {
 	if err := checkTask(c); err != nil {
 		return err
 	}
@@ -1044,7 +1050,7 @@ func indexEntries(t *task.Task) ([]entry, error) {
 
 // writeTask adds to b the change from old to new: the record and the index
 // entries that differ. old nil creates new; new nil deletes old.
-func writeTask(b *pebble.Batch, old, new *task.Task) error {
+func writeTask(b batchWriter, old, new *task.Task) error {
 	olds, err := indexEntries(old)
 	if err != nil {
 		return err
@@ -1077,7 +1083,7 @@ func writeTask(b *pebble.Batch, old, new *task.Task) error {
 // writeEntries adds to b the change of index entries from olds to news:
 // it deletes the old keys news lacks and sets the new entries olds lack or
 // hold with another value.
-func writeEntries(b *pebble.Batch, olds, news []entry) error {
+func writeEntries(b batchWriter, olds, news []entry) error {
 	for _, o := range olds {
 		if !slices.ContainsFunc(news, func(n entry) bool { return string(n.key) == string(o.key) }) {
 			if err := b.Delete(o.key, nil); err != nil {

@@ -60,3 +60,66 @@ func BenchmarkReadMany(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/task")
 }
+
+// BenchmarkAckMany writes, as the outcomes of acks do, batches of 1000
+// pull tasks delivered over their known copies (UpdateKnown), out of
+// 100,000 due.
+func BenchmarkAckMany(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir(), NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().Truncate(time.Millisecond)
+	var gen task.IDGenerator
+	opts := &store.UpdateOpts{NoSync: true, Optimistic: true, Shared: true}
+	const batch = 1000
+	var ts []*task.Task
+	fill := func() {
+		ts = make([]*task.Task, 0, 100*batch)
+		for range 100 {
+			c := make([]*task.Task, batch)
+			for i := range c {
+				c[i] = &task.Task{
+					ID: gen.New(now, 0), App: "bench", DueAt: task.Ms(now), NextAttemptAt: now, WakeAt: now,
+					Payload: []byte(`{"seq":12345}`), Target: task.Target{Pull: &task.PullTarget{}},
+					Retry: task.RetryPolicy{}.WithDefaults(), State: task.Scheduled, CreatedAt: now, UpdatedAt: now,
+				}
+			}
+			if _, err := s.Create(b.Context(), c); err != nil {
+				b.Fatal(err)
+			}
+			ts = append(ts, c...)
+		}
+	}
+	fill()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if i+batch > len(ts) {
+			b.StopTimer()
+			fill()
+			i = 0
+			b.StartTimer()
+		}
+		olds := ts[i : i+batch]
+		_, errs := s.UpdateKnown(b.Context(), olds, opts, func(ts []*task.Task) []error {
+			for k, t := range ts {
+				t = t.Clone()
+				ts[k] = t
+				t.Attempts = 1
+				t.Record(now, "attempt", 1, "")
+				t.Record(now, "delivered", 1, "")
+				t.State, t.WakeAt, t.UpdatedAt, t.FinishedAt = task.Delivered, time.Time{}, now, &now
+			}
+			return make([]error, len(ts))
+		})
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		i += batch
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/task")
+}
