@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -122,4 +123,69 @@ func BenchmarkAckMany(b *testing.B) {
 		i += batch
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/task")
+}
+
+// TestUpdateManyReadsMany: UpdateMany reads the tasks no recent set keeps
+// with one iterator (getMany) in id order, and gives each back in its
+// caller's place; the ids not stored get store.ErrNotFound.
+func TestUpdateManyReadsMany(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	epoch := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC) // far: not kept
+	var gen task.IDGenerator
+	var ts []*task.Task
+	var missing []task.ID
+	for i := range 20 {
+		id := gen.New(epoch, 0)
+		if i%4 == 1 {
+			missing = append(missing, id) // between stored ones
+			continue
+		}
+		due := task.Ms(epoch.Add(time.Duration(i) * time.Millisecond))
+		ts = append(ts, &task.Task{
+			ID: id, App: "a", DueAt: due, NextAttemptAt: due, WakeAt: due, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)),
+			Target: task.Target{Pull: &task.PullTarget{}}, Retry: task.RetryPolicy{}.WithDefaults(),
+			State: task.Scheduled, CreatedAt: epoch, UpdatedAt: epoch,
+		})
+	}
+	if _, err := s.Create(t.Context(), ts); err != nil {
+		t.Fatal(err)
+	}
+	// Out of order, the missing ones among them, before and after the rest.
+	ids := []task.ID{missing[len(missing)-1]}
+	for i := len(ts) - 1; i >= 0; i-- {
+		ids = append(ids, ts[i].ID)
+		if i%3 == 0 && i/3 < len(missing)-1 {
+			ids = append(ids, missing[i/3])
+		}
+	}
+	ids = append(ids, task.ID{})
+	if n := len(ids) - len(ts); n < getManyMin {
+		t.Fatalf("only %d ids missing", n)
+	}
+	skip := errors.New("skip")
+	var got []*task.Task
+	_, errs := s.UpdateMany(t.Context(), ids, &store.UpdateOpts{Shared: true}, func(read []*task.Task) []error {
+		got = slices.Clone(read)
+		return slices.Repeat([]error{skip}, len(read))
+	})
+	byID := map[task.ID]*task.Task{}
+	for _, x := range ts {
+		byID[x.ID] = x
+	}
+	for i, id := range ids {
+		want, stored := byID[id]
+		switch {
+		case !stored && !errors.Is(errs[i], store.ErrNotFound):
+			t.Errorf("ids[%d] (not stored): error %v, want ErrNotFound", i, errs[i])
+		case !stored:
+		case got[i] == nil || got[i].ID != id || string(got[i].Payload) != string(want.Payload):
+			t.Errorf("ids[%d]: read %v, want the task %s with payload %s", i, got[i], id, want.Payload)
+		case !errors.Is(errs[i], skip):
+			t.Errorf("ids[%d]: error %v, want fn's", i, errs[i])
+		}
+	}
 }
