@@ -9,25 +9,32 @@ import (
 // long poll: Lease with a wait). Its mu guards the channels; nothing is
 // taken under it.
 type waiters struct {
-	index Index // PullDue tells the other nodes (none on one node)
-	mu    struct {
+	tell func(ctx context.Context, app string) // Index.PullDue: tells the other nodes; nil on one node
+	mu   struct {
 		sync.Mutex
 		m map[string]chan struct{}
 	}
 }
 
 func newWaiters(index Index) *waiters {
-	w := &waiters{index: index}
+	w := &waiters{}
+	if _, local := index.(*localIndex); !local {
+		w.tell = index.PullDue
+	}
 	w.mu.m = make(map[string]chan struct{})
 	return w
 }
 
-// due wakes the leases waiting on app, on every node.
+// due wakes the leases waiting on app, on every node. On one node it
+// makes no context: it runs for every pull task falling due.
 func (w *waiters) due(app string) {
 	w.notify(app)
+	if w.tell == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	w.index.PullDue(ctx, app)
+	w.tell(ctx, app)
 }
 
 // notify wakes this process's leases waiting on app.
