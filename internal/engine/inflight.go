@@ -34,7 +34,7 @@ func (s shares) node(p AppPolicy) int { return min(s.explicit(p), s.max) }
 type appSlots struct {
 	max      int // the node cap (shares.node)
 	inFlight int
-	taking   int // taken by fire jobs under way, not yet done with (localAdmission.taking)
+	taking   int       // taken by fire jobs under way, not yet done with (localAdmission.taking)
 	parked   []task.ID // due, waiting for a slot; sent to fire again when one frees
 }
 
