@@ -58,6 +58,15 @@ type admission interface {
 	kickParked(app string)
 	// slotFreed hears that one of app's cluster slots was given back.
 	slotFreed(app string)
+	// room says how many more of app's due tasks the fire path should
+	// take from the ready queues now, before their store read (bounded
+	// false: no bound). Params.Freed hears when an app has room again.
+	room(app string) (n int, bounded bool)
+	// taking counts n of app's tasks into (n < 0: out of) the fire jobs
+	// under way, taken for the room there was and not yet done with: the
+	// pump counts them in when it takes them, the fire job out when it
+	// ends, so that two jobs do not both take the same room.
+	taking(app string, n int)
 
 	// policiesChanged applies the policies in force (Policy) to the
 	// apps' limits in place: tasks waiting for a slot or a rate keep
@@ -85,6 +94,7 @@ type admissionParams struct {
 	Policy  func(app string) AppPolicy       // the policy in force (apps.of): read without a lock
 	Shares  shares                           // the node's in-flight caps
 	Enqueue func(app string, ids ...task.ID) // hands tasks held back to the workers (timekeeper.enqueue)
+	Freed   func()                           // an app has room for its due tasks again (timekeeper.roomFreed); nil: none
 }
 
 // InFlight returns app's push attempts under way and tasks parked for a

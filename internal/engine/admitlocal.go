@@ -19,6 +19,7 @@ type localAdmission struct {
 	policy  func(app string) AppPolicy // the policy in force (apps.of)
 	shares  shares
 	enqueue func(app string, ids ...task.ID)
+	freed   func() // nil: none
 
 	// mu guards every app's rate limiter, reservations, in-flight count
 	// and parked tasks: admit decides on all of them at once.
@@ -38,7 +39,7 @@ type localApp struct {
 var _ admission = (*localAdmission)(nil)
 
 func newLocalAdmission(p admissionParams) *localAdmission {
-	a := &localAdmission{policy: p.Policy, shares: p.Shares, enqueue: p.Enqueue}
+	a := &localAdmission{policy: p.Policy, shares: p.Shares, enqueue: p.Enqueue, freed: p.Freed}
 	a.mu.apps = map[string]*localApp{}
 	return a
 }
@@ -76,6 +77,9 @@ func (a *localAdmission) policiesChanged() {
 	a.mu.Unlock()
 	for app, ids := range unpark {
 		a.enqueue(app, ids...)
+	}
+	if a.freed != nil {
+		a.freed() // a raised cap is room for the tasks held in the ready queues
 	}
 }
 
@@ -153,9 +157,46 @@ func (a *localAdmission) enterGate(string, task.ID) {}
 
 func (a *localAdmission) release(app string, _ task.ID) {
 	a.mu.Lock()
-	next := a.getLocked(app).release()
+	st := a.getLocked(app)
+	next := st.release()
+	freed := st.room() >= st.hold()
 	a.mu.Unlock()
 	a.enqueue(app, next...)
+	if freed && a.freed != nil {
+		a.freed()
+	}
+}
+
+// room: an app's free in-flight slots; none while fewer than its hold are free and attempts are under
+// way, whose ends free more, so that a saturated app's tasks are read in
+// batches rather than one by one as each slot frees. The unknown app ""
+// has no bound.
+func (a *localAdmission) room(app string) (int, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if app == "" {
+		return 0, false // not known before the read
+	}
+	st := a.getLocked(app)
+	r := st.room()
+	if r < st.hold() && st.inFlight > 0 {
+		return 0, true
+	}
+	return r, true
+}
+
+func (a *localAdmission) taking(app string, n int) {
+	if app == "" {
+		return // never bounded (room)
+	}
+	a.mu.Lock()
+	st := a.getLocked(app)
+	st.taking += n
+	freed := n < 0 && st.room() >= st.hold()
+	a.mu.Unlock()
+	if freed && a.freed != nil {
+		a.freed()
+	}
 }
 
 // dropGrant: there are no grants on one node.

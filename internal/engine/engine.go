@@ -341,12 +341,13 @@ func New(cfg Config) (*Engine, error) {
 	holdMax := 0
 	// Admission follows the Limiter: the cluster's limits on deliveries
 	// through it (gate.go), or this process's (admitlocal.go).
-	ap := admissionParams{Policy: e.apps.of, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue}
+	ap := admissionParams{Policy: e.apps.of, Shares: sharesOf(cfg.MaxInFlight), Enqueue: e.tk.enqueue, Freed: e.tk.roomFreed}
 	if cfg.Limiter != nil {
 		e.admit = newClusterAdmission(ap, sharedLimits{limiter: cfg.Limiter, boot: e.boot, leaseGrace: cfg.LeaseGrace, log: cfg.Logger})
 	} else {
 		e.admit = newLocalAdmission(ap)
 	}
+	e.tk.room, e.tk.taking = e.admit.room, e.admit.taking
 	if cfg.Index != nil {
 		e.index = clusterIndex{cfg.Index}
 	} else {

@@ -128,6 +128,8 @@ const fireBatchMax = 128
 func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
 	wrote := sync.OnceFunc(done)
 	defer wrote()
+	counted := countByApp(taken)
+	defer func() { r.doneWith(counted) }() // on the returns before deliverAll
 	taken, ends, again := r.attempts.leasesDue(taken, msNowOf(r.clock))
 	r.tk.deferAll(again...)
 	if len(ends) > 0 {
@@ -173,7 +175,18 @@ func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
 		r.admit.release(t.App, t.ID)
 		r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
 	}
+	r.doneWith(counted) // decided: before the deliveries, which may take long
+	counted = nil
 	r.deliverAll(ctx, push)
+}
+
+// doneWith counts a fire job's tasks out of the ones taken (timekeeper.take)
+// when it ends: the admitted ones hold in-flight slots by then, and the
+// others need no room.
+func (r *firer) doneWith(taken map[string]int) {
+	for app, n := range taken {
+		r.admit.taking(app, -n)
+	}
 }
 
 // pace turns taken into firings, once each, leaving out the rated apps'

@@ -215,6 +215,12 @@ func (a *clusterAdmission) admit(app string, id task.ID, _ time.Time) (admitted,
 	return admitNow, time.Time{}
 }
 
+// room: no bound in a cluster, where the gates hold an app's tasks back
+// (a task over the node's cap parks after its read, as before).
+func (a *clusterAdmission) room(string) (int, bool) { return 0, false }
+
+func (a *clusterAdmission) taking(string, int) {}
+
 func (a *clusterAdmission) release(app string, id task.ID) {
 	a.mu.Lock()
 	st := a.getLocked(app)

@@ -34,11 +34,26 @@ func (s shares) node(p AppPolicy) int { return min(s.explicit(p), s.max) }
 type appSlots struct {
 	max      int // the node cap (shares.node)
 	inFlight int
+	taking   int       // taken by fire jobs under way, not yet done with (localAdmission.taking)
 	parked   []task.ID // due, waiting for a slot; sent to fire again when one frees
 }
 
 // full reports whether no attempt may start.
 func (s *appSlots) full() bool { return s.inFlight >= s.max }
+
+// room is how many more tasks the fire path should take now: the free
+// slots less the tasks fire jobs took and are still deciding. (The parked
+// tasks a slot frees for are sent back to the ready queue, where they
+// count among the tasks taken for it.)
+func (s *appSlots) room() int { return max(s.max-s.inFlight-s.taking, 0) }
+
+// hold is the room a saturated app waits for before more of its due
+// tasks are read (localAdmission.room): roomHold, or less for a small cap.
+func (s *appSlots) hold() int { return max(1, min(roomHold, s.max/4)) }
+
+// roomHold is the most a saturated app's hold is: its tasks are then read
+// by fire jobs of about this many (fireBatchMax at most).
+const roomHold = 32
 
 // park keeps id until a slot frees.
 func (s *appSlots) park(id task.ID) { s.parked = append(s.parked, id) }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toc-dev/toc/internal/clock"
@@ -28,6 +29,15 @@ type timekeeper struct {
 	kick     chan struct{}
 	ready    chan struct{}
 	loadKick chan struct{}
+
+	// room, set before start, says how many more of an app's due tasks
+	// the fire path should take now (bounded false: no bound): the
+	// admission's (room). Asked outside mu. heldBack says a take may have
+	// left tasks ready for want of room: roomFreed then wakes the
+	// dispatcher.
+	room     func(app string) (n int, bounded bool)
+	taking   func(app string, n int) // the admission's (taking): the tasks take hands out, by app
+	heldBack atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -173,17 +183,65 @@ func (k *timekeeper) contains(id task.ID) (time.Time, bool) {
 	return k.mu.core.Contains(id)
 }
 
-// take takes up to n ready tasks, the apps in turn, and wakes the loader
-// when that made room it stopped for lack of.
+// take takes up to n ready tasks, the apps in turn, each app's up to the
+// room its admission has for them (room), and wakes the loader when that
+// made room it stopped for lack of.
+//
+// An app at its in-flight cap leaves its tasks in its ready queue rather
+// than have them read from the store only to park (admission.admit),
+// then read again when a slot frees: in a burst of one app that was every
+// task read twice, in fire jobs of a task or two.
 func (k *timekeeper) take(n int) []sched.Taken {
+	var rooms map[string]int
+	if k.room != nil {
+		// Set before the rooms are asked: a slot freed from here on wakes
+		// the dispatcher to take again (roomFreed), so that none is missed.
+		k.heldBack.Store(true)
+		k.mu.Lock()
+		apps := k.mu.core.ReadyApps(nil)
+		k.mu.Unlock()
+		for _, app := range apps {
+			if r, bounded := k.room(app); bounded {
+				if rooms == nil {
+					rooms = make(map[string]int, len(apps))
+				}
+				rooms[app] = r
+			}
+		}
+	}
 	k.mu.Lock()
-	taken := k.mu.core.Take(n)
+	taken, held := k.mu.core.TakeWithin(n, rooms)
 	room := k.mu.core.NeedsLoad()
 	k.mu.Unlock()
+	k.heldBack.Store(held)
+	if k.taking != nil && len(taken) > 0 {
+		for app, n := range countByApp(taken) {
+			k.taking(app, n) // and out when the fire job ends (firer.fire)
+		}
+	}
 	if room && len(taken) > 0 {
 		signal(k.loadKick)
 	}
 	return taken
+}
+
+// countByApp counts taken by app, the unknown app "" left out.
+func countByApp(taken []sched.Taken) map[string]int {
+	n := make(map[string]int, 1)
+	for _, tk := range taken {
+		if tk.App != "" {
+			n[tk.App]++
+		}
+	}
+	return n
+}
+
+// roomFreed hears that an app has room for its due tasks again (admission):
+// the dispatcher takes again if a take left tasks for want of room.
+func (k *timekeeper) roomFreed() {
+	if k.heldBack.Load() {
+		k.signalReady()
+	}
 }
 
 // beginScan and endScan bracket the loader's read of one page of the wake

@@ -299,17 +299,49 @@ func (c *Core) Advance(now time.Time) (moved int, next time.Time) {
 // (see Fair turns in the package doc), each app's tasks in the order they
 // came due.
 func (c *Core) Take(limit int) []Taken {
+	taken, _ := c.TakeWithin(limit, nil)
+	return taken
+}
+
+// ReadyApps appends to apps the apps with tasks waiting to be taken, in
+// the order of their turns from the one whose turn it is: what an owner
+// asks room for before TakeWithin.
+func (c *Core) ReadyApps(apps []string) []string {
+	for i := range c.ring {
+		apps = append(apps, c.ring[(c.turn+i)%len(c.ring)].app)
+	}
+	return apps
+}
+
+// TakeWithin is Take with room for each app: at most room[app] of app's
+// tasks are taken (an app that is not in room has no bound). An app with
+// no room left is passed over without losing its turn's credit: its tasks
+// stay ready, in their order, until a later call finds room for them.
+// heldBack reports whether a bound left tasks that limit would have taken.
+func (c *Core) TakeWithin(limit int, room map[string]int) (taken []Taken, heldBack bool) {
 	n := min(c.nready, limit)
 	if n <= 0 {
-		return nil
+		return nil, false
 	}
 	out := make([]Taken, 0, n)
-	for len(out) < n {
+	passed := 0 // apps passed over in a row for want of room
+	for len(out) < n && passed < len(c.ring) {
 		q := c.ring[c.turn]
 		if q.credit <= 0 {
 			q.credit = max(1, c.cfg.Weight(q.app))
 		}
 		k := min(q.credit, len(q.ids), n-len(out))
+		if r, bounded := room[q.app]; bounded {
+			k = min(k, max(r, 0))
+			room[q.app] = r - k
+		}
+		if k == 0 {
+			heldBack = true
+			passed++
+			c.turn = (c.turn + 1) % len(c.ring)
+			continue
+		}
+		passed = 0
 		for _, id := range q.ids[:k] {
 			out = append(out, Taken{ID: id, App: q.app})
 		}
@@ -330,7 +362,7 @@ func (c *Core) Take(limit int) []Taken {
 			c.turn = (c.turn + 1) % len(c.ring)
 		}
 	}
-	return out
+	return out, heldBack
 }
 
 // queue returns app's ready queue, which joins the turns last (just

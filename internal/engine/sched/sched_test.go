@@ -286,3 +286,49 @@ func TestFairTurns(t *testing.T) {
 		t.Errorf("stats after taking all %+v", s)
 	}
 }
+
+// TestTakeWithinRoom: an app with no room left is passed over, its tasks
+// kept ready in order and its turn's credit kept; the others go on.
+func TestTakeWithinRoom(t *testing.T) {
+	c := newCore(1000) // shop's weight is 2
+	loadTo(t, c, ms(1000))
+	for i := range 10 {
+		c.Track(Entry{ID: id(i), WakeAt: ms(10 + i), App: "shop"})
+		c.Track(Entry{ID: id(100 + i), WakeAt: ms(10 + i), App: "bank"})
+	}
+	c.Advance(ms(30))
+	if got := c.ReadyApps(nil); len(got) != 2 {
+		t.Fatalf("ready apps %q, want shop and bank", got)
+	}
+	room := map[string]int{"shop": 1}
+	got, held := c.TakeWithin(6, room)
+	var shop, bank []task.ID
+	for _, tk := range got {
+		if tk.App == "shop" {
+			shop = append(shop, tk.ID)
+		} else {
+			bank = append(bank, tk.ID)
+		}
+	}
+	if len(got) != 6 || len(shop) != 1 || !held {
+		t.Fatalf("took %d (%d of shop's), held back %v; want 6, 1 of shop's, held back", len(got), len(shop), held)
+	}
+	if shop[0] != id(0) || bank[0] != id(100) {
+		t.Errorf("took %v: not in due order", takeIDs(got))
+	}
+	if room["shop"] != 0 {
+		t.Errorf("room left for shop %d, want 0", room["shop"])
+	}
+	// No room for anyone: nothing is taken, and nothing is lost.
+	if got, held := c.TakeWithin(10, map[string]int{"shop": 0, "bank": 0}); len(got) != 0 || !held {
+		t.Fatalf("took %d with no room (held back %v), want none", len(got), held)
+	}
+	// Room again: shop's turn goes on (a credit of one left), then bank's.
+	got, held = c.TakeWithin(3, nil)
+	if held || len(got) != 3 || got[0].ID != id(1) || got[1].App != "bank" {
+		t.Errorf("took %v (held back %v), want shop's next task first, then bank's", takeIDs(got), held)
+	}
+	if s := c.Stats(); s.Ready != 20-6-3 {
+		t.Errorf("ready %d, want %d", s.Ready, 20-6-3)
+	}
+}
