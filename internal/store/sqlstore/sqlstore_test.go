@@ -416,7 +416,7 @@ func TestNoSyncRead(t *testing.T) {
 		args      []any
 	}{
 		{"get_for_update_no_sync", sqlstore.NoSyncReadSQL(s, tk.ID), []any{tk.ID[:]}},
-		{"get_many_for_update_no_sync", many, []any{missing[:], tk.ID[:]}},
+		{"get_many_for_update_no_sync", many, []any{[][]byte{missing[:], tk.ID[:]}}},
 	} {
 		if tt.sql == "" {
 			t.Fatalf("the PostgreSQL dialect has no %s", tt.name)
