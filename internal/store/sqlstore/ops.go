@@ -193,6 +193,9 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []item, res []st
 		return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.t.App, b.t.App),
 			cmp.Compare(a.t.Key, b.t.Key), bytes.Compare(a.t.ID[:], b.t.ID[:]))
 	})
+	if done, err := s.createNew(ctx, db, ins, res); done || err != nil {
+		return err
+	}
 	return s.inTx(ctx, db, "create", func(tx *sql.Tx) error {
 		pending := ins
 		for try := 0; len(pending) > 0; try++ {
@@ -216,6 +219,44 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []item, res []st
 		}
 		return nil
 	})
+}
+
+// createNew tries the create of ins with the dialect's insert_tables_new,
+// in one statement outside a transaction: done says it stored them all. A
+// key taken (or a deadlock lost) fails the statement as a whole; then
+// createIn runs the create in a transaction, which finds the keys' holders.
+func (s *Store) createNew(ctx context.Context, db *database, ins []item, res []store.CreateResult) (done bool, err error) {
+	q := db.insertTablesNew
+	if q == nil {
+		return false, nil
+	}
+	n := 0
+	for range chunks(ins, true) {
+		if n++; n > 1 {
+			return false, nil // more than a statement: in a transaction
+		}
+	}
+	rows := make([][]any, len(ins))
+	for k, it := range ins {
+		rows[k] = append(it.cols[:len(it.cols):len(it.cols)], int64(it.table))
+	}
+	args, err := q.bindRows(rows)
+	if err != nil {
+		return false, err
+	}
+	inserted, err := queryIDs(ctx, db.db, q.sql, args)
+	switch {
+	case err != nil && (s.dialect.taken(err) || s.dialect.retryable(err)):
+		return false, nil
+	case err != nil:
+		return false, err
+	case len(inserted) != len(ins):
+		return false, fmt.Errorf("insert into the tables of database %d stored %d of %d tasks", db.index, len(inserted), len(ins))
+	}
+	for _, it := range ins {
+		res[it.i] = store.CreateResult{Task: it.t, Created: true}
+	}
+	return true, nil
 }
 
 // chunks yields runs of ins that go to one table (to any, with anyTable:
@@ -632,7 +673,20 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 // its no-sync twin) per table; it sets the readErrs of those it can't read.
 // It returns the transaction, for the caller to end, or an error after
 // rolling it back.
+//
+// An optimistic read with the dialect's multi-table statements takes no
+// transaction (it returns nil): it locks nothing, and each fenced write is
+// a statement of its own (writeMany).
 func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic bool, ids []task.ID, its []item, olds []*task.Task, raws [][]byte, readErrs []error) (*sql.Tx, error) {
+	tables := optimistic && db.readTablesNoSync != nil && db.updateTablesFenced != nil
+	if tables {
+		for chunk := range chunks(its, true) {
+			if err := readChunk(ctx, db.db, *db.readTablesNoSync, ids, chunk, olds, raws, readErrs); err != nil {
+				return nil, fmt.Errorf("read from the tables: %w", err)
+			}
+		}
+		return nil, nil
+	}
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -644,24 +698,14 @@ func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic b
 	case noSync && s.dialect.queries["get_many_for_update_no_sync"] != nil:
 		read = "get_many_for_update_no_sync"
 	}
-	tables := optimistic && db.readTablesNoSync != nil && db.updateTablesFenced != nil
-	for chunk := range chunks(its, tables) {
+	for chunk := range chunks(its, false) {
 		table := chunk[0].table
-		var q query
-		var err error
-		if tables {
-			q = *db.readTablesNoSync
-		} else {
-			q, err = s.sizedQuery(db, read, table, len(chunk))
-		}
+		q, err := s.sizedQuery(db, read, table, len(chunk))
 		if err == nil {
 			err = readChunk(ctx, tx, q, ids, chunk, olds, raws, readErrs)
 		}
 		if err != nil {
 			tx.Rollback()
-			if tables {
-				return nil, fmt.Errorf("read from the tables: %w", err)
-			}
 			return nil, fmt.Errorf("read from %s: %w", db.tables[table], err)
 		}
 	}
@@ -671,7 +715,7 @@ func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic b
 // readChunk runs q, the read of the tasks chunk of one table, and fills
 // their olds and readErrs: a task not stored gets ErrNotFound, one whose
 // record can't be decoded that error.
-func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []item, olds []*task.Task, raws [][]byte, readErrs []error) error {
+func readChunk(ctx context.Context, tx querier, q query, ids []task.ID, chunk []item, olds []*task.Task, raws [][]byte, readErrs []error) error {
 	idRows := make([][]any, len(chunk))
 	for k, it := range chunk {
 		idRows[k] = []any{ids[it.i][:], int64(it.table)} // the table for a multi-table read
@@ -731,6 +775,10 @@ func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []
 // is still raws[i], the one read (update_many_fenced, which returns the ids
 // it wrote), and writeMany returns the indexes of the tasks not written
 // because their row changed meanwhile.
+//
+// Without tx (readMany's optimistic read with the multi-table statements)
+// the writes fit in one statement, its own transaction, or writeMany
+// begins one for them.
 func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []item, raws [][]byte) (changed map[int]bool, err error) {
 	slices.SortFunc(ws, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(a.t.ID, b.t.ID))
@@ -740,6 +788,22 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 		name = "update_many_fenced"
 	}
 	tables := raws != nil && db.readTablesNoSync != nil && db.updateTablesFenced != nil
+	var on querier = db.db
+	if tx == nil {
+		n := 0
+		for range chunks(ws, tables) {
+			n++
+		}
+		if n > 1 {
+			if tx, err = db.db.BeginTx(ctx, nil); err != nil {
+				return nil, fmt.Errorf("begin: %w", err)
+			}
+			defer tx.Rollback() // after the commit: sql.ErrTxDone
+		}
+	}
+	if tx != nil {
+		on = tx
+	}
 	for chunk := range chunks(ws, tables) {
 		table := chunk[0].table
 		var q query
@@ -768,12 +832,12 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 			return nil, err
 		}
 		if raws == nil {
-			if _, err := tx.ExecContext(ctx, q.sql, args...); err != nil {
+			if _, err := on.ExecContext(ctx, q.sql, args...); err != nil {
 				return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
 			}
 			continue
 		}
-		wrote, err := queryIDs(ctx, tx, q.sql, args)
+		wrote, err := queryIDs(ctx, on, q.sql, args)
 		if err != nil {
 			return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
 		}
@@ -786,6 +850,9 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 			}
 		}
 	}
+	if tx == nil {
+		return changed, nil
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
@@ -793,7 +860,7 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 }
 
 // queryIDs runs a statement that returns task ids, and returns them.
-func queryIDs(ctx context.Context, tx *sql.Tx, query string, args []any) (map[task.ID]bool, error) {
+func queryIDs(ctx context.Context, tx querier, query string, args []any) (map[task.ID]bool, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

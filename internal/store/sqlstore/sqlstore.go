@@ -138,7 +138,7 @@ type database struct {
 	// Optional, the multi-table statements (a batch's rows of every table
 	// in one statement): nil when the dialect has none (the per-table
 	// multi-row ones are used).
-	insertTables, readTablesNoSync, updateTablesFenced *query
+	insertTables, insertTablesNew, readTablesNoSync, updateTablesFenced *query
 	// Of the database's one schedule table (schedules.go).
 	schedules scheduleQueries
 
@@ -275,7 +275,8 @@ func (s *Store) prepare(db *database) error {
 		name string
 		dst  **query
 	}{
-		{"insert_tables", &db.insertTables}, {"get_many_no_sync_tables", &db.readTablesNoSync},
+		{"insert_tables", &db.insertTables}, {"insert_tables_new", &db.insertTablesNew},
+		{"get_many_no_sync_tables", &db.readTablesNoSync},
 		{"update_many_fenced_tables", &db.updateTablesFenced},
 	} {
 		if s.dialect.queries[a.name] == nil {

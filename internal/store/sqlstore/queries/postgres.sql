@@ -272,21 +272,43 @@ i{{$i}} AS (
 ){{end}}
 {{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}SELECT id FROM i{{$i}}{{end}}
 
+-- name: insert_tables_new
+-- insert_tables for tasks whose keys are free: a key taken fails the
+-- statement (unique_violation), which rolls back as a whole, and the store
+-- then runs the create again in a transaction, with insert_tables. Run on
+-- its own, a statement is a transaction: a gathered create is one round
+-- trip instead of a BEGIN, an insert and a COMMIT.
+WITH v AS (
+    SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::text[], {{colarg 2}}::bytea[], {{colarg 3}}::bigint[],
+        {{colarg 4}}::text[], {{colarg 5}}::bigint[], {{colarg 6}}::bigint[], {{colarg 7}}::bigint[], {{colarg 8}}::bytea[],
+        {{colarg 9}}::bigint[])
+        AS v (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record, tbl)
+){{range $i, $t := .Tables}},
+i{{$i}} AS (
+    INSERT INTO {{$t}} (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+    SELECT id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record FROM v WHERE tbl = {{$i}}
+    RETURNING id
+){{end}}
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}SELECT id FROM i{{$i}}{{end}}
+
 -- name: get_many_no_sync_tables
--- get_many_no_sync of rows of any table of the database.
+-- get_many_no_sync of rows of any table of the database. The store runs it
+-- outside a transaction (it locks nothing), and the write that follows,
+-- update_many_fenced_tables, turns synchronous_commit off itself.
 WITH v AS (SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::bigint[]) AS v (id, tbl))
 {{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
-SELECT id, record FROM {{$t}}
-WHERE id IN (SELECT id FROM v WHERE tbl = {{$i}})
-  AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+SELECT id, record FROM {{$t}} WHERE id IN (SELECT id FROM v WHERE tbl = {{$i}})
 {{- end}}
 
 -- name: update_many_fenced_tables
--- update_many_fenced of rows of any table of the database.
+-- update_many_fenced of rows of any table of the database. The store runs
+-- it as a transaction of its own, which commits as get_many_no_sync's:
+-- without waiting for its WAL to be flushed.
 WITH v AS (
     SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::bigint[], {{colarg 2}}::text[], {{colarg 3}}::bigint[],
         {{colarg 4}}::bigint[], {{colarg 5}}::bigint[], {{colarg 6}}::bytea[], {{colarg 7}}::bytea[], {{colarg 8}}::bigint[])
         AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record, old, tbl)
+    WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
 ){{range $i, $t := .Tables}},
 u{{$i}} AS (
     UPDATE {{$t}} AS t
