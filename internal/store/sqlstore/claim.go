@@ -104,7 +104,11 @@ func (s *Store) createClaimed(ctx context.Context, t *task.Task) (store.CreateRe
 			if err != nil {
 				return err
 			}
-			r, err := tx.ExecContext(ctx, q.sql, claim...)
+			args, err := q.bindRows([][]any{claim})
+			if err != nil {
+				return err
+			}
+			r, err := tx.ExecContext(ctx, q.sql, args...)
 			if err != nil {
 				return fmt.Errorf("insert into %s: %w", kdb.tables[ktable], err)
 			}

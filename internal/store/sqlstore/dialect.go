@@ -45,6 +45,10 @@ type dialect struct {
 	// meet (the server shut down or is starting); lostConnection covers
 	// what every driver shares.
 	unavailable func(error) bool
+
+	// taken reports a unique_violation: insert_tables_new met a key (or
+	// id) already stored. Only with insert_tables_new.
+	taken func(error) bool
 }
 
 var (
@@ -57,6 +61,10 @@ var (
 			var pe *pgconn.PgError
 			// deadlock_detected, serialization_failure
 			return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+		},
+		taken: func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "23505"
 		},
 		unavailable: func(err error) bool {
 			var pe *pgconn.PgError

@@ -52,6 +52,16 @@ func NoSyncManyReadSQL(s *Store, id task.ID, rows int) (string, error) {
 	return q.sql, err
 }
 
+// UpdateTablesFencedSQL returns the update_many_fenced_tables query of
+// id's database, or "" when the dialect has none.
+func UpdateTablesFencedSQL(s *Store, id task.ID) string {
+	db, _, ok := s.route(id.Shard())
+	if !ok || db.updateTablesFenced == nil {
+		return ""
+	}
+	return db.updateTablesFenced.sql
+}
+
 // OpenConns returns how many connections each database's pool holds.
 func OpenConns(s *Store) []int {
 	var n []int

@@ -22,9 +22,12 @@ import (
 // Multi-row statements (the inserts of Create, the reads and updates of
 // UpdateMany) hold at most maxRows rows and, past the first row, maxBytes of
 // records (MySQL's max_allowed_packet is 16 MiB by default).
+// A multi-table statement (PostgreSQL's, whose rows are arrays: one
+// parameter per column) holds up to maxRowsTables.
 const (
-	maxRows  = 100
-	maxBytes = 4 << 20
+	maxRows       = 100
+	maxRowsTables = 1000
+	maxBytes      = 4 << 20
 )
 
 // maxTxAttempts bounds the runs of a Create or Sweep transaction that loses
@@ -190,6 +193,9 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []item, res []st
 		return cmp.Or(cmp.Compare(a.table, b.table), cmp.Compare(a.t.App, b.t.App),
 			cmp.Compare(a.t.Key, b.t.Key), bytes.Compare(a.t.ID[:], b.t.ID[:]))
 	})
+	if done, err := s.createNew(ctx, db, ins, res); done || err != nil {
+		return err
+	}
 	return s.inTx(ctx, db, "create", func(tx *sql.Tx) error {
 		pending := ins
 		for try := 0; len(pending) > 0; try++ {
@@ -198,8 +204,12 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []item, res []st
 				return fmt.Errorf("task %s: its key %q of app %q is taken, yet no task has it (or its id is already stored)", it.t.ID, it.t.Key, it.t.App)
 			}
 			var again []item
-			for chunk := range chunks(pending) {
-				a, err := s.insertChunk(ctx, tx, db, chunk, res)
+			insert := s.insertChunk
+			if db.insertTables != nil {
+				insert = s.insertTablesChunk
+			}
+			for chunk := range chunks(pending, db.insertTables != nil) {
+				a, err := insert(ctx, tx, db, chunk, res)
 				if err != nil {
 					return err
 				}
@@ -211,13 +221,56 @@ func (s *Store) createIn(ctx context.Context, db *database, ins []item, res []st
 	})
 }
 
-// chunks yields runs of ins that go to one table and fit one statement.
-func chunks(ins []item) func(yield func([]item) bool) {
+// createNew tries the create of ins with the dialect's insert_tables_new,
+// in one statement outside a transaction: done says it stored them all. A
+// key taken (or a deadlock lost) fails the statement as a whole; then
+// createIn runs the create in a transaction, which finds the keys' holders.
+func (s *Store) createNew(ctx context.Context, db *database, ins []item, res []store.CreateResult) (done bool, err error) {
+	q := db.insertTablesNew
+	if q == nil {
+		return false, nil
+	}
+	n := 0
+	for range chunks(ins, true) {
+		if n++; n > 1 {
+			return false, nil // more than a statement: in a transaction
+		}
+	}
+	rows := make([][]any, len(ins))
+	for k, it := range ins {
+		rows[k] = append(it.cols[:len(it.cols):len(it.cols)], int64(it.table))
+	}
+	args, err := q.bindRows(rows)
+	if err != nil {
+		return false, err
+	}
+	inserted, err := queryIDs(ctx, db.db, q.sql, args)
+	switch {
+	case err != nil && (s.dialect.taken(err) || s.dialect.retryable(err)):
+		return false, nil
+	case err != nil:
+		return false, err
+	case len(inserted) != len(ins):
+		return false, fmt.Errorf("insert into the tables of database %d stored %d of %d tasks", db.index, len(inserted), len(ins))
+	}
+	for _, it := range ins {
+		res[it.i] = store.CreateResult{Task: it.t, Created: true}
+	}
+	return true, nil
+}
+
+// chunks yields runs of ins that go to one table (to any, with anyTable:
+// for a multi-table statement) and fit one statement.
+func chunks(ins []item, anyTable bool) func(yield func([]item) bool) {
 	return func(yield func([]item) bool) {
 		start, size := 0, 0
 		for i, it := range ins {
 			n := it.size()
-			if i > start && (it.table != ins[start].table || i-start == maxRows || size+n > maxBytes) {
+			rows := maxRows
+			if anyTable {
+				rows = maxRowsTables
+			}
+			if i > start && (!anyTable && it.table != ins[start].table || i-start == rows || size+n > maxBytes) {
 				if !yield(ins[start:i]) {
 					return
 				}
@@ -239,12 +292,13 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 	if err != nil {
 		return nil, err
 	}
-	args := make([]any, 0, len(q.params))
-	for _, it := range chunk {
-		args = append(args, it.cols...)
+	rows := make([][]any, len(chunk))
+	for k, it := range chunk {
+		rows[k] = it.cols
 	}
-	if len(args) != len(q.params) {
-		return nil, fmt.Errorf("sqlstore: insert of %d rows has %d parameters, not %d", len(chunk), len(q.params), len(args))
+	args, err := q.bindRows(rows)
+	if err != nil {
+		return nil, err
 	}
 	r, err := tx.ExecContext(ctx, q.sql, args...)
 	if err != nil {
@@ -264,32 +318,21 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 	// Some keys were taken: find out whose.
 	var again []item
 	created := 0
-	hq := db.keyHolder[table]
 	for _, it := range chunk {
 		if it.t.Key == "" {
 			res[it.i] = store.CreateResult{Task: it.t, Created: true}
 			created++
 			continue
 		}
-		id, rec, held, err := readKeyHolder(ctx, tx, hq, it.t.App, it.t.Key)
-		switch {
-		case err != nil:
+		a, c, err := s.keyTaken(ctx, tx, db, it, res)
+		if err != nil {
 			return nil, err
-		case !held:
+		}
+		if a {
 			again = append(again, it)
-		case bytes.Equal(id, it.t.ID[:]):
-			res[it.i] = store.CreateResult{Task: it.t, Created: true}
+		}
+		if c {
 			created++
-		default:
-			holder, claimGone, err := s.resolveHolder(ctx, tx, db, table, rec) // a key claim: claim.go
-			switch {
-			case err != nil:
-				return nil, fmt.Errorf("task %x: %w", id, err)
-			case claimGone:
-				again = append(again, it)
-			default:
-				res[it.i] = store.CreateResult{Task: holder}
-			}
 		}
 	}
 	if created != int(n) {
@@ -297,6 +340,68 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 		return nil, fmt.Errorf("insert into %s stored %d rows, but %d tasks are new: an id is already stored", db.tables[table], n, created)
 	}
 	return again, nil
+}
+
+// insertTablesChunk is insertChunk with the dialect's multi-table insert:
+// the tasks of chunk may go to any table of db, and the ids of those
+// inserted come back, so only the others are looked up by key.
+func (s *Store) insertTablesChunk(ctx context.Context, tx *sql.Tx, db *database, chunk []item, res []store.CreateResult) ([]item, error) {
+	rows := make([][]any, len(chunk))
+	for k, it := range chunk {
+		rows[k] = append(it.cols[:len(it.cols):len(it.cols)], int64(it.table))
+	}
+	args, err := db.insertTables.bindRows(rows)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := queryIDs(ctx, tx, db.insertTables.sql, args)
+	if err != nil {
+		return nil, fmt.Errorf("insert into the tables of database %d: %w", db.index, err)
+	}
+	var again []item
+	for _, it := range chunk {
+		switch {
+		case inserted[it.t.ID]:
+			res[it.i] = store.CreateResult{Task: it.t, Created: true}
+		case it.t.Key == "":
+			return nil, fmt.Errorf("insert into %s skipped task %s: its id is already stored", db.tables[it.table], it.t.ID)
+		default:
+			a, _, err := s.keyTaken(ctx, tx, db, it, res)
+			if err != nil {
+				return nil, err
+			}
+			if a {
+				again = append(again, it)
+			}
+		}
+	}
+	return again, nil
+}
+
+// keyTaken resolves the create of it, a keyed task an insert skipped or
+// may have (its key was taken): it reads the key's holder and fills it's
+// result, or reports again (the holder is gone: insert it again). created
+// says the holder is it itself.
+func (s *Store) keyTaken(ctx context.Context, tx *sql.Tx, db *database, it item, res []store.CreateResult) (again, created bool, err error) {
+	id, rec, held, err := readKeyHolder(ctx, tx, db.keyHolder[it.table], it.t.App, it.t.Key)
+	switch {
+	case err != nil:
+		return false, false, err
+	case !held:
+		return true, false, nil
+	case bytes.Equal(id, it.t.ID[:]):
+		res[it.i] = store.CreateResult{Task: it.t, Created: true}
+		return false, true, nil
+	}
+	holder, claimGone, err := s.resolveHolder(ctx, tx, db, it.table, rec) // a key claim: claim.go
+	switch {
+	case err != nil:
+		return false, false, fmt.Errorf("task %x: %w", id, err)
+	case claimGone:
+		return true, false, nil
+	}
+	res[it.i] = store.CreateResult{Task: holder}
+	return false, false, nil
 }
 
 // readKeyHolder runs hq, which selects the id and record of the row that
@@ -568,7 +673,20 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 // its no-sync twin) per table; it sets the readErrs of those it can't read.
 // It returns the transaction, for the caller to end, or an error after
 // rolling it back.
+//
+// An optimistic read with the dialect's multi-table statements takes no
+// transaction (it returns nil): it locks nothing, and each fenced write is
+// a statement of its own (writeMany).
 func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic bool, ids []task.ID, its []item, olds []*task.Task, raws [][]byte, readErrs []error) (*sql.Tx, error) {
+	tables := optimistic && db.readTablesNoSync != nil && db.updateTablesFenced != nil
+	if tables {
+		for chunk := range chunks(its, true) {
+			if err := readChunk(ctx, db.db, *db.readTablesNoSync, ids, chunk, olds, raws, readErrs); err != nil {
+				return nil, fmt.Errorf("read from the tables: %w", err)
+			}
+		}
+		return nil, nil
+	}
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -580,7 +698,7 @@ func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic b
 	case noSync && s.dialect.queries["get_many_for_update_no_sync"] != nil:
 		read = "get_many_for_update_no_sync"
 	}
-	for chunk := range chunks(its) {
+	for chunk := range chunks(its, false) {
 		table := chunk[0].table
 		q, err := s.sizedQuery(db, read, table, len(chunk))
 		if err == nil {
@@ -597,10 +715,14 @@ func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic b
 // readChunk runs q, the read of the tasks chunk of one table, and fills
 // their olds and readErrs: a task not stored gets ErrNotFound, one whose
 // record can't be decoded that error.
-func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []item, olds []*task.Task, raws [][]byte, readErrs []error) error {
-	args := make([]any, len(chunk))
+func readChunk(ctx context.Context, tx querier, q query, ids []task.ID, chunk []item, olds []*task.Task, raws [][]byte, readErrs []error) error {
+	idRows := make([][]any, len(chunk))
 	for k, it := range chunk {
-		args[k] = ids[it.i][:]
+		idRows[k] = []any{ids[it.i][:], int64(it.table)} // the table for a multi-table read
+	}
+	args, err := q.bindRows(idRows)
+	if err != nil {
+		return err
 	}
 	rows, err := tx.QueryContext(ctx, q.sql, args...)
 	if err != nil {
@@ -653,6 +775,10 @@ func readChunk(ctx context.Context, tx *sql.Tx, q query, ids []task.ID, chunk []
 // is still raws[i], the one read (update_many_fenced, which returns the ids
 // it wrote), and writeMany returns the indexes of the tasks not written
 // because their row changed meanwhile.
+//
+// Without tx (readMany's optimistic read with the multi-table statements)
+// the writes fit in one statement, its own transaction, or writeMany
+// begins one for them.
 func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []item, raws [][]byte) (changed map[int]bool, err error) {
 	slices.SortFunc(ws, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.table, b.table), compareIDs(a.t.ID, b.t.ID))
@@ -661,31 +787,57 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 	if raws != nil {
 		name = "update_many_fenced"
 	}
-	for chunk := range chunks(ws) {
+	tables := raws != nil && db.readTablesNoSync != nil && db.updateTablesFenced != nil
+	var on querier = db.db
+	if tx == nil {
+		n := 0
+		for range chunks(ws, tables) {
+			n++
+		}
+		if n > 1 {
+			if tx, err = db.db.BeginTx(ctx, nil); err != nil {
+				return nil, fmt.Errorf("begin: %w", err)
+			}
+			defer tx.Rollback() // after the commit: sql.ErrTxDone
+		}
+	}
+	if tx != nil {
+		on = tx
+	}
+	for chunk := range chunks(ws, tables) {
 		table := chunk[0].table
-		q, err := s.sizedQuery(db, name, table, len(chunk))
-		if err != nil {
+		var q query
+		var err error
+		if tables {
+			q = *db.updateTablesFenced
+		} else if q, err = s.sizedQuery(db, name, table, len(chunk)); err != nil {
 			return nil, err
 		}
 		// The columns of update_many's rows: id, then all but app and key;
 		// fenced, the record read after them.
-		args := make([]any, 0, len(q.params))
-		for _, w := range chunk {
-			args = append(append(args, w.cols[0]), w.cols[3:]...)
+		rows := make([][]any, len(chunk))
+		for k, w := range chunk {
+			row := make([]any, 0, 10)
+			row = append(append(row, w.cols[0]), w.cols[3:]...)
 			if raws != nil {
-				args = append(args, raws[w.i])
+				row = append(row, raws[w.i])
 			}
+			if tables {
+				row = append(row, int64(w.table))
+			}
+			rows[k] = row
 		}
-		if len(args) != len(q.params) {
-			return nil, fmt.Errorf("sqlstore: %s of %d rows has %d parameters, not %d", name, len(chunk), len(q.params), len(args))
+		args, err := q.bindRows(rows)
+		if err != nil {
+			return nil, err
 		}
 		if raws == nil {
-			if _, err := tx.ExecContext(ctx, q.sql, args...); err != nil {
+			if _, err := on.ExecContext(ctx, q.sql, args...); err != nil {
 				return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
 			}
 			continue
 		}
-		wrote, err := queryIDs(ctx, tx, q.sql, args)
+		wrote, err := queryIDs(ctx, on, q.sql, args)
 		if err != nil {
 			return nil, fmt.Errorf("update %s: %w", db.tables[table], err)
 		}
@@ -698,6 +850,9 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 			}
 		}
 	}
+	if tx == nil {
+		return changed, nil
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
@@ -705,7 +860,7 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 }
 
 // queryIDs runs a statement that returns task ids, and returns them.
-func queryIDs(ctx context.Context, tx *sql.Tx, query string, args []any) (map[task.ID]bool, error) {
+func queryIDs(ctx context.Context, tx querier, query string, args []any) (map[task.ID]bool, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

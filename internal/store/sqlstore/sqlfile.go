@@ -84,6 +84,7 @@ func (ph placeholders) render(t *template.Template, data tmplData) (query, error
 	c.Funcs(template.FuncMap{
 		"arg":    next,
 		"rowarg": func(r, col int) string { return next(rowParam(r, col)) },
+		"colarg": func(col int) string { return next(colParam(col)) },
 		"values": func(rows, cols int) string {
 			var b strings.Builder
 			for r := range rows {
@@ -114,11 +115,120 @@ func (ph placeholders) render(t *template.Template, data tmplData) (query, error
 // r, column c.
 func rowParam(r, c int) string { return fmt.Sprintf("r%d.c%d", r, c) }
 
+// colParam is the name {{colarg}} gives the parameter of column c: an array
+// of every row's value (PostgreSQL's unnest and = ANY), so that the text of
+// a multi-row statement, and the statement the driver prepares and caches
+// for it, is one whatever the number of rows.
+func colParam(c int) string { return "col" + strconv.Itoa(c) }
+
+// bindRows returns the arguments of q, a multi-row statement, for rows
+// (each row's values in column order): a {{rowarg}} or {{values}}
+// parameter takes its row's value, a {{colarg}} one the column's values as
+// an array (columnArray).
+func (q query) bindRows(rows [][]any) ([]any, error) {
+	out := make([]any, 0, len(q.params))
+	for _, name := range q.params {
+		if c, ok := strings.CutPrefix(name, "col"); ok {
+			n, err := strconv.Atoi(c)
+			if err != nil {
+				return nil, fmt.Errorf("sqlstore: parameter %q of a multi-row statement", name)
+			}
+			a, err := columnArray(rows, n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+			continue
+		}
+		row, col, ok := parseRowParam(name)
+		if !ok || row >= len(rows) || col >= len(rows[row]) {
+			return nil, fmt.Errorf("sqlstore: parameter %q of a statement of %d rows", name, len(rows))
+		}
+		out = append(out, rows[row][col])
+	}
+	return out, nil
+}
+
+// parseRowParam reads rowParam's name back.
+func parseRowParam(name string) (row, col int, ok bool) {
+	r, c, ok := strings.Cut(name, ".")
+	r, ok1 := strings.CutPrefix(r, "r")
+	c, ok2 := strings.CutPrefix(c, "c")
+	row, err1 := strconv.Atoi(r)
+	col, err2 := strconv.Atoi(c)
+	return row, col, ok && ok1 && ok2 && err1 == nil && err2 == nil
+}
+
+// columnArray returns column c of rows as a typed slice the driver sends as
+// an array: [][]byte (a nil one is NULL), []string, or []int64 ([]*int64
+// when a value is NULL).
+func columnArray(rows [][]any, c int) (any, error) {
+	var kind any // the first non-NULL value
+	nulls := false
+	for _, r := range rows {
+		if r[c] == nil {
+			nulls = true
+		} else if kind == nil {
+			kind = r[c]
+		}
+	}
+	switch kind.(type) {
+	case nil, []byte:
+		a := make([][]byte, len(rows))
+		for i, r := range rows {
+			b, ok := r[c].([]byte)
+			if !ok && r[c] != nil {
+				return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
+			}
+			a[i] = b
+		}
+		return a, nil
+	case string:
+		if nulls {
+			break
+		}
+		a := make([]string, len(rows))
+		for i, r := range rows {
+			v, ok := r[c].(string)
+			if !ok {
+				return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
+			}
+			a[i] = v
+		}
+		return a, nil
+	case int64:
+		if !nulls {
+			a := make([]int64, len(rows))
+			for i, r := range rows {
+				v, ok := r[c].(int64)
+				if !ok {
+					return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
+				}
+				a[i] = v
+			}
+			return a, nil
+		}
+		a := make([]*int64, len(rows))
+		for i, r := range rows {
+			v, ok := r[c].(int64)
+			if !ok && r[c] != nil {
+				return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
+			}
+			if ok {
+				a[i] = &v
+			}
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T", c, kind)
+}
+
 // parseFuncs stand in for the functions render binds, at parse time.
 var parseFuncs = template.FuncMap{
 	"arg":    func(string) string { return "" },
 	"values": func(int, int) string { return "" },
 	"rowarg": func(int, int) string { return "" },
+	"colarg": func(int) string { return "" },
 }
 
 // parseQueries reads a queries file: each "-- name: x" line starts query

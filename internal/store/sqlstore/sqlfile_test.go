@@ -107,7 +107,7 @@ func TestQueriesRender(t *testing.T) {
 				t.Errorf("%s %s: unrendered: %s", d.name, name, q.sql)
 			}
 			for _, p := range q.params {
-				if !slices.Contains(known, p) && !strings.HasPrefix(p, "r") {
+				if _, _, row := parseRowParam(p); !slices.Contains(known, p) && !row && !strings.HasPrefix(p, "col") {
 					t.Errorf("%s %s: parameter %q the store never passes", d.name, name, p)
 				}
 			}
@@ -115,6 +115,45 @@ func TestQueriesRender(t *testing.T) {
 		if len(d.migrations) == 0 {
 			t.Errorf("%s: no migrations", d.name)
 		}
+	}
+}
+
+// TestPostgresMultiRowOneText: PostgreSQL's multi-row statements are one
+// text whatever their rows (arrays), so the driver prepares each once.
+func TestPostgresMultiRowOneText(t *testing.T) {
+	for _, name := range []string{"insert", "get_many_for_update", "get_many_for_update_no_sync", "get_many_no_sync", "update_many", "update_many_fenced"} {
+		one, err := postgresDialect.render(name, tmplData{Table: tableName(0), Rows: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		many, err := postgresDialect.render(name, tmplData{Table: tableName(0), Rows: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if one.sql != many.sql {
+			t.Errorf("%s of 1 row and of 100 differ:\n%s\n%s", name, one.sql, many.sql)
+		}
+	}
+}
+
+func TestBindRows(t *testing.T) {
+	tmpl := template.Must(template.New("t").Funcs(parseFuncs).Parse(`SELECT {{colarg 0}}, {{colarg 1}}, {{colarg 2}}, {{colarg 3}}, {{arg "x"}}`))
+	q, err := placeholders{numbered: true}.render(tmpl, tmplData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := [][]any{{[]byte("a"), "s", int64(1), int64(5)}, {nil, "t", int64(2), nil}}
+	got, err := query{sql: q.sql, params: q.params[:4]}.bindRows(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	five := int64(5)
+	want := []any{[][]byte{[]byte("a"), nil}, []string{"s", "t"}, []int64{1, 2}, []*int64{&five, nil}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bindRows (-want +got):\n%s", diff)
+	}
+	if _, err := (query{params: []string{"col0"}}).bindRows([][]any{{"s"}, {[]byte("b")}}); err == nil {
+		t.Error("bindRows of a column of a string and bytes: no error")
 	}
 }
 

@@ -135,6 +135,10 @@ type database struct {
 	wakeups, claimable, list, sweepable, counts query
 	// Optional: nil when the dialect has none (get_for_update is used).
 	getForUpdateNoSync []query
+	// Optional, the multi-table statements (a batch's rows of every table
+	// in one statement): nil when the dialect has none (the per-table
+	// multi-row ones are used).
+	insertTables, insertTablesNew, readTablesNoSync, updateTablesFenced *query
 	// Of the database's one schedule table (schedules.go).
 	schedules scheduleQueries
 
@@ -266,6 +270,23 @@ func (s *Store) prepare(db *database) error {
 			return err
 		}
 		*a.dst = q
+	}
+	for _, a := range []struct {
+		name string
+		dst  **query
+	}{
+		{"insert_tables", &db.insertTables}, {"insert_tables_new", &db.insertTablesNew},
+		{"get_many_no_sync_tables", &db.readTablesNoSync},
+		{"update_many_fenced_tables", &db.updateTablesFenced},
+	} {
+		if s.dialect.queries[a.name] == nil {
+			continue
+		}
+		q, err := s.dialect.render(a.name, tmplData{Tables: db.tables})
+		if err != nil {
+			return err
+		}
+		*a.dst = &q
 	}
 	if err := s.prepareSchedules(db); err != nil {
 		return err

@@ -393,8 +393,8 @@ func TestUpdateNoSync(t *testing.T) {
 }
 
 // TestNoSyncRead: on PostgreSQL the read that starts an Update or an
-// UpdateMany with NoSync turns synchronous_commit off for its transaction
-// only.
+// UpdateMany with NoSync, and the optimistic UpdateMany's multi-table write,
+// turn synchronous_commit off for their transaction only.
 func TestNoSyncRead(t *testing.T) {
 	postgres.use(t)
 	dsns := postgres.databases(t, 1)
@@ -416,7 +416,13 @@ func TestNoSyncRead(t *testing.T) {
 		args      []any
 	}{
 		{"get_for_update_no_sync", sqlstore.NoSyncReadSQL(s, tk.ID), []any{tk.ID[:]}},
-		{"get_many_for_update_no_sync", many, []any{missing[:], tk.ID[:]}},
+		{"get_many_for_update_no_sync", many, []any{[][]byte{missing[:], tk.ID[:]}}},
+		// The fire path's fenced write, a transaction of its own (here
+		// one row that is not stored: nothing written).
+		{"update_many_fenced_tables", sqlstore.UpdateTablesFencedSQL(s, tk.ID), []any{
+			[][]byte{missing[:]}, []int64{1}, []string{"http"}, []*int64{nil}, []int64{1}, []*int64{nil},
+			[][]byte{{1}}, [][]byte{{1}}, []int64{0},
+		}},
 	} {
 		if tt.sql == "" {
 			t.Fatalf("the PostgreSQL dialect has no %s", tt.name)

@@ -5,10 +5,12 @@
 -- read every table of a database in one UNION ALL, so a scan of all shards
 -- costs one round trip per database), or with no table at all (schema
 -- bookkeeping). {{arg "x"}} is the parameter x; here each name gets one
--- number ($1, $2, …) however often it appears. {{values .Rows n}} is the
--- VALUES list of a multi-row insert of n columns, and {{rowarg r c}} the
--- parameter of row r, column c, for a query that lays out its .Rows rows
--- itself. Times are Unix milliseconds; state 1 is scheduled (state.go).
+-- number ($1, $2, …) however often it appears. The multi-row statements
+-- (UpdateMany's reads and writes, Create's insert) take each column as one
+-- array, {{colarg c}}, whatever the number of rows: their text is one per
+-- table, so the driver prepares each once and PostgreSQL plans it once,
+-- where a VALUES list of n rows was a statement of its own for every n.
+-- Times are Unix milliseconds; state 1 is scheduled (state.go).
 --
 -- Comment lines are dropped when a query is read.
 
@@ -36,13 +38,13 @@ FOR UPDATE
 -- UpdateMany's read of .Rows tasks of one table. Locked in id order, as
 -- every UpdateMany locks its rows, so that two cannot deadlock.
 SELECT id, record FROM {{.Table}}
-WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+WHERE id = ANY({{colarg 0}}::bytea[])
 ORDER BY id FOR UPDATE
 
 -- name: get_many_for_update_no_sync
 -- get_many_for_update for UpdateOpts.NoSync, as get_for_update_no_sync.
 SELECT id, record FROM {{.Table}}
-WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+WHERE id = ANY({{colarg 0}}::bytea[])
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 ORDER BY id FOR UPDATE
 
@@ -50,7 +52,8 @@ ORDER BY id FOR UPDATE
 -- A key already taken makes the row a no-op: the store then reads the
 -- holder with key_holder. Any other conflict (the id) is an error.
 INSERT INTO {{.Table}} (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record)
-VALUES {{values .Rows 9}}
+SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::text[], {{colarg 2}}::bytea[], {{colarg 3}}::bigint[],
+    {{colarg 4}}::text[], {{colarg 5}}::bigint[], {{colarg 6}}::bigint[], {{colarg 7}}::bigint[], {{colarg 8}}::bytea[])
 ON CONFLICT (app, task_key) DO NOTHING
 
 -- name: key_holder
@@ -78,12 +81,9 @@ UPDATE {{.Table}} AS t
 SET state = v.state, target_kind = v.target_kind, wake_at = v.wake_at,
     next_attempt_at = v.next_attempt_at, finished_at = v.finished_at,
     record = v.record
-FROM (VALUES
-{{- range $r := .Rows}}{{if $r}},{{end}}
-    ({{rowarg $r 0}}::bytea, {{rowarg $r 1}}::smallint, {{rowarg $r 2}}::text, {{rowarg $r 3}}::bigint,
-     {{rowarg $r 4}}::bigint, {{rowarg $r 5}}::bigint, {{rowarg $r 6}}::bytea)
-{{- end}}
-) AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::bigint[], {{colarg 2}}::text[], {{colarg 3}}::bigint[],
+    {{colarg 4}}::bigint[], {{colarg 5}}::bigint[], {{colarg 6}}::bytea[])
+    AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record)
 WHERE t.id = v.id
 
 -- name: sweep
@@ -231,7 +231,7 @@ SELECT COUNT(*) FROM (
 -- without the row locks. What the transaction writes afterwards is fenced
 -- by the records read here (update_many_fenced).
 SELECT id, record FROM {{.Table}}
-WHERE id IN ({{range $r := .Rows}}{{if $r}}, {{end}}{{rowarg $r 0}}{{end}})
+WHERE id = ANY({{colarg 0}}::bytea[])
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 
 -- name: update_many_fenced
@@ -243,11 +243,80 @@ UPDATE {{.Table}} AS t
 SET state = v.state, target_kind = v.target_kind, wake_at = v.wake_at,
     next_attempt_at = v.next_attempt_at, finished_at = v.finished_at,
     record = v.record
-FROM (VALUES
-{{- range $r := .Rows}}{{if $r}},{{end}}
-    ({{rowarg $r 0}}::bytea, {{rowarg $r 1}}::smallint, {{rowarg $r 2}}::text, {{rowarg $r 3}}::bigint,
-     {{rowarg $r 4}}::bigint, {{rowarg $r 5}}::bigint, {{rowarg $r 6}}::bytea, {{rowarg $r 7}}::bytea)
-{{- end}}
-) AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record, old)
+FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::bigint[], {{colarg 2}}::text[], {{colarg 3}}::bigint[],
+    {{colarg 4}}::bigint[], {{colarg 5}}::bigint[], {{colarg 6}}::bytea[], {{colarg 7}}::bytea[])
+    AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record, old)
 WHERE t.id = v.id AND t.record = v.old
 RETURNING t.id
+
+-- The multi-table statements: one statement for the rows of every table of
+-- a database, each row's table in a last column (tbl, its number in the
+-- database), so that a batch spread over the shards costs one statement,
+-- not one per table. Optional: a dialect without them runs the per-table
+-- ones above.
+
+-- name: insert_tables
+-- insert of rows of any table of the database; the ids of the rows inserted
+-- come back (a row whose key is taken is skipped, as by insert).
+WITH v AS (
+    SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::text[], {{colarg 2}}::bytea[], {{colarg 3}}::bigint[],
+        {{colarg 4}}::text[], {{colarg 5}}::bigint[], {{colarg 6}}::bigint[], {{colarg 7}}::bigint[], {{colarg 8}}::bytea[],
+        {{colarg 9}}::bigint[])
+        AS v (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record, tbl)
+){{range $i, $t := .Tables}},
+i{{$i}} AS (
+    INSERT INTO {{$t}} (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+    SELECT id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record FROM v WHERE tbl = {{$i}}
+    ON CONFLICT (app, task_key) DO NOTHING
+    RETURNING id
+){{end}}
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}SELECT id FROM i{{$i}}{{end}}
+
+-- name: insert_tables_new
+-- insert_tables for tasks whose keys are free: a key taken fails the
+-- statement (unique_violation), which rolls back as a whole, and the store
+-- then runs the create again in a transaction, with insert_tables. Run on
+-- its own, a statement is a transaction: a gathered create is one round
+-- trip instead of a BEGIN, an insert and a COMMIT.
+WITH v AS (
+    SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::text[], {{colarg 2}}::bytea[], {{colarg 3}}::bigint[],
+        {{colarg 4}}::text[], {{colarg 5}}::bigint[], {{colarg 6}}::bigint[], {{colarg 7}}::bigint[], {{colarg 8}}::bytea[],
+        {{colarg 9}}::bigint[])
+        AS v (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record, tbl)
+){{range $i, $t := .Tables}},
+i{{$i}} AS (
+    INSERT INTO {{$t}} (id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record)
+    SELECT id, app, task_key, state, target_kind, wake_at, next_attempt_at, finished_at, record FROM v WHERE tbl = {{$i}}
+    RETURNING id
+){{end}}
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}SELECT id FROM i{{$i}}{{end}}
+
+-- name: get_many_no_sync_tables
+-- get_many_no_sync of rows of any table of the database. The store runs it
+-- outside a transaction (it locks nothing), and the write that follows,
+-- update_many_fenced_tables, turns synchronous_commit off itself.
+WITH v AS (SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::bigint[]) AS v (id, tbl))
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}
+SELECT id, record FROM {{$t}} WHERE id IN (SELECT id FROM v WHERE tbl = {{$i}})
+{{- end}}
+
+-- name: update_many_fenced_tables
+-- update_many_fenced of rows of any table of the database. The store runs
+-- it as a transaction of its own, which commits as get_many_no_sync's:
+-- without waiting for its WAL to be flushed.
+WITH v AS (
+    SELECT * FROM unnest({{colarg 0}}::bytea[], {{colarg 1}}::bigint[], {{colarg 2}}::text[], {{colarg 3}}::bigint[],
+        {{colarg 4}}::bigint[], {{colarg 5}}::bigint[], {{colarg 6}}::bytea[], {{colarg 7}}::bytea[], {{colarg 8}}::bigint[])
+        AS v (id, state, target_kind, wake_at, next_attempt_at, finished_at, record, old, tbl)
+    WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
+){{range $i, $t := .Tables}},
+u{{$i}} AS (
+    UPDATE {{$t}} AS t
+    SET state = v.state, target_kind = v.target_kind, wake_at = v.wake_at,
+        next_attempt_at = v.next_attempt_at, finished_at = v.finished_at,
+        record = v.record
+    FROM v
+    WHERE v.tbl = {{$i}} AND t.id = v.id AND t.record = v.old
+    RETURNING t.id
+){{end}}
+{{range $i, $t := .Tables}}{{if $i}} UNION ALL {{end}}SELECT id FROM u{{$i}}{{end}}
