@@ -627,7 +627,20 @@ func (s *Store) updateRead(opts *store.UpdateOpts, shared bool, stripes []int, o
 	defer b.Close()
 	w := getSortedWrites() // the batch in key order (sortedwrites.go)
 	defer w.put()
-	for i, c := range cs {
+	// Staged in id order, most kinds of key come in order already.
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	idOf := func(i int) []byte {
+		if olds[i].t != nil {
+			return olds[i].t.ID[:]
+		}
+		return nil
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(idOf(a), idOf(b)) })
+	for _, i := range order {
+		c := cs[i]
 		if readErrs[i] != nil {
 			errs[i] = readErrs[i]
 			continue
