@@ -94,7 +94,8 @@ type Options struct {
 
 	// CacheSize is the size in bytes of Pebble's block cache, which holds
 	// recently read parts of the database in memory. Default
-	// [CacheSizeDefault].
+	// [CacheSizeDefault]. The memtables, which Pebble charges to the same
+	// cache, come on top of it (two of 32 MiB once the first is flushed).
 	CacheSize int64
 
 	// FS is the file system the database lives in. Default vfs.Default, the
