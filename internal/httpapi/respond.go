@@ -3,8 +3,10 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/toc-dev/toc/task"
 )
@@ -48,11 +50,17 @@ func encodeFailed(w http.ResponseWriter) {
 var jsonContentType = []string{"application/json"}
 
 // writeBody writes b and a newline as the answer, and returns b with the
-// newline (which the writer has copied: the caller may reuse it).
+// newline (which the writer has copied: the caller may reuse it). It sets
+// Content-Length: an answer larger than the server's buffer would
+// otherwise go chunked, and its client would not know its size (a
+// claim's 1000 tasks are half a megabyte, read into a buffer grown from
+// nothing).
 func writeBody(w http.ResponseWriter, status int, b []byte) []byte {
-	w.Header()["Content-Type"] = jsonContentType
-	w.WriteHeader(status)
 	b = append(b, '\n')
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
 	return b
 }
@@ -65,9 +73,22 @@ const (
 	minimalBytes = 64
 )
 
+// taskListBufs are the buffers of the answers that list tasks (a claim's):
+// up to MaxClaim tasks, larger than bufs keeps.
+var taskListBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxTaskListBuf bounds the buffers kept in taskListBufs.
+const maxTaskListBuf = 4 << 20
+
 // writeTasks writes {"<name>":[tasks...]} with status 200.
 func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
-	b := make([]byte, 0, 16+taskBytes*len(ts))
+	buf := taskListBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxTaskListBuf {
+			taskListBufs.Put(buf)
+		}
+	}()
+	b := slices.Grow((*buf)[:0], 16+taskBytes*len(ts))
 	b = append(append(append(b, `{"`...), name...), `":[`...)
 	for i, t := range ts {
 		if i > 0 {
@@ -75,11 +96,12 @@ func writeTasks(w http.ResponseWriter, name string, ts []*task.Task) {
 		}
 		var err error
 		if b, err = t.AppendJSON(b); err != nil {
+			*buf = b[:0]
 			encodeFailed(w)
 			return
 		}
 	}
-	writeBody(w, http.StatusOK, append(b, "]}"...))
+	*buf = writeBody(w, http.StatusOK, append(b, "]}"...))[:0] // written: reused
 }
 
 // preferMinimal reports whether r asks for a minimal answer (RFC 7240's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -57,10 +58,14 @@ func TestHandFramedAnswers(t *testing.T) {
 		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 			t.Errorf("%s: Content-Type %q", name, ct)
 		}
+		if cl := rec.Header().Get("Content-Length"); cl != strconv.Itoa(rec.Body.Len()) {
+			t.Errorf("%s: Content-Length %q for %d bytes", name, cl, rec.Body.Len())
+		}
 	}
 	check("results", func(w http.ResponseWriter) { writeResults(w, items, false) }, map[string]any{"results": items})
 	check("tasks", func(w http.ResponseWriter) { writeTasks(w, "tasks", ts) }, map[string]any{"tasks": ts})
 	check("no tasks", func(w http.ResponseWriter) { writeTasks(w, "tasks", nil) }, map[string]any{"tasks": []*task.Task{}})
+	check("tasks again", func(w http.ResponseWriter) { writeTasks(w, "tasks", ts[1:]) }, map[string]any{"tasks": ts[1:]}) // a reused buffer
 	check("one task", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, ts[0]) }, ts[0])
 
 	// Minimal: the same shape, each task as its id alone.

@@ -94,8 +94,8 @@ type Options struct {
 
 	// CacheSize is the size in bytes of Pebble's block cache, which holds
 	// recently read parts of the database in memory. Default
-	// [CacheSizeDefault]. The memtables' memory, which Pebble charges to
-	// the same cache, comes on top (64 MiB).
+	// [CacheSizeDefault]. The memtables, which Pebble charges to the same
+	// cache, come on top of it (two of 32 MiB once the first is flushed).
 	CacheSize int64
 
 	// FS is the file system the database lives in. Default vfs.Default, the
@@ -652,7 +652,20 @@ func (s *Store) updateRead(opts *store.UpdateOpts, shared bool, stripes []int, o
 	defer b.Close()
 	w := getSortedWrites() // the batch in key order (sortedwrites.go)
 	defer w.put()
-	for i, c := range cs {
+	// Staged in id order, most kinds of key come in order already.
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	idOf := func(i int) []byte {
+		if olds[i].t != nil {
+			return olds[i].t.ID[:]
+		}
+		return nil
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(idOf(a), idOf(b)) })
+	for _, i := range order {
+		c := cs[i]
 		if readErrs[i] != nil {
 			errs[i] = readErrs[i]
 			continue
