@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,4 +119,41 @@ func BenchmarkKeyLookups(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
 		})
 	}
+}
+
+// BenchmarkCreateNoSync is Create's CPU without the disk's sync: batches
+// of keyed tasks into a store that holds 100 000 already.
+//
+//	go test -run '^$' -bench CreateNoSync ./internal/store/pebblestore/
+func BenchmarkCreateNoSync(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{16, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			s := openQuiet(b)
+			var gen task.IDGenerator
+			for i := range 100 {
+				if _, err := s.Create(ctx, keyedTasks(&gen, fmt.Sprintf("old%d", i), 1000)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			i := 0
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				i++
+				if _, err := s.Create(ctx, keyedTasks(&gen, fmt.Sprintf("new%d", i), n)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N*n), "cpu-ns/task")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
