@@ -55,9 +55,13 @@
 // Update is one transaction (SELECT … FOR UPDATE, fn, UPDATE, COMMIT) on
 // one table. UpdateMany is one transaction per database its tasks are in,
 // with one SELECT … FOR UPDATE and one UPDATE per table, and one fn for
-// all. Create is one transaction per database it writes to: a batch whose
-// tasks span databases is atomic per database only. Sweep deletes in one
-// transaction per database.
+// all (on PostgreSQL an optimistic UpdateMany is a read and one fenced
+// UPDATE statement of every table per database, each row written only if
+// unchanged since the read). Create is one transaction per database it
+// writes to: a batch whose tasks span databases is atomic per database
+// only (on PostgreSQL, when the batch's keys are free and it fits one
+// statement, that transaction is a single INSERT statement of every
+// table). Sweep deletes in one transaction per database.
 //
 // A write is durable when its COMMIT returns, as far as the server's
 // settings make commits durable (PostgreSQL's synchronous_commit and

@@ -555,7 +555,11 @@ func (s *Store) Update(ctx context.Context, id task.ID, opts *store.UpdateOpts, 
 // transaction per database they are in and, per table, one SELECT … FOR
 // UPDATE of its tasks and one UPDATE of those fn changed (per maxRows
 // tasks). A batch costs two round trips per table it touches, plus a BEGIN
-// and a COMMIT per database, whatever its size.
+// and a COMMIT per database, whatever its size. On PostgreSQL an optimistic
+// batch (UpdateOpts.Optimistic, the fire path) costs two per database: one
+// read of every table, without a transaction or locks, and one fenced
+// update of every table, a transaction of its own (up to maxRowsTables
+// tasks; past that the updates share one).
 //
 // Every UpdateMany locks its rows in one order: database after database in
 // index order, table after table, each table's rows in id order. So two
