@@ -1229,59 +1229,24 @@ func writeTask(b batchWriter, old, new *task.Task) error {
 }
 
 // writeNew adds new tasks ts to b, as writeTask(b, nil, t) does each, but
-// the records in id order and then the index entries in key order. Pebble
-// inserts a batch's keys into its memtable (a skiplist) one after the
-// other, and a key that follows the one before it in the list costs a
-// short walk from there instead of a search from the top: new ids and
-// their index entries mostly sort after the stored ones, next to each
-// other, while a task's own keys lie far apart.
+// in key order (sortedWrites): the records in id order, then each kind of
+// index entry in key order. New ids and their index entries mostly sort
+// after the stored ones, next to each other, so each memtable insert is a
+// short walk from the one before.
 func writeNew(b *pebble.Batch, ts []*task.Task) error {
 	if len(ts) == 1 {
 		return writeTask(b, nil, ts[0])
 	}
 	ts = slices.Clone(ts)
 	slices.SortFunc(ts, func(x, y *task.Task) int { return bytes.Compare(x.ID[:], y.ID[:]) })
-	buf := recordBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= maxPooledRecord {
-			*buf = (*buf)[:0]
-			recordBufs.Put(buf)
-		}
-	}()
-	// The entries by kind (their keys' first byte): the ids sorted, most
-	// kinds come sorted or nearly (pdqsort then takes a pass), and the
-	// key entries alone need a real sort.
-	var kinds [256][]entry
+	w := getSortedWrites()
+	defer w.put()
 	for _, t := range ts {
-		rec, err := appendRecord((*buf)[:0], t)
-		*buf = rec
-		if err != nil {
+		if err := writeTask(w, nil, t); err != nil {
 			return err
-		}
-		if err := b.Set(taskKey(t.ID), rec, nil); err != nil { // copies rec
-			return err
-		}
-		es, err := indexEntries(t)
-		if err != nil {
-			return err
-		}
-		for _, e := range es {
-			k := &kinds[e.key[0]]
-			if *k == nil {
-				*k = make([]entry, 0, len(ts))
-			}
-			*k = append(*k, e)
 		}
 	}
-	for _, es := range kinds {
-		slices.SortFunc(es, func(x, y entry) int { return bytes.Compare(x.key, y.key) })
-		for _, e := range es {
-			if err := b.Set(e.key, e.value, nil); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return w.applyTo(b)
 }
 
 // writeEntries adds to b the change of index entries from olds to news:
