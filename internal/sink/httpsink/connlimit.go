@@ -1,0 +1,168 @@
+package httpsink
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Pushes to one receiver run at most a limit at once, the rest waiting in
+// turn for a slot (connLimit): as many connections as the receiver's
+// latency needs for the rate pushes come at, and no more. Measured with
+// toc bench on a 2-core machine, a receiver on the same host, 64-byte
+// payloads: 64 connections carry POSTs back to back at 28–35 µs of CPU each
+// (client and receiver), 512 at 45–53 µs, and a burst of 100 000 pushes
+// spread over the 512 attempts an app may have in flight cost 91 µs of
+// CPU per fire instead of 74 over 64 connections. Fewer goroutines
+// runnable also leave the API's requests a shorter wait for a CPU.
+//
+// The limit follows Little's law: the pushes that arrive per second times
+// the receiver's shortest answer time lately (its own latency, without
+// the time pushes queue in this process when the CPU is busy), four times
+// over, at least MinConnsPerHost and at most MaxIdleConnsPerHost. A slow
+// receiver thus gets the connections its latency needs (100 ms at 5 000
+// pushes a second: all of them) within a few windows; a fast one keeps the
+// minimum. Until a first answer has come, there is no limit below the
+// maximum.
+const (
+	// MinConnsPerHostDefault is [Config.MinConnsPerHost]'s default.
+	MinConnsPerHostDefault = 64
+	// limitWindow is how often a limit is sized again, from the pushes
+	// that arrived and the answer times seen in the last two windows.
+	limitWindow = 100 * time.Millisecond
+	// limitHeadroom is how many times Little's law's figure the limit is.
+	limitHeadroom = 4
+)
+
+// connLimits holds the limit of each receiver (scheme and host).
+type connLimits struct {
+	min, max int
+	mu       sync.Mutex
+	by       map[string]*connLimit
+}
+
+// maxConnLimits is how many receivers' limits connLimits keeps before it
+// forgets the idle ones (a target cached with a forgotten limit keeps
+// using it, on its own).
+const maxConnLimits = 4096
+
+// of returns the limit of the receiver key, made on first use.
+func (ls *connLimits) of(key string) *connLimit {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l, ok := ls.by[key]
+	if !ok {
+		if ls.by == nil {
+			ls.by = make(map[string]*connLimit)
+		}
+		if len(ls.by) >= maxConnLimits {
+			for k, x := range ls.by {
+				if x.idle() {
+					delete(ls.by, k)
+				}
+			}
+		}
+		l = &connLimit{min: ls.min, max: ls.max, limit: ls.max}
+		ls.by[key] = l
+	}
+	return l
+}
+
+// connLimit bounds the pushes under way to one receiver.
+type connLimit struct {
+	min, max int
+
+	mu       sync.Mutex
+	limit    int
+	inFlight int
+	waiting  []chan struct{} // in arrival order; a closed one holds a slot handed to it
+
+	winStart time.Time     // the current window's start
+	arrived  int           // pushes that asked for a slot in the current window
+	winMin   time.Duration // shortest answer time in the current window (0: none yet)
+	lastMin  time.Duration // in the window before (0: none)
+}
+
+// idle reports whether no push is under way or waiting.
+func (l *connLimit) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight == 0 && len(l.waiting) == 0
+}
+
+// acquire waits for a slot, or for ctx to end (its error).
+func (l *connLimit) acquire(ctx context.Context) error {
+	l.mu.Lock()
+	l.arrived++
+	l.resizeLocked(time.Now())
+	if l.inFlight < l.limit && len(l.waiting) == 0 {
+		l.inFlight++
+		l.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	l.waiting = append(l.waiting, ch)
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i, w := range l.waiting {
+			if w == ch {
+				l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
+				return ctx.Err()
+			}
+		}
+		// The slot was handed over meanwhile: pass it on.
+		l.releaseLocked()
+		return ctx.Err()
+	}
+}
+
+// release gives back a slot; took is the push's answer time (0: no
+// answer, not counted).
+func (l *connLimit) release(took time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if took > 0 && (l.winMin == 0 || took < l.winMin) {
+		l.winMin = took
+	}
+	l.releaseLocked()
+}
+
+// releaseLocked hands the slot to the first push waiting, or frees it.
+func (l *connLimit) releaseLocked() {
+	if len(l.waiting) > 0 && l.inFlight <= l.limit {
+		close(l.waiting[0])
+		l.waiting = l.waiting[1:]
+		return
+	}
+	l.inFlight--
+}
+
+// resizeLocked sizes the limit again once a window has passed, and hands
+// the slots a larger limit frees to the pushes waiting.
+func (l *connLimit) resizeLocked(now time.Time) {
+	since := now.Sub(l.winStart)
+	if since < limitWindow {
+		return
+	}
+	lat := l.winMin
+	if l.lastMin > 0 && (lat == 0 || l.lastMin < lat) {
+		lat = l.lastMin
+	}
+	if lat > 0 && since < 2*limitWindow {
+		perSec := float64(l.arrived) / since.Seconds()
+		need := int(perSec*lat.Seconds()*limitHeadroom) + 1
+		l.limit = min(max(need, l.min), l.max)
+	}
+	l.winStart, l.arrived = now, 0
+	l.lastMin, l.winMin = l.winMin, 0
+	for len(l.waiting) > 0 && l.inFlight < l.limit {
+		l.inFlight++
+		close(l.waiting[0])
+		l.waiting = l.waiting[1:]
+	}
+}
