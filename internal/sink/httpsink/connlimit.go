@@ -2,12 +2,14 @@ package httpsink
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
 
-// Pushes to one receiver run at most a limit at once, the rest waiting in
-// turn for a slot (connLimit): as many connections as the receiver's
+// Pushes to one receiver run at most a limit at once, the rest waiting for
+// a slot (connLimit), the apps in turn (one app's burst does not hold up
+// another's pushes to the same receiver): as many connections as the receiver's
 // latency needs for the rate pushes come at, and no more. Measured with
 // toc bench on a 2-core machine, a receiver on the same host, 64-byte
 // payloads: 64 connections carry POSTs back to back at 28–35 µs of CPU each
@@ -75,7 +77,7 @@ type connLimit struct {
 	mu       sync.Mutex
 	limit    int
 	inFlight int
-	waiting  []chan struct{} // in arrival order; a closed one holds a slot handed to it
+	waiting  fairQueue // pushes waiting for a slot, by app; a closed channel holds a slot handed to it
 
 	winStart time.Time     // the current window's start
 	arrived  int           // pushes that asked for a slot in the current window
@@ -87,21 +89,22 @@ type connLimit struct {
 func (l *connLimit) idle() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inFlight == 0 && len(l.waiting) == 0
+	return l.inFlight == 0 && l.waiting.n == 0
 }
 
-// acquire waits for a slot, or for ctx to end (its error).
-func (l *connLimit) acquire(ctx context.Context) error {
+// acquire waits for a slot for a push of app, or for ctx to end (its
+// error).
+func (l *connLimit) acquire(ctx context.Context, app string) error {
 	l.mu.Lock()
 	l.arrived++
 	l.resizeLocked(time.Now())
-	if l.inFlight < l.limit && len(l.waiting) == 0 {
+	if l.inFlight < l.limit && l.waiting.n == 0 {
 		l.inFlight++
 		l.mu.Unlock()
 		return nil
 	}
 	ch := make(chan struct{})
-	l.waiting = append(l.waiting, ch)
+	l.waiting.push(app, ch)
 	l.mu.Unlock()
 	select {
 	case <-ch:
@@ -109,11 +112,8 @@ func (l *connLimit) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		for i, w := range l.waiting {
-			if w == ch {
-				l.waiting = append(l.waiting[:i], l.waiting[i+1:]...)
-				return ctx.Err()
-			}
+		if l.waiting.remove(app, ch) {
+			return ctx.Err()
 		}
 		// The slot was handed over meanwhile: pass it on.
 		l.releaseLocked()
@@ -134,9 +134,8 @@ func (l *connLimit) release(took time.Duration) {
 
 // releaseLocked hands the slot to the first push waiting, or frees it.
 func (l *connLimit) releaseLocked() {
-	if len(l.waiting) > 0 && l.inFlight <= l.limit {
-		close(l.waiting[0])
-		l.waiting = l.waiting[1:]
+	if l.waiting.n > 0 && l.inFlight <= l.limit {
+		close(l.waiting.pop())
 		return
 	}
 	l.inFlight--
@@ -160,9 +159,82 @@ func (l *connLimit) resizeLocked(now time.Time) {
 	}
 	l.winStart, l.arrived = now, 0
 	l.lastMin, l.winMin = l.winMin, 0
-	for len(l.waiting) > 0 && l.inFlight < l.limit {
+	for l.waiting.n > 0 && l.inFlight < l.limit {
 		l.inFlight++
-		close(l.waiting[0])
-		l.waiting = l.waiting[1:]
+		close(l.waiting.pop())
+	}
+}
+
+// fairQueue holds the pushes waiting for a slot, each app's in arrival
+// order, popped by the apps in turn.
+type fairQueue struct {
+	by   map[string][]chan struct{} // by app, non-empty
+	ring []string                   // the apps in by, in turn order
+	turn int                        // ring[turn] goes next
+	n    int                        // pushes waiting in all
+}
+
+func (q *fairQueue) push(app string, ch chan struct{}) {
+	if q.by == nil {
+		q.by = make(map[string][]chan struct{})
+	}
+	w, ok := q.by[app]
+	if !ok {
+		// Joins the turns last: just before the app whose turn it is.
+		q.ring = slices.Insert(q.ring, q.turn, app)
+		if len(q.ring) > 1 {
+			q.turn++
+		}
+	}
+	q.by[app] = append(w, ch)
+	q.n++
+}
+
+// pop returns the next app's oldest push; q is not empty.
+func (q *fairQueue) pop() chan struct{} {
+	app := q.ring[q.turn]
+	w := q.by[app]
+	ch := w[0]
+	w[0] = nil
+	if w = w[1:]; len(w) == 0 {
+		q.dropApp(app)
+	} else {
+		q.by[app] = w
+		q.turn++
+	}
+	if q.turn >= len(q.ring) {
+		q.turn = 0
+	}
+	q.n--
+	return ch
+}
+
+// remove takes ch out of app's pushes; false when it is not there (it was
+// popped).
+func (q *fairQueue) remove(app string, ch chan struct{}) bool {
+	w := q.by[app]
+	i := slices.Index(w, ch)
+	if i < 0 {
+		return false
+	}
+	if w = slices.Delete(w, i, i+1); len(w) == 0 {
+		q.dropApp(app)
+		if q.turn >= len(q.ring) {
+			q.turn = 0
+		}
+	} else {
+		q.by[app] = w
+	}
+	q.n--
+	return true
+}
+
+// dropApp takes app, which has no push left, out of the turns.
+func (q *fairQueue) dropApp(app string) {
+	delete(q.by, app)
+	i := slices.Index(q.ring, app)
+	q.ring = slices.Delete(q.ring, i, i+1)
+	if i < q.turn {
+		q.turn--
 	}
 }

@@ -2,6 +2,7 @@ package httpsink
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ func pushLoop(t *testing.T, l *connLimit, n int, stop time.Duration, answer func
 	for range n {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if l.acquire(ctx) != nil {
+				if l.acquire(ctx, "a") != nil {
 					return
 				}
 				took := answer(int(pushes.Add(1)))
@@ -43,8 +44,8 @@ func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
 		if l.limit != 200 {
 			t.Errorf("limit %d after 2 s of a slow receiver, want the maximum 200", l.limit)
 		}
-		if l.inFlight != 0 || len(l.waiting) != 0 {
-			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, len(l.waiting))
+		if l.inFlight != 0 || l.waiting.n != 0 {
+			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
 		}
 	})
 }
@@ -64,8 +65,8 @@ func TestConnLimitShrinksWhenAnswersQueue(t *testing.T) {
 		if l.limit > 16 {
 			t.Errorf("limit %d with three answers in four 50× the best, want near the minimum 8", l.limit)
 		}
-		if l.inFlight != 0 || len(l.waiting) != 0 {
-			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, len(l.waiting))
+		if l.inFlight != 0 || l.waiting.n != 0 {
+			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
 		}
 	})
 }
@@ -75,21 +76,58 @@ func TestConnLimitShrinksWhenAnswersQueue(t *testing.T) {
 func TestConnLimitWaitEndsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &connLimit{min: 1, max: 1, limit: 1}
-		if err := l.acquire(t.Context()); err != nil {
+		if err := l.acquire(t.Context(), "a"); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if err := l.acquire(ctx); err != context.DeadlineExceeded {
+		if err := l.acquire(ctx, "a"); err != context.DeadlineExceeded {
 			t.Fatalf("acquire at the limit: %v, want the context's deadline", err)
 		}
 		l.release(time.Millisecond)
-		if err := l.acquire(t.Context()); err != nil {
+		if err := l.acquire(t.Context(), "a"); err != nil {
 			t.Fatalf("acquire after the release: %v", err)
 		}
 		l.release(time.Millisecond)
-		if l.inFlight != 0 || len(l.waiting) != 0 {
-			t.Errorf("%d in flight, %d waiting; want 0 0", l.inFlight, len(l.waiting))
+		if l.inFlight != 0 || l.waiting.n != 0 {
+			t.Errorf("%d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
+		}
+	})
+}
+
+// TestConnLimitAppsInTurn: pushes waiting for a slot get it by app in
+// turn: a quiet app's push waits for one of a busy app's, not for all of
+// them.
+func TestConnLimitAppsInTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 1, max: 1, limit: 1}
+		if err := l.acquire(t.Context(), "busy"); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		wait := func(app string) {
+			wg.Go(func() {
+				if err := l.acquire(t.Context(), app); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, app)
+				mu.Unlock()
+				l.release(time.Millisecond)
+			})
+			synctest.Wait() // queued in this order
+		}
+		for range 5 {
+			wait("busy")
+		}
+		wait("quiet")
+		l.release(time.Millisecond)
+		wg.Wait()
+		if got := strings.Join(order, " "); got != "busy quiet busy busy busy busy" {
+			t.Errorf("slots went to %q, want the quiet app's second", got)
 		}
 	})
 }

@@ -514,7 +514,7 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 
 	var answered time.Duration // the receiver's answer time, for the limit
 	if l := tg.limit; l != nil {
-		if err := l.acquire(ctx); err != nil {
+		if err := l.acquire(ctx, t.App); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("POST %s: no answer within %s (all of it waiting for a connection to the receiver)", redactURL(req.URL), timeout)
 			}
