@@ -24,8 +24,11 @@ import (
 // over, at least MinConnsPerHost and at most MaxIdleConnsPerHost. A slow
 // receiver thus gets the connections its latency needs (100 ms at 5 000
 // pushes a second: all of them) within a few windows; a fast one keeps the
-// minimum. Until a first answer has come, there is no limit below the
-// maximum.
+// minimum. Pushes back to back make the rate times the average answer
+// time the limit itself (Little's law again), so the limit settles where
+// the average answer takes about four times the shortest: it comes down
+// when answers wait for a CPU here, not at the receiver. Until a first
+// answer has come, there is no limit below the maximum.
 const (
 	// MinConnsPerHostDefault is [Config.MinConnsPerHost]'s default.
 	MinConnsPerHostDefault = 64
