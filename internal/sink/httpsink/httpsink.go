@@ -107,6 +107,12 @@ type Config struct {
 	// to one receiver reuses its connections instead of closing and
 	// redialling them. Default MaxIdleConnsPerHostDefault.
 	MaxIdleConnsPerHost int
+	// MinConnsPerHost is the fewest pushes to one receiver (scheme and
+	// host) that run at once when more wait: the limit grows with the
+	// receiver's latency and the rate of pushes, up to MaxIdleConnsPerHost
+	// (see connlimit.go). Default [MinConnsPerHostDefault]; negative: no
+	// limit (each push up to MaxIdleConnsPerHost takes its own connection).
+	MinConnsPerHost int
 	// UserAgent is sent with every push. Default "toc".
 	UserAgent string
 	// Secrets returns the webhook signing secrets of an app, the one to sign
@@ -201,7 +207,7 @@ func New(cfg Config) *Sink {
 	s := &Sink{
 		client:    c,
 		direct:    cfg.Client == nil,
-		targets:   &targetCache{seed: maphash.MakeSeed()},
+		targets:   &targetCache{seed: maphash.MakeSeed(), limits: connLimitsOf(cfg)},
 		userAgent: cmp.Or(cfg.UserAgent, "toc"),
 		secrets:   cfg.Secrets,
 		signature: cfg.Signature,
@@ -211,6 +217,16 @@ func New(cfg Config) *Sink {
 	s.mu.guarded = make(map[string]*http.Client)
 	s.clock = clock.Or(cfg.Clock)
 	return s
+}
+
+// connLimitsOf is the receivers' limits of a sink configured by cfg; nil
+// for none.
+func connLimitsOf(cfg Config) *connLimits {
+	if cfg.MinConnsPerHost < 0 {
+		return nil
+	}
+	most := cmp.Or(max(cfg.MaxIdleConnsPerHost, 0), MaxIdleConnsPerHostDefault)
+	return &connLimits{min: min(cmp.Or(cfg.MinConnsPerHost, MinConnsPerHostDefault), most), max: most}
 }
 
 // clientFor returns the client that sends app's pushes: under Guard, the
@@ -496,7 +512,23 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	}
 	req := r.WithContext(ctx)
 
+	var answered time.Duration // the receiver's answer time, for the limit
+	if l := tg.limit; l != nil {
+		if err := l.acquire(ctx, t.App); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("POST %s: no answer within %s (all of it waiting for a connection to the receiver)", redactURL(req.URL), timeout)
+			}
+			return fmt.Errorf("POST %s: %w", redactURL(req.URL), err)
+		}
+		// Released once the answer is read and the connection is back in
+		// the pool (the deferred Body.Close below runs first).
+		defer func() { l.release(answered) }()
+	}
+	sent := time.Now()
 	resp, err := s.send(s.clientFor(t.App), req)
+	if err == nil {
+		answered = time.Since(sent)
+	}
 	// The URL as errors show it.
 	target := func() string { return redactURL(req.URL) }
 	if err != nil {
@@ -692,6 +724,9 @@ type target struct {
 	// auth is the Basic authorization of the URL's user ("" for none), as
 	// http.Client would set it.
 	auth string
+	// limit bounds the pushes under way to the URL's receiver (nil: no
+	// bound).
+	limit *connLimit
 }
 
 // targetCache holds the targets of the URLs pushed to lately, one per
@@ -700,8 +735,9 @@ type target struct {
 // more than it did without the cache (BenchmarkDeliverUniqueURLs): a parse,
 // as before, and a pointer stored.
 type targetCache struct {
-	seed  maphash.Seed
-	slots [targetSlots]atomic.Pointer[target]
+	seed   maphash.Seed
+	slots  [targetSlots]atomic.Pointer[target]
+	limits *connLimits // nil: pushes are not limited
 }
 
 // targetSlots is how many targets targetCache holds at most.
@@ -723,6 +759,9 @@ func (c *targetCache) get(rawURL string) (*target, error) {
 		u.Host = strings.TrimSuffix(u.Host, ":")
 	}
 	tg := &target{url: rawURL, u: u}
+	if c.limits != nil {
+		tg.limit = c.limits.of(u.Scheme + "://" + u.Host)
+	}
 	if ui := u.User; ui != nil {
 		pw, _ := ui.Password()
 		tg.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(ui.Username()+":"+pw))

@@ -1,0 +1,133 @@
+package httpsink
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// pushLoop runs n pushers back to back through l until stop, the k-th
+// push of all answered after answer(k); it returns once they have all
+// ended.
+func pushLoop(t *testing.T, l *connLimit, n int, stop time.Duration, answer func(k int) time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), stop)
+	defer cancel()
+	var wg sync.WaitGroup
+	var pushes atomic.Int64
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if l.acquire(ctx, "a") != nil {
+					return
+				}
+				took := answer(int(pushes.Add(1)))
+				time.Sleep(took)
+				l.release(took)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestConnLimitGrowsForSlowReceiver: pushes to a receiver that answers in
+// 100 ms whatever the load get the connections its latency needs: the
+// limit climbs from its minimum to the maximum within a few windows.
+func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 4, max: 200, limit: 4}
+		pushLoop(t, l, 300, 2*time.Second, func(int) time.Duration { return 100 * time.Millisecond })
+		if l.limit != 200 {
+			t.Errorf("limit %d after 2 s of a slow receiver, want the maximum 200", l.limit)
+		}
+		if l.inFlight != 0 || l.waiting.n != 0 {
+			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
+		}
+	})
+}
+
+// TestConnLimitShrinksWhenAnswersQueue: when most answers take far longer
+// than the receiver's best (the pushes queue for a CPU here, not at the
+// receiver), the limit comes down to its minimum.
+func TestConnLimitShrinksWhenAnswersQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 8, max: 200, limit: 200}
+		pushLoop(t, l, 200, 2*time.Second, func(k int) time.Duration {
+			if k%4 == 0 {
+				return time.Millisecond
+			}
+			return 50 * time.Millisecond
+		})
+		if l.limit > 16 {
+			t.Errorf("limit %d with three answers in four 50× the best, want near the minimum 8", l.limit)
+		}
+		if l.inFlight != 0 || l.waiting.n != 0 {
+			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
+		}
+	})
+}
+
+// TestConnLimitWaitEndsWithContext: a push waiting for a slot gives up
+// when its context ends, and the slots stay counted right.
+func TestConnLimitWaitEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 1, max: 1, limit: 1}
+		if err := l.acquire(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := l.acquire(ctx, "a"); err != context.DeadlineExceeded {
+			t.Fatalf("acquire at the limit: %v, want the context's deadline", err)
+		}
+		l.release(time.Millisecond)
+		if err := l.acquire(t.Context(), "a"); err != nil {
+			t.Fatalf("acquire after the release: %v", err)
+		}
+		l.release(time.Millisecond)
+		if l.inFlight != 0 || l.waiting.n != 0 {
+			t.Errorf("%d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
+		}
+	})
+}
+
+// TestConnLimitAppsInTurn: pushes waiting for a slot get it by app in
+// turn: a quiet app's push waits for one of a busy app's, not for all of
+// them.
+func TestConnLimitAppsInTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 1, max: 1, limit: 1}
+		if err := l.acquire(t.Context(), "busy"); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		wait := func(app string) {
+			wg.Go(func() {
+				if err := l.acquire(t.Context(), app); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, app)
+				mu.Unlock()
+				l.release(time.Millisecond)
+			})
+			synctest.Wait() // queued in this order
+		}
+		for range 5 {
+			wait("busy")
+		}
+		wait("quiet")
+		l.release(time.Millisecond)
+		wg.Wait()
+		if got := strings.Join(order, " "); got != "busy quiet busy busy busy busy" {
+			t.Errorf("slots went to %q, want the quiet app's second", got)
+		}
+	})
+}
