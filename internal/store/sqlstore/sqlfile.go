@@ -174,53 +174,43 @@ func columnArray(rows [][]any, c int) (any, error) {
 	}
 	switch kind.(type) {
 	case nil, []byte:
-		a := make([][]byte, len(rows))
-		for i, r := range rows {
-			b, ok := r[c].([]byte)
-			if !ok && r[c] != nil {
-				return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
-			}
-			a[i] = b
-		}
-		return a, nil
+		return typedColumn[[]byte](rows, c, kind, true)
 	case string:
-		if nulls {
-			break
+		if !nulls {
+			return typedColumn[string](rows, c, kind, false)
 		}
-		a := make([]string, len(rows))
-		for i, r := range rows {
-			v, ok := r[c].(string)
-			if !ok {
-				return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
-			}
-			a[i] = v
-		}
-		return a, nil
 	case int64:
 		if !nulls {
-			a := make([]int64, len(rows))
-			for i, r := range rows {
-				v, ok := r[c].(int64)
-				if !ok {
-					return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
-				}
-				a[i] = v
-			}
-			return a, nil
+			return typedColumn[int64](rows, c, kind, false)
+		}
+		vs, err := typedColumn[int64](rows, c, kind, true)
+		if err != nil {
+			return nil, err
 		}
 		a := make([]*int64, len(rows))
 		for i, r := range rows {
-			v, ok := r[c].(int64)
-			if !ok && r[c] != nil {
-				return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
-			}
-			if ok {
-				a[i] = &v
+			if r[c] != nil {
+				a[i] = &vs[i]
 			}
 		}
 		return a, nil
 	}
 	return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T", c, kind)
+}
+
+// typedColumn is column c of rows as a []T, NULL (nil) its zero value when
+// nulls are allowed; kind is the column's first non-NULL value, for the
+// error.
+func typedColumn[T any](rows [][]any, c int, kind any, nulls bool) ([]T, error) {
+	a := make([]T, len(rows))
+	for i, r := range rows {
+		v, ok := r[c].(T)
+		if !ok && (!nulls || r[c] != nil) {
+			return nil, fmt.Errorf("sqlstore: column %d of a multi-row statement holds %T and %T", c, kind, r[c])
+		}
+		a[i] = v
+	}
+	return a, nil
 }
 
 // parseFuncs stand in for the functions render binds, at parse time.
