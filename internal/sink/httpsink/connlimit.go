@@ -19,16 +19,20 @@ import (
 // runnable also leave the API's requests a shorter wait for a CPU.
 //
 // The limit follows Little's law: the pushes that arrive per second times
-// the receiver's shortest answer time lately (its own latency, without
-// the time pushes queue in this process when the CPU is busy), four times
-// over, at least MinConnsPerHost and at most MaxIdleConnsPerHost. A slow
-// receiver thus gets the connections its latency needs (100 ms at 5 000
-// pushes a second: all of them) within a few windows; a fast one keeps the
-// minimum. Pushes back to back make the rate times the average answer
-// time the limit itself (Little's law again), so the limit settles where
-// the average answer takes about four times the shortest: it comes down
-// when answers wait for a CPU here, not at the receiver. Until a first
-// answer has come, there is no limit below the maximum.
+// the receiver's average answer time lately, four times over, at least
+// MinConnsPerHost and at most MaxIdleConnsPerHost: four times the
+// connections the pushes of the last windows kept busy. A slow receiver
+// thus gets the connections its latency needs (100 ms at 5 000 pushes a
+// second: all of them) within a few windows, and so does one whose
+// answers are mostly slow and sometimes fast (a cache in front of it); a
+// fast one keeps the minimum. What the limit bounds is a sudden jump
+// within a window: a pause of this process (a collection, a flush) after
+// which every due push would otherwise open its own connection at once.
+// (An earlier version sized it by the shortest answer time, which also
+// held back a CPU-bound burst here, but left a receiver whose answers
+// are mostly 50 times slower than its fastest at the minimum, its pushes
+// queueing in this process.) Until a first answer has come, there is no
+// limit below the maximum.
 const (
 	// MinConnsPerHostDefault is [Config.MinConnsPerHost]'s default.
 	MinConnsPerHostDefault = 64
@@ -82,10 +86,12 @@ type connLimit struct {
 	inFlight int
 	waiting  fairQueue // pushes waiting for a slot, by app; a closed channel holds a slot handed to it
 
-	winStart time.Time     // the current window's start
-	arrived  int           // pushes that asked for a slot in the current window
-	winMin   time.Duration // shortest answer time in the current window (0: none yet)
-	lastMin  time.Duration // in the window before (0: none)
+	winStart time.Time // the current window's start
+	arrived  int       // pushes that asked for a slot in the current window
+	// The answer times in the current window and in the one before: their
+	// sum and count.
+	winSum, lastSum time.Duration
+	winN, lastN     int
 }
 
 // idle reports whether no push is under way or waiting.
@@ -129,8 +135,9 @@ func (l *connLimit) acquire(ctx context.Context, app string) error {
 func (l *connLimit) release(took time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if took > 0 && (l.winMin == 0 || took < l.winMin) {
-		l.winMin = took
+	if took > 0 {
+		l.winSum += took
+		l.winN++
 	}
 	l.releaseLocked()
 }
@@ -151,17 +158,14 @@ func (l *connLimit) resizeLocked(now time.Time) {
 	if since < limitWindow {
 		return
 	}
-	lat := l.winMin
-	if l.lastMin > 0 && (lat == 0 || l.lastMin < lat) {
-		lat = l.lastMin
-	}
-	if lat > 0 && since < 2*limitWindow {
+	if n := l.winN + l.lastN; n > 0 && since < 2*limitWindow {
+		lat := (l.winSum + l.lastSum) / time.Duration(n)
 		perSec := float64(l.arrived) / since.Seconds()
 		need := int(perSec*lat.Seconds()*limitHeadroom) + 1
 		l.limit = min(max(need, l.min), l.max)
 	}
 	l.winStart, l.arrived = now, 0
-	l.lastMin, l.winMin = l.winMin, 0
+	l.lastSum, l.lastN, l.winSum, l.winN = l.winSum, l.winN, 0, 0
 	for l.waiting.n > 0 && l.inFlight < l.limit {
 		l.inFlight++
 		close(l.waiting.pop())

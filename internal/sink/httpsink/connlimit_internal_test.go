@@ -50,23 +50,50 @@ func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
 	})
 }
 
-// TestConnLimitShrinksWhenAnswersQueue: when most answers take far longer
-// than the receiver's best (the pushes queue for a CPU here, not at the
-// receiver), the limit comes down to its minimum.
-func TestConnLimitShrinksWhenAnswersQueue(t *testing.T) {
+// TestConnLimitGrowsForMostlySlowReceiver: a receiver whose answers are
+// mostly 50 times slower than its fastest (a cache in front of it) gets
+// the connections its average answer needs, not its fastest's: sized by
+// the shortest answer, the limit stayed at its minimum and the pushes
+// queued here at a twentieth of the rate.
+func TestConnLimitGrowsForMostlySlowReceiver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &connLimit{min: 8, max: 200, limit: 200}
+		l := &connLimit{min: 8, max: 200, limit: 8}
 		pushLoop(t, l, 200, 2*time.Second, func(k int) time.Duration {
 			if k%4 == 0 {
 				return time.Millisecond
 			}
 			return 50 * time.Millisecond
 		})
-		if l.limit > 16 {
-			t.Errorf("limit %d with three answers in four 50× the best, want near the minimum 8", l.limit)
+		if l.limit < 150 {
+			t.Errorf("limit %d with three answers in four 50 ms and 200 pushers, want near the maximum 200", l.limit)
 		}
 		if l.inFlight != 0 || l.waiting.n != 0 {
 			t.Errorf("after the pushers: %d in flight, %d waiting; want 0 0", l.inFlight, l.waiting.n)
+		}
+	})
+}
+
+// TestConnLimitStaysLowForFastReceiver: pushes at a steady rate to a
+// receiver that answers in 1 ms keep the limit at its minimum.
+func TestConnLimitStaysLowForFastReceiver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 16, max: 200, limit: 200}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for ctx.Err() == nil { // 2 000 pushes a second, 1 ms each: 2 busy
+			wg.Go(func() {
+				if l.acquire(ctx, "a") != nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+				l.release(time.Millisecond)
+			})
+			time.Sleep(500 * time.Microsecond)
+		}
+		wg.Wait()
+		if l.limit != 16 {
+			t.Errorf("limit %d at 2 000 pushes a second of 1 ms each (about 9 needed), want the minimum 16", l.limit)
 		}
 	})
 }
