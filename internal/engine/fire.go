@@ -176,16 +176,16 @@ func (r *firer) fire(ctx context.Context, taken []sched.Taken, done func()) {
 		r.outcomes.add(ctx, outcome{id: t.ID, app: t.App, lease: t.Lease, spent: true})
 	}
 	r.doneWith(counted) // decided: before the deliveries, which may take long
-	counted = nil
+	counted = appCounts{}
 	r.deliverAll(ctx, push)
 }
 
 // doneWith counts a fire job's tasks out of the ones taken (timekeeper.take)
 // when it ends: the admitted ones hold in-flight slots by then, and the
 // others need no room.
-func (r *firer) doneWith(taken map[string]int) {
-	for app, n := range taken {
-		r.admit.taking(app, -n)
+func (r *firer) doneWith(taken appCounts) {
+	for _, c := range taken.list {
+		r.admit.taking(c.app, -c.n)
 	}
 }
 

@@ -215,8 +215,8 @@ func (k *timekeeper) take(n int) []sched.Taken {
 	k.mu.Unlock()
 	k.heldBack.Store(held)
 	if k.taking != nil && len(taken) > 0 {
-		for app, n := range countByApp(taken) {
-			k.taking(app, n) // and out when the fire job ends (firer.fire)
+		for _, c := range countByApp(taken).list {
+			k.taking(c.app, c.n) // and out when the fire job ends (firer.fire)
 		}
 	}
 	if room && len(taken) > 0 {
@@ -225,15 +225,17 @@ func (k *timekeeper) take(n int) []sched.Taken {
 	return taken
 }
 
-// countByApp counts taken by app, the unknown app "" left out.
-func countByApp(taken []sched.Taken) map[string]int {
-	n := make(map[string]int, 1)
+// countByApp counts taken by app, the unknown app "" left out: a list,
+// not a map, as the fire path's tasks are mostly of an app or two
+// (appCounts).
+func countByApp(taken []sched.Taken) appCounts {
+	var c appCounts
 	for _, tk := range taken {
 		if tk.App != "" {
-			n[tk.App]++
+			c.add(tk.App, 1)
 		}
 	}
-	return n
+	return c
 }
 
 // roomFreed hears that an app has room for its due tasks again (admission):
