@@ -230,17 +230,10 @@ func (s *Store) createNew(ctx context.Context, db *database, ins []item, res []s
 	if q == nil {
 		return false, nil
 	}
-	n := 0
-	for range chunks(ins, true) {
-		if n++; n > 1 {
-			return false, nil // more than a statement: in a transaction
-		}
+	if !oneChunk(ins, true) {
+		return false, nil // more than a statement: in a transaction
 	}
-	rows := make([][]any, len(ins))
-	for k, it := range ins {
-		rows[k] = append(it.cols[:len(it.cols):len(it.cols)], int64(it.table))
-	}
-	args, err := q.bindRows(rows)
+	args, err := q.bindRows(rowsWithTables(ins))
 	if err != nil {
 		return false, err
 	}
@@ -259,17 +252,39 @@ func (s *Store) createNew(ctx context.Context, db *database, ins []item, res []s
 	return true, nil
 }
 
+// oneChunk reports whether ins fit one statement (chunks yields at most
+// one run).
+func oneChunk(ins []item, anyTable bool) bool {
+	n := 0
+	for range chunks(ins, anyTable) {
+		if n++; n > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// rowsWithTables is the rows of a multi-table insert: each item's columns,
+// then its table.
+func rowsWithTables(ins []item) [][]any {
+	rows := make([][]any, len(ins))
+	for k, it := range ins {
+		rows[k] = append(it.cols[:len(it.cols):len(it.cols)], int64(it.table))
+	}
+	return rows
+}
+
 // chunks yields runs of ins that go to one table (to any, with anyTable:
 // for a multi-table statement) and fit one statement.
 func chunks(ins []item, anyTable bool) func(yield func([]item) bool) {
+	rows := maxRows
+	if anyTable {
+		rows = maxRowsTables
+	}
 	return func(yield func([]item) bool) {
 		start, size := 0, 0
 		for i, it := range ins {
 			n := it.size()
-			rows := maxRows
-			if anyTable {
-				rows = maxRowsTables
-			}
 			if i > start && (!anyTable && it.table != ins[start].table || i-start == rows || size+n > maxBytes) {
 				if !yield(ins[start:i]) {
 					return
@@ -346,11 +361,7 @@ func (s *Store) insertChunk(ctx context.Context, tx *sql.Tx, db *database, chunk
 // the tasks of chunk may go to any table of db, and the ids of those
 // inserted come back, so only the others are looked up by key.
 func (s *Store) insertTablesChunk(ctx context.Context, tx *sql.Tx, db *database, chunk []item, res []store.CreateResult) ([]item, error) {
-	rows := make([][]any, len(chunk))
-	for k, it := range chunk {
-		rows[k] = append(it.cols[:len(it.cols):len(it.cols)], int64(it.table))
-	}
-	args, err := db.insertTables.bindRows(rows)
+	args, err := db.insertTables.bindRows(rowsWithTables(chunk))
 	if err != nil {
 		return nil, err
 	}
@@ -682,7 +693,7 @@ func (s *Store) UpdateMany(ctx context.Context, ids []task.ID, opts *store.Updat
 // transaction (it returns nil): it locks nothing, and each fenced write is
 // a statement of its own (writeMany).
 func (s *Store) readMany(ctx context.Context, db *database, noSync, optimistic bool, ids []task.ID, its []item, olds []*task.Task, raws [][]byte, readErrs []error) (*sql.Tx, error) {
-	tables := optimistic && db.readTablesNoSync != nil && db.updateTablesFenced != nil
+	tables := optimistic && db.fencedTables()
 	if tables {
 		for chunk := range chunks(its, true) {
 			if err := readChunk(ctx, db.db, *db.readTablesNoSync, ids, chunk, olds, raws, readErrs); err != nil {
@@ -791,19 +802,13 @@ func (s *Store) writeMany(ctx context.Context, tx *sql.Tx, db *database, ws []it
 	if raws != nil {
 		name = "update_many_fenced"
 	}
-	tables := raws != nil && db.readTablesNoSync != nil && db.updateTablesFenced != nil
+	tables := raws != nil && db.fencedTables()
 	var on querier = db.db
-	if tx == nil {
-		n := 0
-		for range chunks(ws, tables) {
-			n++
+	if tx == nil && !oneChunk(ws, tables) {
+		if tx, err = db.db.BeginTx(ctx, nil); err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
 		}
-		if n > 1 {
-			if tx, err = db.db.BeginTx(ctx, nil); err != nil {
-				return nil, fmt.Errorf("begin: %w", err)
-			}
-			defer tx.Rollback() // after the commit: sql.ErrTxDone
-		}
+		defer tx.Rollback() // after the commit: sql.ErrTxDone
 	}
 	if tx != nil {
 		on = tx

@@ -145,6 +145,12 @@ type database struct {
 	sized sync.Map // sizedKey → query: the multi-row ones, rendered on first use
 }
 
+// fencedTables reports whether the fire path's optimistic read and fenced
+// update go over every table at once (readMany, writeMany).
+func (db *database) fencedTables() bool {
+	return db.readTablesNoSync != nil && db.updateTablesFenced != nil
+}
+
 // sizedKey names a query of a number of rows in a table.
 type sizedKey struct {
 	name        string
