@@ -41,10 +41,7 @@ func (id ID) String() string {
 
 // AppendText implements encoding.TextAppender: b with the text form
 // appended, without a string of its own.
-func (id ID) AppendText(b []byte) ([]byte, error) {
-	out := id.text()
-	return append(b, out[:]...), nil
-}
+func (id ID) AppendText(b []byte) ([]byte, error) { return appendID(b, id), nil }
 
 func (id ID) text() (out [26]byte) {
 	// 128 bits as 26 groups of 5 bits, the first group holding the top 3 bits.

@@ -3,7 +3,6 @@ package task
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -248,14 +247,7 @@ func (p *RetryPolicy) appendJSON(b []byte) []byte {
 
 // appendID appends id's text form (no quotes).
 func appendID(b []byte, id ID) []byte {
-	var out [26]byte
-	hi := binary.BigEndian.Uint64(id[:8])
-	lo := binary.BigEndian.Uint64(id[8:])
-	for i := 25; i >= 0; i-- {
-		out[i] = crockford[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
+	out := id.text()
 	return append(b, out[:]...)
 }
 
