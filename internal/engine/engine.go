@@ -348,8 +348,10 @@ func New(cfg Config) (*Engine, error) {
 		e.admit = newLocalAdmission(ap)
 	}
 	e.tk.room, e.tk.taking = e.admit.room, e.admit.taking
+	var tellPullDue func(ctx context.Context, app string) // the other nodes: none on one node
 	if cfg.Index != nil {
 		e.index = clusterIndex{cfg.Index}
+		tellPullDue = cfg.Index.PullDue
 	} else {
 		alog, _ := store.As[store.AttemptLog](cfg.Store)
 		l := &attemptLog{alog: alog, store: cfg.Store, attempts: e.attempts, log: cfg.Logger}
@@ -357,7 +359,7 @@ func New(cfg Config) (*Engine, error) {
 		e.index = &localIndex{store: cfg.Store, boot: e.boot, alog: l, enqueue: e.tk.enqueue, leaseGrace: cfg.LeaseGrace, log: cfg.Logger}
 		holdMax = pullHoldMax(cfg.MaxLoaded)
 	}
-	e.waiters = newWaiters(e.index)
+	e.waiters = newWaiters(tellPullDue)
 	e.held = &held{
 		attempts: e.attempts,
 		tk:       e.tk,

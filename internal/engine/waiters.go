@@ -16,11 +16,8 @@ type waiters struct {
 	}
 }
 
-func newWaiters(index Index) *waiters {
-	w := &waiters{}
-	if _, local := index.(*localIndex); !local {
-		w.tell = index.PullDue
-	}
+func newWaiters(tell func(ctx context.Context, app string)) *waiters {
+	w := &waiters{tell: tell}
 	w.mu.m = make(map[string]chan struct{})
 	return w
 }
