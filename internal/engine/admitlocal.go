@@ -159,7 +159,7 @@ func (a *localAdmission) release(app string, _ task.ID) {
 	a.mu.Lock()
 	st := a.getLocked(app)
 	next := st.release()
-	freed := st.room() >= st.hold()
+	freed := st.readRoom() > 0
 	a.mu.Unlock()
 	a.enqueue(app, next...)
 	if freed && a.freed != nil {
@@ -167,22 +167,16 @@ func (a *localAdmission) release(app string, _ task.ID) {
 	}
 }
 
-// room: an app's free in-flight slots; none while fewer than its hold are free and attempts are under
-// way, whose ends free more, so that a saturated app's tasks are read in
-// batches rather than one by one as each slot frees. The unknown app ""
-// has no bound.
+// room: an app's free in-flight slots, none from when its attempts filled
+// them until its hold is free again (appSlots.readRoom). The unknown app
+// "" has no bound.
 func (a *localAdmission) room(app string) (int, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if app == "" {
 		return 0, false // not known before the read
 	}
-	st := a.getLocked(app)
-	r := st.room()
-	if r < st.hold() && st.inFlight > 0 {
-		return 0, true
-	}
-	return r, true
+	return a.getLocked(app).readRoom(), true
 }
 
 func (a *localAdmission) taking(app string, n int) {
@@ -192,7 +186,7 @@ func (a *localAdmission) taking(app string, n int) {
 	a.mu.Lock()
 	st := a.getLocked(app)
 	st.taking += n
-	freed := n < 0 && st.room() >= st.hold()
+	freed := n < 0 && st.readRoom() > 0
 	a.mu.Unlock()
 	if freed && a.freed != nil {
 		a.freed()

@@ -32,10 +32,11 @@ func (s shares) node(p AppPolicy) int { return min(s.explicit(p), s.max) }
 // (parked) until a slot frees. It has no lock: the admission that holds
 // it guards it with its own.
 type appSlots struct {
-	max      int // the node cap (shares.node)
-	inFlight int
-	taking   int       // taken by fire jobs under way, not yet done with (localAdmission.taking)
-	parked   []task.ID // due, waiting for a slot; sent to fire again when one frees
+	max       int // the node cap (shares.node)
+	inFlight  int
+	taking    int       // taken by fire jobs under way, not yet done with (localAdmission.taking)
+	saturated bool      // its room ran out, and has not come back to hold since (readRoom)
+	parked    []task.ID // due, waiting for a slot; sent to fire again when one frees
 }
 
 // full reports whether no attempt may start.
@@ -46,6 +47,28 @@ func (s *appSlots) full() bool { return s.inFlight >= s.max }
 // tasks a slot frees for are sent back to the ready queue, where they
 // count among the tasks taken for it.)
 func (s *appSlots) room() int { return max(s.max-s.inFlight-s.taking, 0) }
+
+// readRoom is room for the fire path's take: once the app's attempts have
+// filled its cap, none until hold slots are free again, so that a
+// saturated app's tasks are read in batches rather than one by one as
+// each slot frees. Before that, all of it, up to the cap: with the hold
+// applied from the start, an app whose last few due tasks fell in its top
+// hold slots waited for attempts to end that may wait for those tasks.
+// (Tasks being taken count against the room but do not saturate: they are
+// counted twice while their job admits them.)
+func (s *appSlots) readRoom() int {
+	r := s.room()
+	switch {
+	case s.inFlight >= s.max:
+		s.saturated = true
+	case r >= s.hold() || s.inFlight == 0:
+		s.saturated = false
+	}
+	if s.saturated {
+		return 0
+	}
+	return r
+}
 
 // hold is the room a saturated app waits for before more of its due
 // tasks are read (localAdmission.room): roomHold, or less for a small cap.

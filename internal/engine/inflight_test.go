@@ -69,3 +69,31 @@ func TestAppSlots(t *testing.T) {
 		t.Fatalf("unparkFree with no free slot sent %v", got)
 	}
 }
+
+// TestReadRoom: an app below its cap may take every free slot, up to the
+// cap, whatever tasks its fire jobs are taking meanwhile; once its
+// attempts fill the cap, none until hold slots are free again. (With the
+// hold applied from the start, TestBatchedWrites hung one run in ten: its
+// last tasks were never read while its attempts waited for them.)
+func TestReadRoom(t *testing.T) {
+	s := appSlots{max: 512}
+	for _, tt := range []struct {
+		inFlight, taking, want int
+	}{
+		{0, 0, 512},
+		{493, 0, 19},  // below the hold, never saturated: all of it
+		{400, 112, 0}, // taken, being admitted: no room, but not saturated
+		{493, 0, 19},  // so the rest is there once they are admitted
+		{512, 0, 0},   // the cap filled
+		{510, 0, 0},   // 2 free: under the hold (32)
+		{480, 0, 32},  // the hold free again
+		{500, 0, 12},  // and the rest up to the cap
+		{512, 0, 0},   // the cap again
+		{0, 0, 512},   // nothing under way: all of it
+	} {
+		s.inFlight, s.taking = tt.inFlight, tt.taking
+		if got := s.readRoom(); got != tt.want {
+			t.Errorf("%d in flight, %d taking: room %d, want %d", tt.inFlight, tt.taking, got, tt.want)
+		}
+	}
+}
