@@ -34,4 +34,10 @@ func TestClientGoneIsNotAnError(t *testing.T) {
 	if s := logs.String(); strings.Contains(s, "level=ERROR") {
 		t.Errorf("a claim cut short by its client was logged as an error:\n%s", s)
 	}
+	// Answered all the same: a request context also ends when toc shuts
+	// down, with the client still there, and an empty 200 would read as
+	// success (a PATCH cut short at SIGTERM did, in e2e's disk-full test).
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"code":"not_ready"`) {
+		t.Errorf("a cancelled request answered %d %q, want 503 not_ready", rec.Code, rec.Body)
+	}
 }

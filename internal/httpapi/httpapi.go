@@ -341,16 +341,22 @@ type errorBody struct {
 
 func errorJSON(err error) (int, any) {
 	status, code, field := statusOf(err)
-	body := struct {
-		Error errorBody  `json:"error"`
-		Task  *task.Task `json:"task,omitempty"`
-	}{Error: errorBody{Code: code, Message: messageOf(err, status), Field: field}}
+	body := errorJSONBody(errorBody{Code: code, Message: messageOf(err, status), Field: field})
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		body.Task = ce.Task
 	}
 	return status, body
 }
+
+// errorAnswer is an error's answer: the error, and the task a conflict is
+// about.
+type errorAnswer struct {
+	Error errorBody  `json:"error"`
+	Task  *task.Task `json:"task,omitempty"`
+}
+
+func errorJSONBody(e errorBody) errorAnswer { return errorAnswer{Error: e} }
 
 // messageOf is the message answered for err, whose status is status.
 func messageOf(err error, status int) string {
@@ -372,9 +378,16 @@ func messageOf(err error, status int) string {
 
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		// The client went away (a long-poll claim it gave up on, say):
-		// nobody reads the answer, and nothing failed on this side.
-		h.log.DebugContext(r.Context(), "client went away", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		// The request's context ended: its client went away (a long-poll
+		// claim it gave up on, say), or toc is shutting down (the server
+		// cancels every request's context). Nothing failed on this side
+		// worth a log line, but it is answered all the same: a handler
+		// that wrote nothing would answer an empty 200, which a client
+		// still there takes for success (a PATCH cut short at SIGTERM did).
+		h.log.DebugContext(r.Context(), "request cancelled", slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorJSONBody(errorBody{Code: "not_ready",
+			Message: "the request was cancelled before it was done (toc is shutting down, or the client went away): retry it"}))
 		return
 	}
 	status, body := errorJSON(err)
