@@ -81,13 +81,28 @@ func TestClusterNodeKilled(t *testing.T) {
 	if s := os.Getenv("TOC_CLUSTER_N"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	start := time.Now().Add(25 * time.Second) // scheduling 50k rows first (-race is slow)
+	// The lead leaves time to schedule them all before the first is due:
+	// 25 s, or more on a machine so busy that a first batch of a thousand
+	// throwaway tasks (due in an hour) shows it would not do (CI under
+	// load 18 scheduled 477 a second, and the first was due 81 s before the
+	// last was in).
+	ctx := context.Background()
+	cal := make([]client.ScheduleRequest, 1000)
+	inAnHour := time.Now().Add(time.Hour)
+	for i := range cal {
+		cal[i] = client.ScheduleRequest{App: "calibrate", Key: fmt.Sprint(i), DueAt: &inAnHour, Target: target}
+	}
+	calStart := time.Now()
+	if _, err := nodes[0].client().ScheduleBatch(ctx, cal); err != nil {
+		t.Fatal(err)
+	}
+	lead := max(25*time.Second, 3*time.Since(calStart)*time.Duration(n/len(cal))/2)
+	start := time.Now().Add(lead)
 	var reqs []client.ScheduleRequest
 	for i := range n {
 		due := start.Add(time.Duration(i) * spread / time.Duration(n))
 		reqs = append(reqs, client.ScheduleRequest{App: "load", Key: fmt.Sprint(i), DueAt: &due, Target: target})
 	}
-	ctx := context.Background()
 	schedStart := time.Now()
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -123,7 +138,7 @@ func TestClusterNodeKilled(t *testing.T) {
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
-	t.Logf("scheduled %d tasks in %s (%.0f/s)", n, time.Since(schedStart).Round(time.Millisecond), float64(n)/time.Since(schedStart).Seconds())
+	t.Logf("scheduled %d tasks in %s (%.0f/s; lead %s)", n, time.Since(schedStart).Round(time.Millisecond), float64(n)/time.Since(schedStart).Seconds(), lead.Round(time.Millisecond))
 	if late := time.Since(start); late > 0 {
 		t.Fatalf("scheduling 50k tasks took too long: the first was due %s ago", late)
 	}
