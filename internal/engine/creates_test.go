@@ -256,3 +256,74 @@ func TestCreatesBatcherAlone(t *testing.T) {
 		}
 	}
 }
+
+// echoWrite is a create write that stores nothing and answers each task
+// as created.
+func echoWrite(_ context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+	rs := make([]store.CreateResult, len(ts))
+	for i, tk := range ts {
+		rs[i] = store.CreateResult{Task: tk, Created: true}
+	}
+	return rs, nil
+}
+
+// TestCreatesBatcherManyRounds: requests of one task and of many (a
+// write takes at most createGatherMax tasks, so some are taken while
+// others stay pending), from many goroutines over many writes: each gets
+// its own tasks back, whatever array its place in the queue was in (the
+// queue reuses a written batch's).
+func TestCreatesBatcherManyRounds(t *testing.T) {
+	c := &creates{maxWriters: 1, write: echoWrite}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				n := 1
+				if i%50 == g%50 {
+					n = MaxBatch // now and then a full batch
+				}
+				ts := make([]*task.Task, n)
+				for j := range ts {
+					ts[j] = &task.Task{App: "a", Key: fmt.Sprint(g, "-", i, "-", j)}
+				}
+				rs, err := c.create(t.Context(), ts)
+				if err != nil || len(rs) != n {
+					t.Errorf("request %d-%d: %d results, %v", g, i, len(rs), err)
+					return
+				}
+				for j, r := range rs {
+					if r.Task != ts[j] {
+						t.Errorf("request %d-%d: result %d is task %q, want its own", g, i, j, r.Task.Key)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.writers != 0 || len(c.mu.pending) != 0 {
+		t.Errorf("after the load: %d writers, %d pending", c.mu.writers, len(c.mu.pending))
+	}
+}
+
+// BenchmarkCreatesBatcher is the batcher's own cost per request (one
+// task each, from 16 goroutines on 2 CPUs as the bench's clients), over a
+// write that does nothing.
+//
+//	go test -run '^$' -bench CreatesBatcher -benchmem ./internal/engine/
+func BenchmarkCreatesBatcher(b *testing.B) {
+	c := &creates{maxWriters: 1, write: echoWrite}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		ts := []*task.Task{{App: "a"}}
+		for pb.Next() {
+			if _, err := c.create(context.Background(), ts); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
