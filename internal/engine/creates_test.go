@@ -273,18 +273,25 @@ func echoWrite(_ context.Context, ts []*task.Task) ([]store.CreateResult, error)
 // its own tasks back, whatever array its place in the queue was in (the
 // queue reuses a written batch's).
 func TestCreatesBatcherManyRounds(t *testing.T) {
-	c := &creates{maxWriters: 1, write: echoWrite}
+	c := &creates{maxWriters: 1, write: func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+		// A write takes a while, as a store's does: requests queue
+		// behind it (pacing only: no outcome depends on it).
+		time.Sleep(50 * time.Microsecond)
+		return echoWrite(ctx, ts)
+	}}
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
-			for i := range 200 {
+			for i := range 100 {
 				n := 1
-				if i%50 == g%50 {
-					n = MaxBatch // now and then a full batch
+				if i%4 == g%4 {
+					// A quarter full batches: the queue often holds
+					// more than a write takes.
+					n = MaxBatch
 				}
 				ts := make([]*task.Task, n)
 				for j := range ts {
-					ts[j] = &task.Task{App: "a", Key: fmt.Sprint(g, "-", i, "-", j)}
+					ts[j] = &task.Task{App: "a"}
 				}
 				rs, err := c.create(t.Context(), ts)
 				if err != nil || len(rs) != n {
@@ -293,7 +300,7 @@ func TestCreatesBatcherManyRounds(t *testing.T) {
 				}
 				for j, r := range rs {
 					if r.Task != ts[j] {
-						t.Errorf("request %d-%d: result %d is task %q, want its own", g, i, j, r.Task.Key)
+						t.Errorf("request %d-%d: result %d is another request's task", g, i, j)
 						return
 					}
 				}
@@ -326,4 +333,36 @@ func BenchmarkCreatesBatcher(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCreatesQueueReuse: the queue grows into a written batch's array,
+// never into one a write still holds. A write that could not take all
+// that was pending (createGatherMax) leaves the rest in the same array;
+// once the first is written and the rest taken, new requests must not
+// land in the rest's places.
+func TestCreatesQueueReuse(t *testing.T) {
+	c := &creates{maxWriters: 1}
+	full := make([]*task.Task, createGatherMax/2)
+	reqs := make([]*createReq, 4)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range reqs {
+		reqs[i] = &createReq{tasks: full}
+		c.mu.pending = append(c.mu.pending, reqs[i])
+	}
+	first := c.takeLocked() // two of the four: a full write
+	if len(first) != 2 {
+		t.Fatalf("first write takes %d requests, want 2", len(first))
+	}
+	c.doneLocked(first)
+	second := c.takeLocked() // the other two, still in flight below
+	if len(second) != 2 || second[0] != reqs[2] || second[1] != reqs[3] {
+		t.Fatalf("second write takes %v, want requests 2 and 3", second)
+	}
+	for range 8 {
+		c.mu.pending = append(c.mu.pending, &createReq{wake: make(chan struct{}, 1)})
+	}
+	if second[0] != reqs[2] || second[1] != reqs[3] {
+		t.Errorf("queueing new requests changed the write in flight: %v", second)
+	}
 }
