@@ -39,6 +39,11 @@ type creates struct {
 	mu struct {
 		sync.Mutex
 		pending []*createReq
+		// spare is the array of a write's requests once written, for
+		// pending to grow into again (pending hands its array to the
+		// write that takes all of it): a request is queued without
+		// allocating.
+		spare   []*createReq
 		writers int // create writes in flight
 	}
 }
@@ -56,13 +61,16 @@ func newCreates(st store.Store) *creates {
 // createReq is one request's tasks, waiting to be written.
 type createReq struct {
 	tasks []*task.Task
-	done  chan struct{} // closed once res or err is set
-	res   []store.CreateResult
-	err   error
-	// turn hands the request a write slot a leaving writer gave up
-	// (capacity 1); turned, under the queue's lock, says it was sent.
-	turn   chan struct{}
-	turned bool
+	// wake tells the request's goroutine (capacity 1, sent without
+	// blocking) that done or turned changed: one channel for both, as the
+	// two come in either order and the goroutine reads both at each wake.
+	wake chan struct{}
+	// Under the batcher's lock: done says res or err is set; turned
+	// that the request was given a write slot a leaving writer gave up,
+	// taken says its goroutine has seen that.
+	done, turned, taken bool
+	res                 []store.CreateResult
+	err                 error
 }
 
 // create writes tasks durably, gathered with other requests' (see above).
@@ -70,7 +78,7 @@ type createReq struct {
 // write is bounded by callTimeout, and a request that left its place would
 // have to hand on a write slot it may be given.
 func (c *creates) create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
-	r := &createReq{tasks: tasks, done: make(chan struct{}), turn: make(chan struct{}, 1)}
+	r := &createReq{tasks: tasks, wake: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.mu.pending = append(c.mu.pending, r)
 	writer := c.mu.writers < c.maxWriters
@@ -81,20 +89,20 @@ func (c *creates) create(ctx context.Context, tasks []*task.Task) ([]store.Creat
 	for {
 		if writer {
 			c.writeUntil(ctx, r)
-			writer = false
 		}
-		select {
-		case <-r.done:
-			select {
-			case <-r.turn:
+		<-r.wake
+		c.mu.Lock()
+		done := r.done
+		writer = r.turned && !r.taken
+		r.taken = r.taken || writer
+		c.mu.Unlock()
+		if done {
+			if writer {
 				// Given a slot while another writer wrote our tasks:
 				// hand it on.
 				c.writeUntil(ctx, r)
-			default:
 			}
 			return r.res, r.err
-		case <-r.turn:
-			writer = true
 		}
 	}
 }
@@ -106,28 +114,33 @@ func (c *creates) create(ctx context.Context, tasks []*task.Task) ([]store.Creat
 func (c *creates) writeUntil(ctx context.Context, r *createReq) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for !isDone(r) && len(c.mu.pending) > 0 {
+	for !r.done && len(c.mu.pending) > 0 {
 		batch := c.takeLocked()
 		c.mu.Unlock()
 		c.writeBatch(ctx, batch)
 		c.mu.Lock()
+		c.doneLocked(batch)
 	}
 	for _, next := range c.mu.pending {
 		if !next.turned {
 			next.turned = true
-			next.turn <- struct{}{}
+			signal(next.wake)
 			return
 		}
 	}
 	c.mu.writers--
 }
 
-func isDone(r *createReq) bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
+// doneLocked marks the requests of a written batch done and wakes each,
+// and keeps the batch's array for pending to reuse when it has none.
+func (c *creates) doneLocked(batch []*createReq) {
+	for _, r := range batch {
+		r.done = true
+		signal(r.wake)
+	}
+	if c.mu.spare == nil {
+		clear(batch)
+		c.mu.spare = batch[:0]
 	}
 }
 
@@ -141,16 +154,25 @@ func (c *creates) takeLocked() []*createReq {
 	}
 	batch := c.mu.pending[:n:n]
 	c.mu.pending = c.mu.pending[n:]
+	if len(c.mu.pending) == 0 {
+		// All taken: the next requests queue in the spare array, not
+		// in a new one grown from the end of this one.
+		c.mu.pending, c.mu.spare = c.mu.spare, nil
+	}
 	return batch
 }
 
 // writeBatch writes the tasks of batch in one store call and hands each
-// request its results. The write runs to its end whatever becomes of the
-// request that runs it: other requests wait on it.
+// request its results (the caller marks them done). The write runs to its
+// end whatever becomes of the request that runs it: other requests wait on
+// it.
 func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
-	var all []*task.Task
-	for _, r := range batch {
-		all = append(all, r.tasks...)
+	all := batch[0].tasks // one request's (most often): no copy
+	if len(batch) > 1 {
+		all = nil
+		for _, r := range batch {
+			all = append(all, r.tasks...)
+		}
 	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
@@ -166,6 +188,5 @@ func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
 			r.res = rs[off : off+len(r.tasks) : off+len(r.tasks)]
 		}
 		off += len(r.tasks)
-		close(r.done)
 	}
 }

@@ -23,22 +23,31 @@ func createFast(raw []byte, cr *createRequest) bool {
 	d := plainReader{b: raw}
 	var w createRequest
 	var seen uint16
+	// The strings the task keeps (app, key, url) are copied out of raw
+	// in one string at the end, the others each on its own (they are
+	// dropped once read: not kept alive by the task's), and the
+	// pointers to the optional ones point into one array: a create
+	// allocates a few times, not once per field.
+	var app, key, url span
+	var strs *[5]string // due_at, delay, deadline, payload_base64, key
+	var tg *targetAlloc
 	ok := d.object(func(name []byte) bool {
 		var bit uint16
 		var p **string
+		var slot int
 		switch string(name) {
 		case "app":
 			bit = 1
 		case "key":
-			bit, p = 2, &w.Key
+			bit = 2
 		case "due_at":
-			bit, p = 4, &w.DueAt
+			bit, p, slot = 4, &w.DueAt, 0
 		case "delay":
-			bit, p = 8, &w.Delay
+			bit, p, slot = 8, &w.Delay, 1
 		case "deadline":
-			bit, p = 16, &w.Deadline
+			bit, p, slot = 16, &w.Deadline, 2
 		case "payload_base64":
-			bit, p = 32, &w.PayloadBase64
+			bit, p, slot = 32, &w.PayloadBase64, 3
 		case "payload":
 			bit = 64
 		case "target":
@@ -52,12 +61,20 @@ func createFast(raw []byte, cr *createRequest) bool {
 		seen |= bit
 		switch {
 		case bit == 1:
-			s, ok := d.str()
-			w.App = s
+			var ok bool
+			app, ok = d.span()
+			return ok
+		case bit == 2:
+			var ok bool
+			key, ok = d.span()
 			return ok
 		case p != nil:
 			s, ok := d.str()
-			*p = &s
+			if strs == nil {
+				strs = new([5]string)
+			}
+			strs[slot] = s
+			*p = &strs[slot]
 			return ok
 		case bit == 64:
 			v, ok := d.value()
@@ -66,14 +83,40 @@ func createFast(raw []byte, cr *createRequest) bool {
 			}
 			return ok
 		}
-		w.Target = new(task.Target)
-		return d.target(w.Target)
+		tg = new(targetAlloc)
+		w.Target = &tg.t
+		return d.target(tg, &url)
 	})
 	if !ok || !d.end() {
 		return false
 	}
+	kept := string(raw[app.i:app.j]) + string(raw[key.i:key.j]) + string(raw[url.i:url.j])
+	w.App, kept = kept[:app.len()], kept[app.len():]
+	if seen&2 != 0 {
+		if strs == nil {
+			strs = new([5]string)
+		}
+		strs[4] = kept[:key.len()]
+		w.Key = &strs[4]
+	}
+	kept = kept[key.len():]
+	if tg != nil && tg.t.HTTP != nil {
+		tg.h.URL = kept
+	}
 	*cr = w
 	return true
+}
+
+// span is where a string without escapes lies in the reader's bytes.
+type span struct{ i, j int }
+
+func (s span) len() int { return s.j - s.i }
+
+// targetAlloc is a target read by hand with its http member: one
+// allocation for the two.
+type targetAlloc struct {
+	t task.Target
+	h task.HTTPTarget
 }
 
 // createPlain is createFast for a body no decoder has checked (a single
@@ -163,6 +206,15 @@ func (d *plainReader) plain() ([]byte, bool) {
 	return nil, false
 }
 
+// span reads a string as plain does and returns where it lies in b.
+func (d *plainReader) span() (span, bool) {
+	v, ok := d.plain()
+	if !ok {
+		return span{}, false
+	}
+	return span{d.i - 1 - len(v), d.i - 1}, true
+}
+
 func (d *plainReader) str() (string, bool) {
 	v, ok := d.plain()
 	return string(v), ok
@@ -207,17 +259,18 @@ func (d *plainReader) value() ([]byte, bool) {
 	return d.b[start:d.i], d.i > start
 }
 
-// target reads {"http":{"url":…,"timeout":…}} or {"pull":{}}, each member
-// at most once.
-func (d *plainReader) target(t *task.Target) bool {
+// target reads {"http":{"url":…,"timeout":…}} or {"pull":{}} into
+// tg.t, each member at most once; the url is left in b, at url.
+func (d *plainReader) target(tg *targetAlloc, url *span) bool {
+	t := &tg.t
 	return d.object(func(name []byte) bool {
 		switch string(name) {
 		case "http":
 			if t.HTTP != nil {
 				return false
 			}
-			t.HTTP = new(task.HTTPTarget)
-			return d.httpTarget(t.HTTP)
+			t.HTTP = &tg.h
+			return d.httpTarget(&tg.h, url)
 		case "pull":
 			if t.Pull != nil {
 				return false
@@ -229,14 +282,14 @@ func (d *plainReader) target(t *task.Target) bool {
 	})
 }
 
-func (d *plainReader) httpTarget(h *task.HTTPTarget) bool {
+func (d *plainReader) httpTarget(h *task.HTTPTarget, url *span) bool {
 	var seen uint8
 	return d.object(func(name []byte) bool {
 		switch {
 		case string(name) == "url" && seen&1 == 0:
 			seen |= 1
-			s, ok := d.str()
-			h.URL = s
+			var ok bool
+			*url, ok = d.span()
 			return ok
 		case string(name) == "timeout" && seen&2 == 0:
 			seen |= 2
