@@ -399,7 +399,12 @@ func (h *held) endLeases(op, app string, mine []pullAck, errs []error) {
 // storeError reports whether err is a store's failure (not an answer about
 // the task: not found, a conflict, a refused field).
 func storeError(err error) bool {
+	if err == nil {
+		// Before the targets of errors.As, which escape: an ack answered
+		// nil (each of a claim's thousand) allocated them all the same.
+		return false
+	}
 	var ce *ConflictError
 	var fe *task.FieldError
-	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.As(err, &ce) && !errors.As(err, &fe)
+	return !errors.Is(err, store.ErrNotFound) && !errors.As(err, &ce) && !errors.As(err, &fe)
 }
