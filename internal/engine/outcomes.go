@@ -268,7 +268,7 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				case t == nil:
 					errs[k] = errSkip
 				case landed[k]:
-					t = t.Clone()
+					t = outcomeCopy(t)
 					ts[k] = t
 					recordOutcome(t, a, o, now)
 				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
@@ -458,6 +458,19 @@ func landsOn(t *task.Task, a *attempt) bool {
 		return t.NextAttemptAt.Equal(a.base.NextAttemptAt)
 	}
 	return t.Attempts > a.base.Attempts
+}
+
+// outcomeCopy is the copy of t, shared and never changed, that an outcome
+// is recorded on (recordOutcome): the task's fields and a history of its
+// own, with room for the events the outcome adds. recordOutcome only sets
+// fields and appends to the history, so the rest (payload, target, times
+// pointed to) is shared with t, as a lease's copy shares its base's; a
+// full Clone copied all of it and then grew the history again, per task
+// acked.
+func outcomeCopy(t *task.Task) *task.Task {
+	c := *t
+	c.History = append(make([]task.Event, 0, len(t.History)+3), t.History...)
+	return &c
 }
 
 // recordOutcome writes the outcome o of attempt a over t, on which it lands

@@ -96,9 +96,9 @@ type heldState struct {
 	// holding is the tasks that a fire job's look decided to queue and
 	// that afterFire has not queued yet: it keeps a store claim from
 	// leasing them meanwhile.
-	holding map[task.ID]*pullHold
-	perApp  map[string]int  // held (holding, queued and leased), per app
-	store   map[string]pass // per app: when the store was last looked at for leases
+	holding map[task.ID]pullHold // by value: no allocation per task due
+	perApp  map[string]int       // held (holding, queued and leased), per app
+	store   map[string]pass      // per app: when the store was last looked at for leases
 }
 
 // pullHold is a task of pullHeld.holding: its app, and how many fire jobs'
@@ -118,7 +118,7 @@ type pass struct {
 func (p *heldState) init() {
 	p.queues = map[string][]*task.Task{}
 	p.queued = map[task.ID]*task.Task{}
-	p.holding = map[task.ID]*pullHold{}
+	p.holding = map[task.ID]pullHold{}
 	p.perApp = map[string]int{}
 	p.store = map[string]pass{}
 }
@@ -142,6 +142,7 @@ func (h *held) hold(t *task.Task) (hold, over bool) {
 	p := &h.mu.heldState
 	if h, ok := p.holding[t.ID]; ok {
 		h.n++ // another fire job's look, or this one run again: queued once
+		p.holding[t.ID] = h
 		return true, false
 	}
 	if _, ok := p.queued[t.ID]; ok {
@@ -155,7 +156,7 @@ func (h *held) hold(t *task.Task) (hold, over bool) {
 		p.store[t.App] = pass{}
 		return false, true
 	}
-	p.holding[t.ID] = &pullHold{app: t.App, n: 1}
+	p.holding[t.ID] = pullHold{app: t.App, n: 1}
 	p.perApp[t.App]++
 	return true, false
 }
@@ -187,6 +188,8 @@ func (h *held) unhold(id task.ID) {
 		if x.n--; x.n == 0 {
 			delete(h.mu.holding, id)
 			h.mu.unref(x.app)
+		} else {
+			h.mu.holding[id] = x
 		}
 	}
 }
@@ -399,7 +402,12 @@ func (h *held) endLeases(op, app string, mine []pullAck, errs []error) {
 // storeError reports whether err is a store's failure (not an answer about
 // the task: not found, a conflict, a refused field).
 func storeError(err error) bool {
+	if err == nil {
+		// Before the targets of errors.As, which escape: an ack answered
+		// nil (each of a claim's thousand) allocated them all the same.
+		return false
+	}
 	var ce *ConflictError
 	var fe *task.FieldError
-	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.As(err, &ce) && !errors.As(err, &fe)
+	return !errors.Is(err, store.ErrNotFound) && !errors.As(err, &ce) && !errors.As(err, &fe)
 }

@@ -396,3 +396,67 @@ func mustByte(b byte, err error) byte {
 	}
 	return b
 }
+
+// TestIndexEntries: indexEntries, which cuts every entry of a task from
+// one buffer, gives the keys and values the key builders make, for each
+// kind of entry a task can have, and entries that appending to cannot
+// overwrite one another.
+func TestIndexEntries(t *testing.T) {
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	fin := now.Add(time.Minute)
+	var gen task.IDGenerator
+	pull := task.Target{Pull: &task.PullTarget{}}
+	push := task.Target{HTTP: &task.HTTPTarget{URL: "http://x"}}
+	cases := []*task.Task{
+		{ID: gen.New(now, 0), App: "a", State: task.Scheduled, Target: pull, WakeAt: now, NextAttemptAt: now.Add(time.Second)},
+		{ID: gen.New(now, 0), App: "app.x-1", Key: "order-42", State: task.Scheduled, Target: pull, WakeAt: now, NextAttemptAt: now},
+		{ID: gen.New(now, 0), App: "b", State: task.Delivering, Target: pull, WakeAt: now.Add(30 * time.Second)},
+		{ID: gen.New(now, 0), App: "b", Key: "k", State: task.Delivered, Target: pull, FinishedAt: &fin},
+		{ID: gen.New(now, 0), App: "c", State: task.Scheduled, Target: push, WakeAt: now},
+		{ID: gen.New(now, 0), App: "c", Key: "kk", State: task.Expired, Target: push, WakeAt: fin, FinishedAt: &fin},
+		{ID: gen.New(now, 0), App: "c", State: task.Cancelled, Target: push},
+	}
+	for _, tk := range cases {
+		sb, _ := stateByte(tk.State)
+		kb, _ := kindByte(tk.Target.Kind())
+		want := []entry{{key: appStateKey(tk.App, sb, tk.ID)}}
+		if !tk.WakeAt.IsZero() {
+			want = append(want, entry{wakeKey(tk.WakeAt.UnixMilli(), tk.ID), append([]byte{sb, kb}, tk.App...)})
+		}
+		if tk.State == task.Scheduled && tk.Target.Pull != nil {
+			want = append(want, entry{key: pullKey(tk.App, tk.NextAttemptAt.UnixMilli(), tk.ID)})
+		}
+		if tk.Key != "" {
+			want = append(want, entry{keyKey(tk.App, tk.Key), tk.ID[:]})
+		}
+		if tk.State.Final() && tk.FinishedAt != nil {
+			want = append(want, entry{key: finishedKey(tk.FinishedAt.UnixMilli(), tk.ID)})
+		}
+		var arr [maxEntries]entry
+		got, err := indexEntries(tk, arr[:0])
+		if err != nil {
+			t.Fatalf("%s %s: %v", tk.App, tk.State, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s %s: %d entries, want %d", tk.App, tk.State, len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].key, want[i].key) || !bytes.Equal(got[i].value, want[i].value) {
+				t.Errorf("%s %s: entry %d = %x → %x, want %x → %x", tk.App, tk.State, i, got[i].key, got[i].value, want[i].key, want[i].value)
+			}
+		}
+		// Appending to one entry's slices leaves the others as they are.
+		for i := range got {
+			_ = append(got[i].key, 0xEE, 0xEE)
+			_ = append(got[i].value, 0xEE, 0xEE)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].key, want[i].key) || !bytes.Equal(got[i].value, want[i].value) {
+				t.Errorf("%s %s: entry %d changed by an append to another", tk.App, tk.State, i)
+			}
+		}
+	}
+	if none, err := indexEntries(nil, nil); err != nil || len(none) != 0 {
+		t.Errorf("indexEntries(nil) = %v, %v; want none", none, err)
+	}
+}

@@ -648,8 +648,6 @@ func (s *Store) updateRead(opts *store.UpdateOpts, shared bool, stripes []int, o
 		return r.own()
 	}
 	cs, errs := record.ApplyManyWith(ts, shared, fn)
-	b := s.db.NewBatch()
-	defer b.Close()
 	w := getSortedWrites() // the batch in key order (sortedwrites.go)
 	defer w.put()
 	// Staged in id order, most kinds of key come in order already.
@@ -678,6 +676,8 @@ func (s *Store) updateRead(opts *store.UpdateOpts, shared bool, stripes []int, o
 		}
 	}
 	if len(w.ops) > 0 {
+		b := s.db.NewBatchWithSize(w.batchSize())
+		defer b.Close()
 		err := w.applyTo(b)
 		if err == nil {
 			err = s.commit(b, s.writeOptions(opts))
@@ -1165,10 +1165,19 @@ func scan(r reader, lower, upper []byte, fn func(k, v []byte) (more bool, err er
 // entry is one index entry of a task.
 type entry struct{ key, value []byte }
 
-// indexEntries returns the index entries of t (none when t is nil).
-func indexEntries(t *task.Task) ([]entry, error) {
+// maxEntries is the most index entries a task has (indexEntries).
+const maxEntries = 5
+
+// indexEntries appends to es the index entries of t (none when t is nil).
+//
+// Their keys and values are cut from one buffer, sized for all of them: a
+// task written (created, leased, acked) costs one allocation here rather
+// than one per key, and the entries go in the caller's es (an array of
+// maxEntries on its stack). Each entry's slices are capped at their
+// length, so an append to one cannot run into the next.
+func indexEntries(t *task.Task, es []entry) ([]entry, error) {
 	if t == nil {
-		return nil, nil
+		return es, nil
 	}
 	sb, err := stateByte(t.State)
 	if err != nil {
@@ -1179,19 +1188,69 @@ func indexEntries(t *task.Task) ([]entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	es := make([]entry, 0, 5)
-	es = append(es, entry{key: appStateKey(t.App, sb, t.ID)})
-	if !t.WakeAt.IsZero() {
-		es = append(es, entry{wakeKey(t.WakeAt.UnixMilli(), t.ID), append([]byte{sb, kb}, t.App...)})
+	wake := !t.WakeAt.IsZero()
+	pull := t.State == task.Scheduled && kind == "pull"
+	fin := t.State.Final() && t.FinishedAt != nil
+	appKey := 1 + len(t.App) + 1 // prefix, app, separator
+	size := appKey + 1 + idLen   // a <app> 0x00 <state> <id>
+	if wake {
+		size += 1 + msLen + idLen + 2 + len(t.App)
 	}
-	if t.State == task.Scheduled && kind == "pull" {
-		es = append(es, entry{key: pullKey(t.App, t.NextAttemptAt.UnixMilli(), t.ID)})
+	if pull {
+		size += appKey + msLen + idLen
 	}
 	if t.Key != "" {
-		es = append(es, entry{keyKey(t.App, t.Key), t.ID[:]})
+		size += appKey + len(t.Key) + idLen
 	}
-	if t.State.Final() && t.FinishedAt != nil {
-		es = append(es, entry{key: finishedKey(t.FinishedAt.UnixMilli(), t.ID)})
+	if fin {
+		size += 1 + msLen + idLen
+	}
+	buf := make([]byte, 0, size)
+	// cut returns what was appended to buf since from, capped.
+	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
+	appPrefix := func(prefix byte) {
+		buf = append(buf, prefix)
+		buf = append(buf, t.App...)
+		buf = append(buf, 0)
+	}
+	from := len(buf)
+	appPrefix(prefixApp)
+	buf = append(buf, sb)
+	buf = append(buf, t.ID[:]...)
+	es = append(es, entry{key: cut(from)})
+	if wake {
+		from = len(buf)
+		buf = append(buf, prefixWake)
+		buf = appendMs(buf, t.WakeAt.UnixMilli())
+		buf = append(buf, t.ID[:]...)
+		k := cut(from)
+		from = len(buf)
+		buf = append(buf, sb, kb)
+		buf = append(buf, t.App...)
+		es = append(es, entry{k, cut(from)})
+	}
+	if pull {
+		from = len(buf)
+		appPrefix(prefixPull)
+		buf = appendMs(buf, t.NextAttemptAt.UnixMilli())
+		buf = append(buf, t.ID[:]...)
+		es = append(es, entry{key: cut(from)})
+	}
+	if t.Key != "" {
+		from = len(buf)
+		appPrefix(prefixKey)
+		buf = append(buf, t.Key...)
+		k := cut(from)
+		from = len(buf)
+		buf = append(buf, t.ID[:]...)
+		es = append(es, entry{k, cut(from)})
+	}
+	if fin {
+		from = len(buf)
+		buf = append(buf, prefixFinished)
+		buf = appendMs(buf, t.FinishedAt.UnixMilli())
+		buf = append(buf, t.ID[:]...)
+		es = append(es, entry{key: cut(from)})
 	}
 	return es, nil
 }
@@ -1199,11 +1258,12 @@ func indexEntries(t *task.Task) ([]entry, error) {
 // writeTask adds to b the change from old to new: the record and the index
 // entries that differ. old nil creates new; new nil deletes old.
 func writeTask(b batchWriter, old, new *task.Task) error {
-	olds, err := indexEntries(old)
+	var oldEs, newEs [maxEntries]entry
+	olds, err := indexEntries(old, oldEs[:0])
 	if err != nil {
 		return err
 	}
-	news, err := indexEntries(new)
+	news, err := indexEntries(new, newEs[:0])
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"slices"
 	"sync"
 
@@ -74,6 +75,22 @@ func (w *sortedWrites) Delete(key []byte, _ *pebble.WriteOptions) error {
 	w.ops = append(w.ops, sortedOp{key: key, seq: int32(len(w.ops)), del: true})
 	return nil
 }
+
+// batchSize is the size of a pebble.Batch that holds the writes gathered
+// (its header, and per write its kind, key and value with their varint
+// lengths): a batch made that size at once is not grown and copied again
+// and again as a thousand tasks' keys are added.
+func (w *sortedWrites) batchSize() int {
+	n := batchHeaderLen + len(w.vals)
+	for _, o := range w.ops {
+		n += 1 + 2*binary.MaxVarintLen32 + len(o.key)
+	}
+	return n
+}
+
+// batchHeaderLen is the size of a pebble.Batch's header (its sequence
+// number and count).
+const batchHeaderLen = 12
 
 // applyTo adds the writes gathered to b in key order; writes of one key
 // keep the order they came in (the last wins).
