@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/task"
 )
 
@@ -57,6 +58,26 @@ type pullIndex interface {
 	// (as read: not waiting for a lease) and gone (not stored) leave the
 	// index's pull tasks due.
 	Untake(ctx context.Context, app string, back, stale []*task.Task, gone []task.ID, now time.Time) error
+}
+
+// fencedKnown is a store whose UpdateKnown checks each old against the
+// version stored itself, for the writes it says (sqlstore on PostgreSQL:
+// the fire path's optimistic no-sync writes, fenced by the record), so
+// that a cluster's nodes, none of which sees every write of a task, can
+// write outcomes over what their fire jobs read: a task another node
+// wrote meanwhile comes back with store.ErrConflict and is read again.
+type fencedKnown interface {
+	store.KnownUpdater
+	KnownFenced() bool
+}
+
+// clusterKnown is the write over known versions a cluster's engine uses:
+// the store's, where it fences them itself (nil otherwise).
+func clusterKnown(s store.Store) store.KnownUpdater {
+	if k, ok := store.As[fencedKnown](s); ok && k.KnownFenced() {
+		return k
+	}
+	return nil
 }
 
 // clusterIndex is the cluster's Index (Config.Index) as an engIdx.

@@ -387,6 +387,8 @@ func New(cfg Config) (*Engine, error) {
 		// written over the task as held, when no write touched it since
 		// (outcomes.write), on a store that can.
 		e.writer.known, _ = store.As[store.KnownUpdater](cfg.Store)
+	} else {
+		e.writer.known = clusterKnown(cfg.Store) // clusterindex.go
 	}
 	e.outcomes = &outcomes{
 		attempts:    e.attempts,
