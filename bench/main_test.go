@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toc-dev/toc/bench/report"
 	"github.com/toc-dev/toc/bench/storesize"
 	"github.com/toc-dev/toc/bench/suite"
 	"github.com/toc-dev/toc/internal/testsvc"
@@ -230,9 +232,18 @@ func TestBenchSuite(t *testing.T) {
 		t.Errorf("fire and schedule row 0: %q, want the push ceiling of 64 senders", c)
 	}
 	checkNumbers(t, "fire and schedule", fire[0], 3, 12)
+	// The push fire runs at R = min(200 over 0.5 s, half the ceiling): on
+	// a machine busy enough (CI's, with the other packages' tests beside
+	// it, measured 365 POSTs/s) fewer than 200 tasks.
+	ceiling, err := strconv.ParseFloat(fire[0][12], 64)
+	if err != nil {
+		t.Fatalf("the push ceiling's drain/s %q: %v", fire[0][12], err)
+	}
+	n := max(1, int(report.PushRate(ceiling, 200/0.5)*0.5))
+	fireN, atR := strconv.Itoa(n), fmt.Sprintf(" at %d fires/s", 2*n)
 	for i, want := range [][]string{
-		{"toc", "push, embedded", "fire", "200", "0.5", "1000", "16", "200", "0"},
-		{"baseline", "timers + HTTP push", "fire", "200", "0.5", "1000", "16", "200", "0"},
+		{"toc", "push, embedded", "fire", fireN, "0.5", "1000", "16", fireN, "0"},
+		{"baseline", "timers + HTTP push", "fire", fireN, "0.5", "1000", "16", fireN, "0"},
 		{"baseline", "pull, in-memory claims + ack fdatasync, group commit", "fire", "300", "", "1000", "16", "300", "0"},
 		{"toc", "pull, embedded", "fire", "300", "", "1000", "16", "300", "0"},
 		{"toc", "pull, embedded", "fire", "100", "0.5", "1000", "16", "100", "0"},
@@ -265,8 +276,8 @@ func TestBenchSuite(t *testing.T) {
 		checkNumbers(t, "cost", row, 2, 3, 5, 6, 7, 8)
 	}
 	for _, want := range []string{
-		"- #25: push fire p99 <= max(2x the timers baseline's, it + 5 ms), none missing or early at 400 fires/s: **",
-		"- #25: push CPU per fire of the processes <= 1.5x the timers baseline's at 400 fires/s: **",
+		"- #25: push fire p99 <= max(2x the timers baseline's, it + 5 ms), none missing or early" + atR + ": **",
+		"- #25: push CPU per fire of the processes <= 1.5x the timers baseline's" + atR + ": **",
 		"- #25: a push burst of 300 drained at >= 0.8x the push ceiling: **",
 		"- #25: a hot instant of 2000 due within 1s drained at >= 0.8x the push ceiling: **",
 		"- #25: GETs by id during a hot instant's drain (50/s) p99 <= 50 ms: **",
@@ -308,10 +319,10 @@ func TestBenchSuite(t *testing.T) {
 		"| CPUs (`nproc`) | ",
 		"## Targets",
 		"- rss <= 200 B per pending task: ",
-		"- #13 goal: fire p99 <= 3x the baseline's at 400 fires/s: ",
+		"- #13 goal: fire p99 <= 3x the baseline's" + atR + ": ",
 		"- toc pending server n=2000 batch 1000: ",
-		"\nbash bench/run.sh baseline --workload fire --n 200 --spread 500ms\n",
-		"```sh\nbash bench/run.sh baseline --workload ceiling --duration 300ms\ntoc bench --embedded --workload fire --n 200 --spread 500ms\n",
+		"\nbash bench/run.sh baseline --workload fire --n " + fireN + " --spread 500ms\n",
+		"```sh\nbash bench/run.sh baseline --workload ceiling --duration 300ms\ntoc bench --embedded --workload fire --n " + fireN + " --spread 500ms\n",
 		"\ntoc serve --data DIR --listen 127.0.0.1:0   # pid ",
 		" --workload pending --n 2000\n```\n",
 	} {
