@@ -341,7 +341,7 @@ type errorBody struct {
 
 func errorJSON(err error) (int, any) {
 	status, code, field := statusOf(err)
-	body := errorJSONBody(errorBody{Code: code, Message: messageOf(err, status), Field: field})
+	body := errorAnswer{Error: errorBody{Code: code, Message: messageOf(err, status), Field: field}}
 	var ce *engine.ConflictError
 	if errors.As(err, &ce) {
 		body.Task = ce.Task
@@ -355,8 +355,6 @@ type errorAnswer struct {
 	Error errorBody  `json:"error"`
 	Task  *task.Task `json:"task,omitempty"`
 }
-
-func errorJSONBody(e errorBody) errorAnswer { return errorAnswer{Error: e} }
 
 // messageOf is the message answered for err, whose status is status.
 func messageOf(err error, status int) string {
@@ -385,10 +383,8 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		// that wrote nothing would answer an empty 200, which a client
 		// still there takes for success (a PATCH cut short at SIGTERM did).
 		h.log.DebugContext(r.Context(), "request cancelled", slog.String("method", r.Method), slog.String("path", r.URL.Path))
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, errorJSONBody(errorBody{Code: "not_ready",
-			Message: "the request was cancelled before it was done (toc is shutting down, or the client went away): retry it"}))
-		return
+		err = &apiError{status: http.StatusServiceUnavailable, code: "not_ready",
+			msg: "the request was cancelled before it was done (toc is shutting down, or the client went away): retry it"}
 	}
 	status, body := errorJSON(err)
 	if status == http.StatusInternalServerError {
