@@ -52,7 +52,11 @@ func taskKey(id task.ID) []byte {
 
 // wakeKey is a task's entry in the wake-time order.
 func wakeKey(ms int64, id task.ID) []byte {
-	b := make([]byte, 0, 1+msLen+idLen)
+	return appendWakeKey(make([]byte, 0, 1+msLen+idLen), ms, id)
+}
+
+// appendWakeKey appends wakeKey(ms, id) to b.
+func appendWakeKey(b []byte, ms int64, id task.ID) []byte {
 	b = append(b, prefixWake)
 	b = appendMs(b, ms)
 	return append(b, id[:]...)
@@ -75,15 +79,25 @@ func parseWakeKey(k []byte) (ms int64, id task.ID, err error) {
 
 // pullPrefix starts every claimable entry of app.
 func pullPrefix(app string) []byte {
-	b := make([]byte, 0, 1+len(app)+1+msLen+idLen)
-	b = append(b, prefixPull)
+	return appendAppPrefix(make([]byte, 0, 1+len(app)+1+msLen+idLen), prefixPull, app)
+}
+
+// appendAppPrefix appends the start of an app's keys of a kind (prefix):
+// the prefix, the app and a 0.
+func appendAppPrefix(b []byte, prefix byte, app string) []byte {
+	b = append(b, prefix)
 	b = append(b, app...)
 	return append(b, 0)
 }
 
 // pullKey is a claimable task's entry: app, then NextAttemptAt in ms.
 func pullKey(app string, ms int64, id task.ID) []byte {
-	return append(appendMs(pullPrefix(app), ms), id[:]...)
+	return appendPullKey(make([]byte, 0, 1+len(app)+1+msLen+idLen), app, ms, id)
+}
+
+// appendPullKey appends pullKey(app, ms, id) to b.
+func appendPullKey(b []byte, app string, ms int64, id task.ID) []byte {
+	return append(appendMs(appendAppPrefix(b, prefixPull, app), ms), id[:]...)
 }
 
 // parsePullKey reads a key made by pullKey, given the length of its prefix
@@ -98,24 +112,27 @@ func parsePullKey(k []byte, prefixLen int) (ms int64, id task.ID, err error) {
 
 // keyKey maps an app's key to the id of the task that has it.
 func keyKey(app, key string) []byte {
-	b := make([]byte, 0, 1+len(app)+1+len(key))
-	b = append(b, prefixKey)
-	b = append(b, app...)
-	b = append(b, 0)
-	return append(b, key...)
+	return appendKeyKey(make([]byte, 0, 1+len(app)+1+len(key)), app, key)
+}
+
+// appendKeyKey appends keyKey(app, key) to b.
+func appendKeyKey(b []byte, app, key string) []byte {
+	return append(appendAppPrefix(b, prefixKey, app), key...)
 }
 
 // appStatePrefix starts the list of app's tasks in a state.
 func appStatePrefix(app string, state byte) []byte {
-	b := make([]byte, 0, 1+len(app)+2+idLen)
-	b = append(b, prefixApp)
-	b = append(b, app...)
-	return append(b, 0, state)
+	return append(appendAppPrefix(make([]byte, 0, 1+len(app)+2+idLen), prefixApp, app), state)
 }
 
 // appStateKey is a task's entry in the list of its app and state.
 func appStateKey(app string, state byte, id task.ID) []byte {
 	return append(appStatePrefix(app, state), id[:]...)
+}
+
+// appendAppStateKey appends appStateKey(app, state, id) to b.
+func appendAppStateKey(b []byte, app string, state byte, id task.ID) []byte {
+	return append(append(appendAppPrefix(b, prefixApp, app), state), id[:]...)
 }
 
 // parseAppStateKey returns the id that ends a key made by appStateKey.
@@ -130,7 +147,11 @@ func parseAppStateKey(k []byte, prefixLen int) (task.ID, error) {
 
 // finishedKey is a final task's entry in the finish-time order.
 func finishedKey(ms int64, id task.ID) []byte {
-	b := make([]byte, 0, 1+msLen+idLen)
+	return appendFinishedKey(make([]byte, 0, 1+msLen+idLen), ms, id)
+}
+
+// appendFinishedKey appends finishedKey(ms, id) to b.
+func appendFinishedKey(b []byte, ms int64, id task.ID) []byte {
 	b = append(b, prefixFinished)
 	b = appendMs(b, ms)
 	return append(b, id[:]...)

@@ -1208,21 +1208,11 @@ func indexEntries(t *task.Task, es []entry) ([]entry, error) {
 	buf := make([]byte, 0, size)
 	// cut returns what was appended to buf since from, capped.
 	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
-	appPrefix := func(prefix byte) {
-		buf = append(buf, prefix)
-		buf = append(buf, t.App...)
-		buf = append(buf, 0)
-	}
-	from := len(buf)
-	appPrefix(prefixApp)
-	buf = append(buf, sb)
-	buf = append(buf, t.ID[:]...)
-	es = append(es, entry{key: cut(from)})
+	buf = appendAppStateKey(buf, t.App, sb, t.ID)
+	es = append(es, entry{key: cut(0)})
 	if wake {
-		from = len(buf)
-		buf = append(buf, prefixWake)
-		buf = appendMs(buf, t.WakeAt.UnixMilli())
-		buf = append(buf, t.ID[:]...)
+		from := len(buf)
+		buf = appendWakeKey(buf, t.WakeAt.UnixMilli(), t.ID)
 		k := cut(from)
 		from = len(buf)
 		buf = append(buf, sb, kb)
@@ -1230,26 +1220,21 @@ func indexEntries(t *task.Task, es []entry) ([]entry, error) {
 		es = append(es, entry{k, cut(from)})
 	}
 	if pull {
-		from = len(buf)
-		appPrefix(prefixPull)
-		buf = appendMs(buf, t.NextAttemptAt.UnixMilli())
-		buf = append(buf, t.ID[:]...)
+		from := len(buf)
+		buf = appendPullKey(buf, t.App, t.NextAttemptAt.UnixMilli(), t.ID)
 		es = append(es, entry{key: cut(from)})
 	}
 	if t.Key != "" {
-		from = len(buf)
-		appPrefix(prefixKey)
-		buf = append(buf, t.Key...)
+		from := len(buf)
+		buf = appendKeyKey(buf, t.App, t.Key)
 		k := cut(from)
 		from = len(buf)
 		buf = append(buf, t.ID[:]...)
 		es = append(es, entry{k, cut(from)})
 	}
 	if fin {
-		from = len(buf)
-		buf = append(buf, prefixFinished)
-		buf = appendMs(buf, t.FinishedAt.UnixMilli())
-		buf = append(buf, t.ID[:]...)
+		from := len(buf)
+		buf = appendFinishedKey(buf, t.FinishedAt.UnixMilli(), t.ID)
 		es = append(es, entry{key: cut(from)})
 	}
 	return es, nil
