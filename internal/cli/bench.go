@@ -215,6 +215,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 	getRate := fs.Float64("get-rate", loadgen.HotGetRateDefault, "hot: GETs of a task by id per second during the drain")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the workload to `file` (with --embedded it covers the server)")
+	traceFile := fs.String("trace", "", "write a Go execution trace of this process during the workload to `file` (go tool trace; with --embedded it covers the server)")
 	memProfile := fs.String("memprofile", "", "write the allocations of this process, from its start to the workload's end, to `file` (go tool pprof -sample_index=alloc_space)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -400,6 +401,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 		return err
 	}
 	defer stopProfile()
+	stopTrace, err := loadgen.StartTrace(*traceFile)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 
 	var rec *loadgen.Recorder
 	if delivery != loadgen.DeliveryNone {

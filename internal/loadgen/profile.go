@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // StartCPUProfile starts a CPU profile of this process to path ("": none)
@@ -41,4 +42,25 @@ func WriteHeapProfile(path string) error {
 		return fmt.Errorf("allocations profile: %w", err)
 	}
 	return nil
+}
+
+// StartTrace starts a Go execution trace of this process to path ("":
+// none) and returns what stops it: toc bench's --trace, to see what a
+// request waits on (go tool trace).
+func StartTrace(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
+	}, nil
 }

@@ -33,6 +33,10 @@ import (
 // are mostly 50 times slower than its fastest at the minimum, its pushes
 // queueing in this process.) Until a first answer has come, there is no
 // limit below the maximum.
+//
+// While this process queues for a CPU (runqueue.go), the answer times are
+// that queue's, not the receiver's: the limit is then its minimum, and
+// once the queue is gone it climbs again at most twice over a window.
 const (
 	// MinConnsPerHostDefault is [Config.MinConnsPerHost]'s default.
 	MinConnsPerHostDefault = 64
@@ -80,6 +84,9 @@ func (ls *connLimits) of(key string) *connLimit {
 // connLimit bounds the pushes under way to one receiver.
 type connLimit struct {
 	min, max int
+	// cpuBound reports whether this process queues for a CPU (nil:
+	// processCPU's answer).
+	cpuBound func(now time.Time) bool
 
 	mu       sync.Mutex
 	limit    int
@@ -162,6 +169,11 @@ func (l *connLimit) resizeLocked(now time.Time) {
 		lat := (l.winSum + l.lastSum) / time.Duration(n)
 		perSec := float64(l.arrived) / since.Seconds()
 		need := int(perSec*lat.Seconds()*limitHeadroom) + 1
+		if l.busy(now) {
+			need = l.min // the answer times are this process's run queue
+		} else {
+			need = min(need, 2*l.limit) // at most twice over: the queue may come back
+		}
 		l.limit = min(max(need, l.min), l.max)
 	}
 	l.winStart, l.arrived = now, 0
@@ -170,6 +182,14 @@ func (l *connLimit) resizeLocked(now time.Time) {
 		l.inFlight++
 		close(l.waiting.pop())
 	}
+}
+
+// busy reports whether this process queues for a CPU.
+func (l *connLimit) busy(now time.Time) bool {
+	if l.cpuBound != nil {
+		return l.cpuBound(now)
+	}
+	return processCPU.bound(now)
 }
 
 // fairQueue holds the pushes waiting for a slot, each app's in arrival
