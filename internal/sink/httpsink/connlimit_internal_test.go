@@ -58,7 +58,7 @@ func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := &connLimit{min: 4, max: 200, limit: 4, cpuBound: idleCPU}
+				l := &connLimit{min: 4, max: 200, limit: 4, cpuWait: idleCPU}
 				pushLoop(t, l, 300, 2*time.Second, c.answer)
 				if l.limit < 150 {
 					t.Errorf("limit %d after 2 s of 300 pushers, want near the maximum 200", l.limit)
@@ -71,25 +71,26 @@ func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
 	}
 }
 
-// idleCPU is a process that never queues for a CPU.
-func idleCPU(time.Time) bool { return false }
+// idleCPU is a process whose goroutines never wait for a CPU.
+func idleCPU(time.Time) time.Duration { return 0 }
 
-// TestConnLimitStaysLowWhileCPUBound: while the process queues for a CPU,
-// answer times as long as a slow receiver's keep the limit at its
-// minimum, for they are the run queue's; once the queue is gone, the
-// limit climbs again, at most doubling a window. Without the run queue
-// taken into account, the limit went to its maximum in the first window.
+// TestConnLimitStaysLowWhileCPUBound: while the process's goroutines wait
+// for a CPU long enough to explain the answer times (10 ms each, answers
+// in 100 ms), the limit stays at its minimum, for they are the run
+// queue's; once the queue is gone, the limit climbs again, at most
+// doubling a window. Without the run queue taken into account, the limit
+// went to its maximum in the first window.
 func TestConnLimitStaysLowWhileCPUBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var bound atomic.Bool
-		bound.Store(true)
-		l := &connLimit{min: 4, max: 200, limit: 4, cpuBound: func(time.Time) bool { return bound.Load() }}
+		var wait atomic.Int64
+		wait.Store(int64(10 * time.Millisecond))
+		l := &connLimit{min: 4, max: 200, limit: 4, cpuWait: func(time.Time) time.Duration { return time.Duration(wait.Load()) }}
 		slow := func(int) time.Duration { return 100 * time.Millisecond }
 		pushLoop(t, l, 300, time.Second, slow)
 		if l.limit != 4 {
 			t.Errorf("limit %d after 1 s of 300 pushers while CPU-bound, want the minimum 4", l.limit)
 		}
-		bound.Store(false)
+		wait.Store(0)
 		pushLoop(t, l, 300, 250*time.Millisecond, slow) // sized again 3 times at most
 		if l.limit > 32 || l.limit <= 4 {
 			t.Errorf("limit %d 250 ms after the queue ended, want 8 to 32 (doubling a window)", l.limit)
@@ -101,11 +102,25 @@ func TestConnLimitStaysLowWhileCPUBound(t *testing.T) {
 	})
 }
 
+// TestConnLimitGrowsForSlowReceiverOnBusyMachine: a receiver whose answers
+// take far longer than this process's waits for a CPU (100 ms; 2 ms
+// waits, a busy machine) gets the connections its latency needs: its
+// answer times are its own.
+func TestConnLimitGrowsForSlowReceiverOnBusyMachine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &connLimit{min: 4, max: 200, limit: 4, cpuWait: func(time.Time) time.Duration { return 2 * time.Millisecond }}
+		pushLoop(t, l, 300, 2*time.Second, func(int) time.Duration { return 100 * time.Millisecond })
+		if l.limit < 150 {
+			t.Errorf("limit %d after 2 s of 300 pushers, want near the maximum 200", l.limit)
+		}
+	})
+}
+
 // TestConnLimitStaysLowForFastReceiver: pushes at a steady rate to a
 // receiver that answers in 1 ms keep the limit at its minimum.
 func TestConnLimitStaysLowForFastReceiver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &connLimit{min: 16, max: 200, limit: 200, cpuBound: idleCPU}
+		l := &connLimit{min: 16, max: 200, limit: 200, cpuWait: idleCPU}
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup

@@ -21,9 +21,20 @@ import (
 // cpuQueue tells that state from the scheduler: the mean time a goroutine
 // waited runnable for a CPU over the last window (the runtime's
 // /sched/latencies:seconds), read once a window for the whole process.
-// During that burst it was 1–5 ms with 512 pushes in flight, 0.3–0.9 ms
-// with 64.
-const cpuBoundWait = time.Millisecond
+// During that burst it was 1–5 ms with 512 pushes in flight (answers in
+// 17–56 ms), 0.3–0.9 ms with 64. A push's answer waits for a CPU a few
+// times (the mean counts many waits of none: a goroutine woken by the
+// running one runs next), so an answer time under queueHops mean waits
+// is the queue's; a slow receiver's (100 ms) is not, even on a busy
+// machine.
+const (
+	// cpuBoundWait is the mean wait for a CPU above which the process
+	// counts as CPU-bound.
+	cpuBoundWait = time.Millisecond
+	// queueHops is how many mean waits for a CPU an answer time may be
+	// and still count as the run queue's.
+	queueHops = 20
+)
 
 // cpuQueue measures the process's run queue, at most once a limitWindow.
 type cpuQueue struct {
@@ -32,7 +43,7 @@ type cpuQueue struct {
 		at     time.Time
 		sample []metrics.Sample
 		counts []uint64 // the histogram's counts at at
-		bound  bool
+		wait   time.Duration
 	}
 }
 
@@ -40,29 +51,29 @@ type cpuQueue struct {
 // process's, whatever the receiver.
 var processCPU cpuQueue
 
-// bound reports whether goroutines waited for a CPU longer than
-// cpuBoundWait on average over the last window; it reads the scheduler
-// again when its last reading is older than limitWindow at now.
-func (q *cpuQueue) bound(now time.Time) bool {
+// wait returns the mean time goroutines waited for a CPU over the last
+// window; it reads the scheduler again when its last reading is older
+// than limitWindow at now.
+func (q *cpuQueue) wait(now time.Time) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if now.Sub(q.mu.at) < limitWindow {
-		return q.mu.bound
+		return q.mu.wait
 	}
 	if q.mu.sample == nil {
 		q.mu.sample = []metrics.Sample{{Name: "/sched/latencies:seconds"}}
 	}
 	metrics.Read(q.mu.sample)
 	if q.mu.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return false // a runtime without it
+		return 0 // a runtime without it
 	}
 	h := q.mu.sample[0].Value.Float64Histogram()
 	if len(q.mu.counts) == len(h.Counts) {
-		q.mu.bound = meanWait(h, q.mu.counts) > cpuBoundWait.Seconds()
+		q.mu.wait = time.Duration(meanWait(h, q.mu.counts) * float64(time.Second))
 	}
 	q.mu.counts = append(q.mu.counts[:0], h.Counts...)
 	q.mu.at = now
-	return q.mu.bound
+	return q.mu.wait
 }
 
 // meanWait is the mean of the waits h counts beyond before, in seconds,
