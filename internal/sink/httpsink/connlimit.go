@@ -33,11 +33,6 @@ import (
 // are mostly 50 times slower than its fastest at the minimum, its pushes
 // queueing in this process.) Until a first answer has come, there is no
 // limit below the maximum.
-//
-// While this process queues for a CPU long enough to explain the answer
-// times (runqueue.go), they are that queue's, not the receiver's: the
-// limit is then its minimum, and once the queue is gone it climbs again at
-// most twice over a window.
 const (
 	// MinConnsPerHostDefault is [Config.MinConnsPerHost]'s default.
 	MinConnsPerHostDefault = 64
@@ -85,9 +80,6 @@ func (ls *connLimits) of(key string) *connLimit {
 // connLimit bounds the pushes under way to one receiver.
 type connLimit struct {
 	min, max int
-	// cpuWait is the mean wait for a CPU in this process lately (nil:
-	// processCPU's).
-	cpuWait func(now time.Time) time.Duration
 
 	mu       sync.Mutex
 	limit    int
@@ -170,11 +162,6 @@ func (l *connLimit) resizeLocked(now time.Time) {
 		lat := (l.winSum + l.lastSum) / time.Duration(n)
 		perSec := float64(l.arrived) / since.Seconds()
 		need := int(perSec*lat.Seconds()*limitHeadroom) + 1
-		if l.queued(now, lat) {
-			need = l.min // the answer times are this process's run queue
-		} else {
-			need = min(need, 2*l.limit) // at most twice over: the queue may come back
-		}
 		l.limit = min(max(need, l.min), l.max)
 	}
 	l.winStart, l.arrived = now, 0
@@ -183,18 +170,6 @@ func (l *connLimit) resizeLocked(now time.Time) {
 		l.inFlight++
 		close(l.waiting.pop())
 	}
-}
-
-// queued reports whether this process queues for a CPU, long enough for
-// its run queue to explain lat, the answer time lately (runqueue.go).
-func (l *connLimit) queued(now time.Time, lat time.Duration) bool {
-	var w time.Duration
-	if l.cpuWait != nil {
-		w = l.cpuWait(now)
-	} else {
-		w = processCPU.wait(now)
-	}
-	return w > cpuBoundWait && lat < queueHops*w
 }
 
 // fairQueue holds the pushes waiting for a slot, each app's in arrival

@@ -2,8 +2,6 @@ package httpsink
 
 import (
 	"context"
-	"math"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,7 +56,7 @@ func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				l := &connLimit{min: 4, max: 200, limit: 4, cpuWait: idleCPU}
+				l := &connLimit{min: 4, max: 200, limit: 4}
 				pushLoop(t, l, 300, 2*time.Second, c.answer)
 				if l.limit < 150 {
 					t.Errorf("limit %d after 2 s of 300 pushers, want near the maximum 200", l.limit)
@@ -71,56 +69,11 @@ func TestConnLimitGrowsForSlowReceiver(t *testing.T) {
 	}
 }
 
-// idleCPU is a process whose goroutines never wait for a CPU.
-func idleCPU(time.Time) time.Duration { return 0 }
-
-// TestConnLimitStaysLowWhileCPUBound: while the process's goroutines wait
-// for a CPU long enough to explain the answer times (10 ms each, answers
-// in 100 ms), the limit stays at its minimum, for they are the run
-// queue's; once the queue is gone, the limit climbs again, at most
-// doubling a window. Without the run queue taken into account, the limit
-// went to its maximum in the first window.
-func TestConnLimitStaysLowWhileCPUBound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var wait atomic.Int64
-		wait.Store(int64(10 * time.Millisecond))
-		l := &connLimit{min: 4, max: 200, limit: 4, cpuWait: func(time.Time) time.Duration { return time.Duration(wait.Load()) }}
-		slow := func(int) time.Duration { return 100 * time.Millisecond }
-		pushLoop(t, l, 300, time.Second, slow)
-		if l.limit != 4 {
-			t.Errorf("limit %d after 1 s of 300 pushers while CPU-bound, want the minimum 4", l.limit)
-		}
-		wait.Store(0)
-		pushLoop(t, l, 300, 250*time.Millisecond, slow) // sized again 3 times at most
-		if l.limit > 32 || l.limit <= 4 {
-			t.Errorf("limit %d 250 ms after the queue ended, want 8 to 32 (doubling a window)", l.limit)
-		}
-		pushLoop(t, l, 300, 2*time.Second, slow)
-		if l.limit < 150 {
-			t.Errorf("limit %d after 2 s more, want near the maximum 200", l.limit)
-		}
-	})
-}
-
-// TestConnLimitGrowsForSlowReceiverOnBusyMachine: a receiver whose answers
-// take far longer than this process's waits for a CPU (100 ms; 2 ms
-// waits, a busy machine) gets the connections its latency needs: its
-// answer times are its own.
-func TestConnLimitGrowsForSlowReceiverOnBusyMachine(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := &connLimit{min: 4, max: 200, limit: 4, cpuWait: func(time.Time) time.Duration { return 2 * time.Millisecond }}
-		pushLoop(t, l, 300, 2*time.Second, func(int) time.Duration { return 100 * time.Millisecond })
-		if l.limit < 150 {
-			t.Errorf("limit %d after 2 s of 300 pushers, want near the maximum 200", l.limit)
-		}
-	})
-}
-
 // TestConnLimitStaysLowForFastReceiver: pushes at a steady rate to a
 // receiver that answers in 1 ms keep the limit at its minimum.
 func TestConnLimitStaysLowForFastReceiver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &connLimit{min: 16, max: 200, limit: 200, cpuWait: idleCPU}
+		l := &connLimit{min: 16, max: 200, limit: 200}
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -200,21 +153,4 @@ func TestConnLimitAppsInTurn(t *testing.T) {
 			t.Errorf("slots went to %q, want the quiet app's second", got)
 		}
 	})
-}
-
-// TestMeanWait: the mean of a window's waits from the scheduler's
-// histogram, each bucket at its middle, the unbounded ones at their
-// finite bound.
-func TestMeanWait(t *testing.T) {
-	h := &metrics.Float64Histogram{
-		Buckets: []float64{math.Inf(-1), 0, 0.002, 0.004, math.Inf(1)},
-		Counts:  []uint64{0, 5, 7, 3},
-	}
-	before := []uint64{0, 3, 5, 1} // 2 waits at 0.001, 2 at 0.003, 2 at 0.004
-	if got, want := meanWait(h, before), (0.002+0.006+0.008)/6; math.Abs(got-want) > 1e-12 {
-		t.Errorf("meanWait = %v, want %v", got, want)
-	}
-	if got := meanWait(h, h.Counts); got != 0 {
-		t.Errorf("meanWait of no waits = %v, want 0", got)
-	}
 }
