@@ -15,7 +15,10 @@ import (
 // next write takes them all (up to createGatherMax tasks). A lone create waits for nothing; under load a
 // PostgreSQL or MySQL transaction, or a Pebble batch, carries many
 // requests' tasks. Duplicate keys across the gathered requests resolve as
-// within one batch: the first creates, the others get it back.
+// within one batch: the first creates, the others get it back. The tasks a
+// write created are handed on (mirrored to a cluster's index, tracked) by
+// the write, all of them at once, before its requests are answered: a
+// cluster's gather of creates costs one index write, not one per request.
 
 // createWriters bounds the create writes in flight: with two, one gathers
 // while the other commits. A store may ask for another bound
@@ -32,6 +35,10 @@ const createGatherMax = 4 * MaxBatch
 type creates struct {
 	// write stores tasks in one durable write (Store.Create).
 	write func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error)
+	// wrote hands on the tasks a write created (writer.wrote: mirror
+	// and track), before the write's requests are answered. Nil: nothing
+	// to do (tests).
+	wrote func(ctx context.Context, ws ...written)
 	// maxWriters bounds the writes in flight: createWriters, or the
 	// store's (store.CreateWriters). Set by newCreates, never changed.
 	maxWriters int
@@ -49,9 +56,10 @@ type creates struct {
 }
 
 // newCreates returns the creates batcher of st: its writes go to
-// st.Create, at most createWriters (or the number st asks for) at once.
-func newCreates(st store.Store) *creates {
-	c := &creates{write: st.Create, maxWriters: createWriters}
+// st.Create, at most createWriters (or the number st asks for) at once,
+// and the tasks each created to wrote.
+func newCreates(st store.Store, wrote func(ctx context.Context, ws ...written)) *creates {
+	c := &creates{write: st.Create, wrote: wrote, maxWriters: createWriters}
 	if cw, ok := store.As[store.CreateWriters](st); ok && cw.CreateWriters() > 0 {
 		c.maxWriters = cw.CreateWriters()
 	}
@@ -74,7 +82,8 @@ type createReq struct {
 }
 
 // create writes tasks durably, gathered with other requests' (see above).
-// It returns once its tasks are written, also when ctx ends meanwhile: the
+// The tasks it created are handed to wrote when it returns. It returns once
+// its tasks are written, also when ctx ends meanwhile: the
 // write is bounded by callTimeout, and a request that left its place would
 // have to hand on a write slot it may be given.
 func (c *creates) create(ctx context.Context, tasks []*task.Task) ([]store.CreateResult, error) {
@@ -162,10 +171,10 @@ func (c *creates) takeLocked() []*createReq {
 	return batch
 }
 
-// writeBatch writes the tasks of batch in one store call and hands each
-// request its results (the caller marks them done). The write runs to its
-// end whatever becomes of the request that runs it: other requests wait on
-// it.
+// writeBatch writes the tasks of batch in one store call, hands the tasks
+// created to wrote in one call, and each request its results (the caller
+// marks them done). The write runs to its end whatever becomes of the
+// request that runs it: other requests wait on it.
 func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
 	all := batch[0].tasks // one request's (most often): no copy
 	if len(batch) > 1 {
@@ -179,6 +188,15 @@ func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
 	rs, err := c.write(wctx, all)
 	if err == nil && len(rs) != len(all) {
 		err = fmt.Errorf("store returned %d results for %d tasks", len(rs), len(all))
+	}
+	if err == nil && c.wrote != nil {
+		fresh := make([]written, 0, len(rs))
+		for _, r := range rs {
+			if r.Created {
+				fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
+			}
+		}
+		c.wrote(wctx, fresh...)
 	}
 	off := 0
 	for _, r := range batch {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -364,5 +365,69 @@ func TestCreatesQueueReuse(t *testing.T) {
 	}
 	if second[0] != reqs[2] || second[1] != reqs[3] {
 		t.Errorf("queueing new requests changed the write in flight: %v", second)
+	}
+}
+
+// syncCounter is a cluster index that records the size of each Sync.
+type syncCounter struct {
+	fakeIndex
+	mu    sync.Mutex
+	syncs []int
+}
+
+func (x *syncCounter) Sync(_ context.Context, ts ...*task.Task) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.syncs = append(x.syncs, len(ts))
+	return nil
+}
+
+// TestCreatesGatherMirrorOnce: in a cluster, the tasks of the requests one
+// create write gathered are mirrored to the index in one Sync by that
+// write, not one Sync per request (each a Redis round trip).
+func TestCreatesGatherMirrorOnce(t *testing.T) {
+	var held *heldCreates
+	x := &syncCounter{}
+	b := setup(t, func(c *Config) {
+		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
+		x.fakeIndex = fakeIndex{st: c.Store, held: map[task.ID]time.Time{}}
+		c.Store, c.Index = held, x
+	})
+	var wg sync.WaitGroup
+	req := func(ps ...CreateParams) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.eng.Create(context.Background(), ps); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	}
+	for i := range createWriters {
+		req(p(fmt.Sprintf("a%d", i)))
+		<-held.entered
+	}
+	for i := range 10 {
+		req(p(fmt.Sprintf("k%d-1", i)), p(fmt.Sprintf("k%d-2", i)))
+	}
+	testkit.WaitFor(t, 10*time.Second, "ten requests queued behind the writes", func() bool {
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == 10
+	})
+	close(held.release)
+	if n := <-held.entered; n != 20 {
+		t.Fatalf("the gathered write carries %d tasks, want all 20 queued", n)
+	}
+	wg.Wait()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	got := append([]int(nil), x.syncs...)
+	slices.Sort(got)
+	if want := []int{1, 1, 20}; !slices.Equal(got, want) {
+		t.Errorf("Sync sizes %v, want %v: one per store write", got, want)
 	}
 }
