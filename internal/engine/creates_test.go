@@ -57,13 +57,20 @@ func TestCreatesGather(t *testing.T) {
 	p := func(key string) CreateParams {
 		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
-	// Two requests take the two write slots and block in the store.
-	req(0, p("a0"))
-	req(1, p("a1"))
-	for range createWriters {
-		if n := <-held.entered; n != 1 {
-			t.Fatalf("a first write carries %d tasks, want its request's 1", n)
+	// Two requests of createSplitMin tasks take the two write slots and
+	// block in the store.
+	many := func(prefix string) []CreateParams {
+		ps := make([]CreateParams, createSplitMin)
+		for j := range ps {
+			ps[j] = p(fmt.Sprintf("%s-%d", prefix, j))
 		}
+		return ps
+	}
+	req(0, many("a0")...)
+	<-held.entered
+	req(1, many("a1")...)
+	if n := <-held.entered; n != createSplitMin {
+		t.Fatalf("the second write carries %d tasks, want its request's %d", n, createSplitMin)
 	}
 	// Ten more queue while those run: three tasks each, one key shared.
 	for i := 2; i < 12; i++ {
@@ -92,12 +99,12 @@ func TestCreatesGather(t *testing.T) {
 			if r.Err != nil || r.Task == nil {
 				t.Fatalf("request %d, task %d: %+v", i, j, r)
 			}
-			want := []string{fmt.Sprintf("a%d", i)}
+			want := fmt.Sprintf("a%d-%d", i, j)
 			if i >= 2 {
-				want = []string{fmt.Sprintf("k%d-1", i), fmt.Sprintf("k%d-2", i), "shared"}
+				want = []string{fmt.Sprintf("k%d-1", i), fmt.Sprintf("k%d-2", i), "shared"}[j]
 			}
-			if r.Task.Key != want[j] {
-				t.Fatalf("request %d, task %d: key %q, want %q", i, j, r.Task.Key, want[j])
+			if r.Task.Key != want {
+				t.Fatalf("request %d, task %d: key %q, want %q", i, j, r.Task.Key, want)
 			}
 			if r.Task.Key == "shared" {
 				if r.Created {
@@ -406,8 +413,12 @@ func TestCreatesGatherMirrorOnce(t *testing.T) {
 	p := func(key string) CreateParams {
 		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
-	for i := range createWriters {
-		req(p(fmt.Sprintf("a%d", i)))
+	for i := range createWriters { // each big enough for a write of its own
+		ps := make([]CreateParams, createSplitMin)
+		for j := range ps {
+			ps[j] = p(fmt.Sprintf("a%d-%d", i, j))
+		}
+		req(ps...)
 		<-held.entered
 	}
 	for i := range 10 {
@@ -427,7 +438,58 @@ func TestCreatesGatherMirrorOnce(t *testing.T) {
 	defer x.mu.Unlock()
 	got := append([]int(nil), x.syncs...)
 	slices.Sort(got)
-	if want := []int{1, 1, 20}; !slices.Equal(got, want) {
+	if want := []int{20, createSplitMin, createSplitMin}; !slices.Equal(got, want) {
 		t.Errorf("Sync sizes %v, want %v: one per store write", got, want)
+	}
+}
+
+// TestCreatesSplitWhenMany: while a create write is in flight, requests
+// of few tasks wait for it and go in the next write together; a second
+// write opens only once createSplitMin tasks wait.
+func TestCreatesSplitWhenMany(t *testing.T) {
+	var held *heldCreates
+	b := setup(t, func(c *Config) {
+		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
+		c.Store = held
+	})
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	}
+	var wg sync.WaitGroup
+	req := func(ps ...CreateParams) {
+		wg.Go(func() {
+			if _, err := b.eng.Create(context.Background(), ps); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	req(p("first"))
+	if n := <-held.entered; n != 1 {
+		t.Fatalf("the first write carries %d tasks, want 1", n)
+	}
+	const few = 5
+	for i := range few {
+		req(p(fmt.Sprintf("few-%d", i)))
+	}
+	testkit.WaitFor(t, 10*time.Second, "the few requests queued behind the first write", func() bool {
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == few
+	})
+	if n := held.calls.Load(); n != 1 {
+		t.Fatalf("%d store writes started for %d waiting tasks, want 1 (no second write under %d)", n, few, createSplitMin)
+	}
+	ps := make([]CreateParams, createSplitMin-few)
+	for j := range ps {
+		ps[j] = p(fmt.Sprintf("many-%d", j))
+	}
+	req(ps...) // createSplitMin waiting now: a second write takes them all
+	if n := <-held.entered; n != createSplitMin {
+		t.Errorf("the second write carries %d tasks, want the %d waiting", n, createSplitMin)
+	}
+	close(held.release)
+	wg.Wait()
+	if n := held.calls.Load(); n != 2 {
+		t.Errorf("%d store writes, want 2", n)
 	}
 }
