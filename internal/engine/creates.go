@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/toc-dev/toc/internal/store"
@@ -131,17 +132,41 @@ func (c *creates) create(ctx context.Context, tasks []*task.Task) ([]store.Creat
 // writeUntil holds a write slot and writes the pending requests, oldest
 // first, until r is written (by this slot or another). It then gives the
 // slot to the oldest request still waiting, or frees it: a writer does not
-// go on writing others' tasks after its own are written.
+// go on writing others' tasks after its own are written. The slot goes on
+// as soon as r's batch is stored, before its tasks are handed to wrote (in
+// a cluster a Redis round trip), so that the next write's commit overlaps
+// it.
 func (c *creates) writeUntil(ctx context.Context, r *createReq) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for !r.done && len(c.mu.pending) > 0 {
 		batch := c.takeLocked()
 		c.mu.Unlock()
-		c.writeBatch(ctx, batch)
+		fresh := c.writeBatch(ctx, batch)
+		c.mu.Lock()
+		own := slices.Contains(batch, r)
+		if own {
+			c.handOnLocked()
+		}
+		c.mu.Unlock()
+		if c.wrote != nil && len(fresh) > 0 {
+			wctx, cancel := detached(ctx)
+			c.wrote(wctx, fresh...)
+			cancel()
+		}
 		c.mu.Lock()
 		c.doneLocked(batch)
+		if own {
+			c.mu.Unlock()
+			return
+		}
 	}
+	c.handOnLocked()
+	c.mu.Unlock()
+}
+
+// handOnLocked gives the caller's write slot to the oldest request waiting
+// that has none, or frees it.
+func (c *creates) handOnLocked() {
 	for _, next := range c.mu.pending {
 		if !next.turned {
 			next.turned = true
@@ -184,11 +209,11 @@ func (c *creates) takeLocked() []*createReq {
 	return batch
 }
 
-// writeBatch writes the tasks of batch in one store call, hands the tasks
-// created to wrote in one call, and each request its results (the caller
-// marks them done). The write runs to its end whatever becomes of the
+// writeBatch writes the tasks of batch in one store call, hands each
+// request its results and returns the tasks created, for wrote (the caller
+// hands them on, then marks the requests done). The write runs to its end whatever becomes of the
 // request that runs it: other requests wait on it.
-func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
+func (c *creates) writeBatch(ctx context.Context, batch []*createReq) []written {
 	all := batch[0].tasks // one request's (most often): no copy
 	if len(batch) > 1 {
 		all = nil
@@ -202,14 +227,14 @@ func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
 	if err == nil && len(rs) != len(all) {
 		err = fmt.Errorf("store returned %d results for %d tasks", len(rs), len(all))
 	}
+	var fresh []written
 	if err == nil && c.wrote != nil {
-		fresh := make([]written, 0, len(rs))
+		fresh = make([]written, 0, len(rs))
 		for _, r := range rs {
 			if r.Created {
 				fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
 			}
 		}
-		c.wrote(wctx, fresh...)
 	}
 	off := 0
 	for _, r := range batch {
@@ -220,4 +245,5 @@ func (c *creates) writeBatch(ctx context.Context, batch []*createReq) {
 		}
 		off += len(r.tasks)
 	}
+	return fresh
 }

@@ -493,3 +493,52 @@ func TestCreatesSplitWhenMany(t *testing.T) {
 		t.Errorf("%d store writes, want 2", n)
 	}
 }
+
+// TestCreatesWroteOverlapsNextWrite: a write's slot goes to the next
+// request once its tasks are stored, before they are handed to wrote (a
+// cluster's mirror, a Redis round trip): the next write starts while that
+// runs, and each request is answered only after its own tasks were handed
+// on.
+func TestCreatesWroteOverlapsNextWrite(t *testing.T) {
+	entered := make(chan int, 10)
+	inWrote := make(chan struct{}, 10)
+	releaseWrote := make(chan struct{})
+	var mirrored sync.Map // key → true once handed to wrote
+	c := &creates{maxWriters: 1,
+		write: func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+			entered <- len(ts)
+			return echoWrite(ctx, ts)
+		},
+		wrote: func(_ context.Context, ws ...written) {
+			inWrote <- struct{}{}
+			<-releaseWrote
+			for _, w := range ws {
+				mirrored.Store(w.t.Key, true)
+			}
+		},
+	}
+	var wg sync.WaitGroup
+	req := func(key string) {
+		wg.Go(func() {
+			rs, err := c.create(t.Context(), []*task.Task{{App: "a", Key: key}})
+			if err != nil || len(rs) != 1 {
+				t.Errorf("create %s: %v %v", key, rs, err)
+				return
+			}
+			if _, ok := mirrored.Load(key); !ok {
+				t.Errorf("create %s answered before its task was handed to wrote", key)
+			}
+		})
+	}
+	req("first")
+	<-entered
+	<-inWrote // the first write's wrote runs, held
+	req("second")
+	select {
+	case <-entered: // the second write started meanwhile
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second write waited for the first's wrote")
+	}
+	close(releaseWrote)
+	wg.Wait()
+}
