@@ -49,7 +49,7 @@ func wireEdge(e *Engine, cfg Config) {
 	updateMany := func(ctx context.Context, ids []task.ID, fn func([]*task.Task) []error) ([]written, []error) {
 		return e.writer.updateMany(ctx, ids, nil, fn)
 	}
-	e.creates = newCreates(cfg.Store)
+	e.creates = newCreates(cfg.Store, e.writer.wrote)
 	e.rules = &rules{
 		policy:     e.apps.of,
 		vetTarget:  cfg.CheckTarget,
@@ -122,7 +122,6 @@ func wireEdge(e *Engine, cfg Config) {
 		now:     e.msNow,
 		rules:   e.rules,
 		create:  e.creates.create,
-		wrote:   e.writer.wrote,
 		stepNow: e.steps.stepNow,
 	})
 }
@@ -219,16 +218,13 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 	if err != nil {
 		return nil, fmt.Errorf("store tasks: %w", err)
 	}
-	var created appCounts
-	fresh := make([]written, 0, len(rs))
+	var created appCounts // mirrored and tracked by the create's write
 	for j, r := range rs {
 		results[idx[j]] = CreateResult{Task: r.Task, Created: r.Created}
 		if r.Created {
-			fresh = append(fresh, written{t: r.Task}) // a new task: no other write to race with
 			created.add(r.Task.App, 1)
 		}
 	}
-	e.writer.wrote(ctx, fresh...)
 	if h := e.cfg.Hooks.Created; h != nil {
 		for _, c := range created.list {
 			h(c.app, c.n)

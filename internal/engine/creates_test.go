@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,13 +57,20 @@ func TestCreatesGather(t *testing.T) {
 	p := func(key string) CreateParams {
 		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
 	}
-	// Two requests take the two write slots and block in the store.
-	req(0, p("a0"))
-	req(1, p("a1"))
-	for range createWriters {
-		if n := <-held.entered; n != 1 {
-			t.Fatalf("a first write carries %d tasks, want its request's 1", n)
+	// Two requests of createSplitMin tasks take the two write slots and
+	// block in the store.
+	many := func(prefix string) []CreateParams {
+		ps := make([]CreateParams, createSplitMin)
+		for j := range ps {
+			ps[j] = p(fmt.Sprintf("%s-%d", prefix, j))
 		}
+		return ps
+	}
+	req(0, many("a0")...)
+	<-held.entered
+	req(1, many("a1")...)
+	if n := <-held.entered; n != createSplitMin {
+		t.Fatalf("the second write carries %d tasks, want its request's %d", n, createSplitMin)
 	}
 	// Ten more queue while those run: three tasks each, one key shared.
 	for i := 2; i < 12; i++ {
@@ -91,12 +99,12 @@ func TestCreatesGather(t *testing.T) {
 			if r.Err != nil || r.Task == nil {
 				t.Fatalf("request %d, task %d: %+v", i, j, r)
 			}
-			want := []string{fmt.Sprintf("a%d", i)}
+			want := fmt.Sprintf("a%d-%d", i, j)
 			if i >= 2 {
-				want = []string{fmt.Sprintf("k%d-1", i), fmt.Sprintf("k%d-2", i), "shared"}
+				want = []string{fmt.Sprintf("k%d-1", i), fmt.Sprintf("k%d-2", i), "shared"}[j]
 			}
-			if r.Task.Key != want[j] {
-				t.Fatalf("request %d, task %d: key %q, want %q", i, j, r.Task.Key, want[j])
+			if r.Task.Key != want {
+				t.Fatalf("request %d, task %d: key %q, want %q", i, j, r.Task.Key, want)
 			}
 			if r.Task.Key == "shared" {
 				if r.Created {
@@ -365,4 +373,172 @@ func TestCreatesQueueReuse(t *testing.T) {
 	if second[0] != reqs[2] || second[1] != reqs[3] {
 		t.Errorf("queueing new requests changed the write in flight: %v", second)
 	}
+}
+
+// syncCounter is a cluster index that records the size of each Sync.
+type syncCounter struct {
+	fakeIndex
+	mu    sync.Mutex
+	syncs []int
+}
+
+func (x *syncCounter) Sync(_ context.Context, ts ...*task.Task) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.syncs = append(x.syncs, len(ts))
+	return nil
+}
+
+// TestCreatesGatherMirrorOnce: in a cluster, the tasks of the requests one
+// create write gathered are mirrored to the index in one Sync by that
+// write, not one Sync per request (each a Redis round trip).
+func TestCreatesGatherMirrorOnce(t *testing.T) {
+	var held *heldCreates
+	x := &syncCounter{}
+	b := setup(t, func(c *Config) {
+		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
+		x.fakeIndex = fakeIndex{st: c.Store, held: map[task.ID]time.Time{}}
+		c.Store, c.Index = held, x
+	})
+	var wg sync.WaitGroup
+	req := func(ps ...CreateParams) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.eng.Create(context.Background(), ps); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	}
+	for i := range createWriters { // each big enough for a write of its own
+		ps := make([]CreateParams, createSplitMin)
+		for j := range ps {
+			ps[j] = p(fmt.Sprintf("a%d-%d", i, j))
+		}
+		req(ps...)
+		<-held.entered
+	}
+	for i := range 10 {
+		req(p(fmt.Sprintf("k%d-1", i)), p(fmt.Sprintf("k%d-2", i)))
+	}
+	testkit.WaitFor(t, 10*time.Second, "ten requests queued behind the writes", func() bool {
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == 10
+	})
+	close(held.release)
+	if n := <-held.entered; n != 20 {
+		t.Fatalf("the gathered write carries %d tasks, want all 20 queued", n)
+	}
+	wg.Wait()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	got := append([]int(nil), x.syncs...)
+	slices.Sort(got)
+	if want := []int{20, createSplitMin, createSplitMin}; !slices.Equal(got, want) {
+		t.Errorf("Sync sizes %v, want %v: one per store write", got, want)
+	}
+}
+
+// TestCreatesSplitWhenMany: while a create write is in flight, requests
+// of few tasks wait for it and go in the next write together; a second
+// write opens only once createSplitMin tasks wait.
+func TestCreatesSplitWhenMany(t *testing.T) {
+	var held *heldCreates
+	b := setup(t, func(c *Config) {
+		held = &heldCreates{Store: c.Store, entered: make(chan int, 100), release: make(chan struct{})}
+		c.Store = held
+	})
+	p := func(key string) CreateParams {
+		return CreateParams{App: "app", Key: key, DueAt: time.Now().Add(time.Hour), Target: httpTarget}
+	}
+	var wg sync.WaitGroup
+	req := func(ps ...CreateParams) {
+		wg.Go(func() {
+			if _, err := b.eng.Create(context.Background(), ps); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	req(p("first"))
+	if n := <-held.entered; n != 1 {
+		t.Fatalf("the first write carries %d tasks, want 1", n)
+	}
+	const few = 5
+	for i := range few {
+		req(p(fmt.Sprintf("few-%d", i)))
+	}
+	testkit.WaitFor(t, 10*time.Second, "the few requests queued behind the first write", func() bool {
+		b.eng.creates.mu.Lock()
+		defer b.eng.creates.mu.Unlock()
+		return len(b.eng.creates.mu.pending) == few
+	})
+	if n := held.calls.Load(); n != 1 {
+		t.Fatalf("%d store writes started for %d waiting tasks, want 1 (no second write under %d)", n, few, createSplitMin)
+	}
+	ps := make([]CreateParams, createSplitMin-few)
+	for j := range ps {
+		ps[j] = p(fmt.Sprintf("many-%d", j))
+	}
+	req(ps...) // createSplitMin waiting now: a second write takes them all
+	if n := <-held.entered; n != createSplitMin {
+		t.Errorf("the second write carries %d tasks, want the %d waiting", n, createSplitMin)
+	}
+	close(held.release)
+	wg.Wait()
+	if n := held.calls.Load(); n != 2 {
+		t.Errorf("%d store writes, want 2", n)
+	}
+}
+
+// TestCreatesWroteOverlapsNextWrite: a write's slot goes to the next
+// request once its tasks are stored, before they are handed to wrote (a
+// cluster's mirror, a Redis round trip): the next write starts while that
+// runs, and each request is answered only after its own tasks were handed
+// on.
+func TestCreatesWroteOverlapsNextWrite(t *testing.T) {
+	entered := make(chan int, 10)
+	inWrote := make(chan struct{}, 10)
+	releaseWrote := make(chan struct{})
+	var mirrored sync.Map // key → true once handed to wrote
+	c := &creates{maxWriters: 1,
+		write: func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) {
+			entered <- len(ts)
+			return echoWrite(ctx, ts)
+		},
+		wrote: func(_ context.Context, ws ...written) {
+			inWrote <- struct{}{}
+			<-releaseWrote
+			for _, w := range ws {
+				mirrored.Store(w.t.Key, true)
+			}
+		},
+	}
+	var wg sync.WaitGroup
+	req := func(key string) {
+		wg.Go(func() {
+			rs, err := c.create(t.Context(), []*task.Task{{App: "a", Key: key}})
+			if err != nil || len(rs) != 1 {
+				t.Errorf("create %s: %v %v", key, rs, err)
+				return
+			}
+			if _, ok := mirrored.Load(key); !ok {
+				t.Errorf("create %s answered before its task was handed to wrote", key)
+			}
+		})
+	}
+	req("first")
+	<-entered
+	<-inWrote // the first write's wrote runs, held
+	req("second")
+	select {
+	case <-entered: // the second write started meanwhile
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second write waited for the first's wrote")
+	}
+	close(releaseWrote)
+	wg.Wait()
 }

@@ -63,7 +63,7 @@ type stepperParams struct {
 	idle func(now time.Time)
 
 	// The task writer.
-	create    func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) // the creates batcher
+	create    func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) // the creates batcher: mirrors and tracks what it created
 	getByKey  func(ctx context.Context, app, key string) (*task.Task, error)           // Store.GetByKey
 	update    func(ctx context.Context, id task.ID, fn func(*task.Task) error) (written, error)
 	wrote     func(ctx context.Context, ws ...written)
@@ -377,19 +377,18 @@ func (sp *stepper) makeOccurrences(ctx context.Context, s *task.Schedule, dues [
 	if err != nil {
 		return nil, fmt.Errorf("create occurrences of schedule %s: %w", s.ID, err)
 	}
-	var fresh []written
+	fresh := 0 // mirrored and tracked by the create's write
 	for _, r := range rs {
 		if r.Created {
-			fresh = append(fresh, written{t: r.Task})
+			fresh++
 		}
 	}
-	sp.p.wrote(ctx, fresh...)
-	if len(fresh) > 0 {
+	if fresh > 0 {
 		if h := sp.p.hooks.Created; h != nil {
-			h(s.App, len(fresh))
+			h(s.App, fresh)
 		}
 		if h := sp.p.hooks.OccurrencesCreated; h != nil {
-			h(s.App, len(fresh))
+			h(s.App, fresh)
 		}
 	}
 	return rs, nil

@@ -20,7 +20,7 @@ import (
 // own form (any mode to any mode).
 
 // Transfer backs up, exports and imports, over a task writer (the
-// creates batcher and the engine's wrote). Reached by Engine.Transfer; no
+// creates batcher, which mirrors and tracks what it created). Reached by Engine.Transfer; no
 // state of its own besides the process-wide importing token.
 type Transfer struct {
 	p transferParams
@@ -43,8 +43,7 @@ type transferParams struct {
 	checkpoint func(ctx context.Context, w io.Writer) (store.BackupManifest, error)
 	// schedules is the store's schedules (nil: it keeps none).
 	schedules store.Schedules
-	create    func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) // the creates batcher
-	wrote     func(ctx context.Context, ws ...written)
+	create    func(ctx context.Context, ts []*task.Task) ([]store.CreateResult, error) // the creates batcher: mirrors and tracks what it created
 	// stepNow steps a schedule just stored (the schedule stepper's).
 	stepNow func(ctx context.Context, s *task.Schedule, paid int) *task.Schedule
 }
@@ -305,17 +304,14 @@ func (x *Transfer) Import(ctx context.Context, ts []*task.Task) (ImportResult, e
 	if err != nil {
 		return res, fmt.Errorf("store tasks: %w", err)
 	}
-	var ws []written
-	for j, r := range rs {
+	for j, r := range rs { // those created are mirrored and tracked by the create's write
 		t, i := fresh[j], freshIdx[j]
 		if !r.Created {
 			res.Taken = append(res.Taken, TakenKey{ID: given[i], App: t.App, Key: t.Key, Holder: r.Task.ID})
 			continue
 		}
 		res.Imported++
-		ws = append(ws, written{t: r.Task})
 	}
-	x.p.wrote(ctx, ws...)
 	return res, nil
 }
 

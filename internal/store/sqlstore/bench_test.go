@@ -90,7 +90,7 @@ func (g *benchTasks) make(n int) []*task.Task {
 func BenchmarkCreate(b *testing.B) {
 	ctx := context.Background()
 	forEachServer(b, func(b *testing.B, sv *server) {
-		for _, batch := range []int{1, 100} {
+		for _, batch := range []int{1, 100, 1000} {
 			b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 				s := openBench(b, sv)
 				g := benchTasks{s: s}

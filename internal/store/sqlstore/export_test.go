@@ -1,6 +1,10 @@
 package sqlstore
 
-import "github.com/toc-dev/toc/task"
+import (
+	"fmt"
+
+	"github.com/toc-dev/toc/task"
+)
 
 // MigrationStatements returns the statements of every migration of dialect
 // ("postgres" or "mysql") for a database of tables tables.
@@ -74,3 +78,25 @@ func OpenConns(s *Store) []int {
 // MySQLConfig is mysqlConfig: the driver's configuration of a MySQL DSN,
 // before the store's own settings.
 var MySQLConfig = mysqlConfig
+
+// CreateInOneStatement reports whether Create would insert tasks, all of
+// one database and with free keys, in one statement outside a transaction
+// (createNew) rather than in a transaction of chunks.
+func CreateInOneStatement(s *Store, tasks []*task.Task) (bool, error) {
+	var ins []item
+	var db *database
+	for i, t := range tasks {
+		d, table, _ := s.route(s.home(t.ID))
+		if db != nil && d != db {
+			return false, fmt.Errorf("task %d is in database %d, not %d", i, d.index, db.index)
+		}
+		db = d
+		c := normalize(t.Clone())
+		cols, err := columns(c)
+		if err != nil {
+			return false, err
+		}
+		ins = append(ins, item{i: i, t: c, table: table, cols: cols})
+	}
+	return db != nil && db.insertTablesNew != nil && fitsNew(ins), nil
+}
