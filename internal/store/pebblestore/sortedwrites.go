@@ -34,6 +34,11 @@ type sortedWrites struct {
 	ops    []sortedOp
 	vals   []byte     // the values, copied (a caller may reuse its buffer)
 	byKind []sortedOp // applyTo's
+	// keys is where writeTask cuts the keys it adds from (takeKeys), so
+	// that a batch's keys cost no allocation per task once a batch as
+	// large has been written: two or three per task (its record's key,
+	// its old and new index entries) were made and dropped each write.
+	keys []byte
 }
 
 // sortedWritesPool keeps the gathering buffers from one batch to the next.
@@ -45,12 +50,17 @@ func getSortedWrites() *sortedWrites { return sortedWritesPool.Get().(*sortedWri
 // put empties w and keeps it for the next batch, unless it grew past what
 // a batch of 1000 small tasks takes.
 func (w *sortedWrites) put() {
-	if cap(w.vals) > 1<<20 || cap(w.ops) > 16<<10 {
+	if cap(w.vals) > 1<<20 || cap(w.ops) > 16<<10 || cap(w.keys) > 1<<20 {
 		return
 	}
-	clear(w.ops) // the keys
-	w.ops, w.vals, w.byKind = w.ops[:0], w.vals[:0], w.byKind[:0]
+	w.reset()
 	sortedWritesPool.Put(w)
+}
+
+// reset empties w, keeping its buffers.
+func (w *sortedWrites) reset() {
+	clear(w.ops) // the keys
+	w.ops, w.vals, w.byKind, w.keys = w.ops[:0], w.vals[:0], w.byKind[:0], w.keys[:0]
 }
 
 // sortedOp is one key written: set to vals[from:to], or deleted.
@@ -59,6 +69,24 @@ type sortedOp struct {
 	from, to int32 // its value in vals
 	seq      int32 // the order it came in
 	del      bool
+}
+
+// takeKeys returns an empty buffer with room for n bytes, cut from the
+// end of *arena (nil: a buffer of its own), which it extends past them.
+// When the arena has no room left, it is replaced by one twice as large:
+// the keys cut from the old one keep it alive until they are done with
+// (applyTo has copied them into the batch), and the new one, given back
+// with its sortedWrites, serves the next batches whole.
+func takeKeys(arena *[]byte, n int) []byte {
+	if arena == nil {
+		return make([]byte, 0, n)
+	}
+	a := *arena
+	if cap(a)-len(a) < n {
+		a = make([]byte, 0, max(2*cap(a), n, 4<<10))
+	}
+	*arena = a[:len(a)+n]
+	return a[len(a) : len(a) : len(a)+n]
 }
 
 // Set adds a set of key to value. key must stay unchanged until applyTo
