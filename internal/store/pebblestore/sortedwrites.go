@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"slices"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -41,20 +40,36 @@ type sortedWrites struct {
 	keys []byte
 }
 
-// sortedWritesPool keeps the gathering buffers from one batch to the next.
-var sortedWritesPool = sync.Pool{New: func() any { return new(sortedWrites) }}
+// sortedWritesFree keeps the gathering buffers from one batch to the
+// next: a few, as Pebble takes one write at a time and the store's
+// writers (creates, the fire path, outcomes) overlap little. Not a
+// sync.Pool, which the collector empties: under load a collection came
+// every few batches, and each batch grew its buffers again from nothing
+// (a third of a kilobyte per task acked in toc bench's pull burst).
+var sortedWritesFree = make(chan *sortedWrites, 2)
 
 // getSortedWrites returns an empty sortedWrites, to give back with put.
-func getSortedWrites() *sortedWrites { return sortedWritesPool.Get().(*sortedWrites) }
+func getSortedWrites() *sortedWrites {
+	select {
+	case w := <-sortedWritesFree:
+		return w
+	default:
+		return new(sortedWrites)
+	}
+}
 
 // put empties w and keeps it for the next batch, unless it grew past what
-// a batch of 1000 small tasks takes.
+// a batch of some thousands of small tasks takes (at most
+// cap(sortedWritesFree) are kept, about 4 MiB each).
 func (w *sortedWrites) put() {
-	if cap(w.vals) > 1<<20 || cap(w.ops) > 16<<10 || cap(w.keys) > 1<<20 {
+	if cap(w.vals) > 2<<20 || cap(w.ops) > 32<<10 || cap(w.keys) > 1<<20 {
 		return
 	}
 	w.reset()
-	sortedWritesPool.Put(w)
+	select {
+	case sortedWritesFree <- w:
+	default:
+	}
 }
 
 // reset empties w, keeping its buffers.

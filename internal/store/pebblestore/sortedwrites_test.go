@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -123,5 +124,23 @@ func TestWriteTaskKeysFromArena(t *testing.T) {
 	}
 	if direct.Count() != gathered.Count() || direct.Len() != gathered.Len() {
 		t.Errorf("gathered %d writes (%d bytes), written directly %d (%d bytes)", gathered.Count(), gathered.Len(), direct.Count(), direct.Len())
+	}
+}
+
+// TestSortedWritesKeptAcrossCollections: the buffers of a sortedWrites
+// given back serve the next batch even after collections (a sync.Pool,
+// which the collector empties, made each batch grow them again under
+// load).
+func TestSortedWritesKeptAcrossCollections(t *testing.T) {
+	for len(sortedWritesFree) > 0 {
+		<-sortedWritesFree
+	}
+	w := getSortedWrites()
+	w.Set(append(takeKeys(&w.keys, 3), "key"...), make([]byte, 1000), nil)
+	w.put()
+	runtime.GC()
+	runtime.GC()
+	if w := getSortedWrites(); cap(w.vals) < 1000 || len(w.ops) != 0 || len(w.vals) != 0 || len(w.keys) != 0 {
+		t.Errorf("after two collections: a sortedWrites with room for %d bytes of values (%d ops, %d bytes, %d of keys), want the one given back, empty", cap(w.vals), len(w.ops), len(w.vals), len(w.keys))
 	}
 }
