@@ -1,9 +1,11 @@
 package task_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/toc-dev/toc/task"
 )
@@ -141,5 +143,40 @@ func TestDecodeListTakesClaims(t *testing.T) {
 		if _, ok := task.DecodeList([]byte(odd)); ok {
 			t.Errorf("DecodeList took %s: it is left to encoding/json", odd)
 		}
+	}
+}
+
+// TestDecodeKnownWordsAllocateNothing: a task's state and its events'
+// names are read as the constants they are, without a string made for
+// each: the task below takes three allocations fewer than the same task
+// with words of the same lengths that are no state's nor event's name.
+func TestDecodeKnownWordsAllocateNothing(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tk := task.Task{
+		ID: new(task.IDGenerator).New(at, 0), App: "a", State: task.Delivering, Attempts: 1, Lease: "l",
+		DueAt: at, NextAttemptAt: at, CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}},
+		Payload: []byte(`{"seq":1}`), History: []task.Event{{At: at, What: "created"}, {At: at, What: "attempt", Attempt: 1}},
+	}
+	known, err := tk.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := known
+	for _, r := range [][2]string{{`"delivering"`, `"xelivering"`}, {`"created"`, `"xreated"`}, {`"attempt"`, `"xttempt"`}} {
+		other = bytes.Replace(other, []byte(r[0]), []byte(r[1]), 1)
+	}
+	allocs := func(b []byte) float64 {
+		var got task.Task
+		if !got.UnmarshalFast(b) {
+			t.Fatalf("UnmarshalFast(%s) left it to encoding/json", b)
+		}
+		return testing.AllocsPerRun(20, func() { got.UnmarshalFast(b) })
+	}
+	if k, o := allocs(known), allocs(other); k != o-3 {
+		t.Errorf("decoding a task allocates %v times with a known state and event names, %v with other words: want 3 fewer", k, o)
+	}
+	var got task.Task
+	if !got.UnmarshalFast(known) || got.State != task.Delivering || got.History[0].What != "created" || got.History[1].What != "attempt" {
+		t.Errorf("UnmarshalFast(%s) = %+v", known, got)
 	}
 }

@@ -137,13 +137,19 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // maxPooledBuf bounds the buffers kept in bufs: a large body's or answer's
-// is left to the collector.
-const maxPooledBuf = 64 << 10
+// is left to the collector. It keeps a full tasks:ack body's (1000 acks,
+// about 100 KB, read into a buffer grown to some 130 KB): at 64 KB each
+// ack request grew its buffer again from 1 KB, a fifth of a kilobyte per
+// task acked.
+const maxPooledBuf = 256 << 10
 
 func getBuf() *[]byte { return bufs.Get().(*[]byte) }
 
+// keepBuf reports whether a buffer of capacity c goes back to bufs.
+func keepBuf(c int) bool { return c <= maxPooledBuf }
+
 func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
+	if keepBuf(cap(*b)) {
 		*b = (*b)[:0]
 		bufs.Put(b)
 	}

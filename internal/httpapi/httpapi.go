@@ -1043,8 +1043,8 @@ func (h *Handler) ackMany(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	results := make([]ackManyResult, len(req.Acks))
-	var acks []engine.AckParams
-	var idx []int // the request's index of each of acks
+	acks := make([]engine.AckParams, 0, len(req.Acks))
+	idx := make([]int, 0, len(req.Acks)) // the request's index of each of acks
 	for i, a := range req.Acks {
 		id, err := task.ParseID(a.ID)
 		if err != nil {

@@ -1176,6 +1176,12 @@ const maxEntries = 5
 // maxEntries on its stack). Each entry's slices are capped at their
 // length, so an append to one cannot run into the next.
 func indexEntries(t *task.Task, es []entry) ([]entry, error) {
+	return indexEntriesIn(t, es, nil)
+}
+
+// indexEntriesIn is indexEntries with the buffer cut from arena (nil: one
+// of its own): see keyArena.
+func indexEntriesIn(t *task.Task, es []entry, arena *[]byte) ([]entry, error) {
 	if t == nil {
 		return es, nil
 	}
@@ -1205,7 +1211,7 @@ func indexEntries(t *task.Task, es []entry) ([]entry, error) {
 	if fin {
 		size += 1 + msLen + idLen
 	}
-	buf := make([]byte, 0, size)
+	buf := takeKeys(arena, size)
 	// cut returns what was appended to buf since from, capped.
 	cut := func(from int) []byte { return buf[from:len(buf):len(buf)] }
 	buf = appendAppStateKey(buf, t.App, sb, t.ID)
@@ -1243,12 +1249,16 @@ func indexEntries(t *task.Task, es []entry) ([]entry, error) {
 // writeTask adds to b the change from old to new: the record and the index
 // entries that differ. old nil creates new; new nil deletes old.
 func writeTask(b batchWriter, old, new *task.Task) error {
+	var arena *[]byte
+	if w, ok := b.(*sortedWrites); ok {
+		arena = &w.keys
+	}
 	var oldEs, newEs [maxEntries]entry
-	olds, err := indexEntries(old, oldEs[:0])
+	olds, err := indexEntriesIn(old, oldEs[:0], arena)
 	if err != nil {
 		return err
 	}
-	news, err := indexEntries(new, newEs[:0])
+	news, err := indexEntriesIn(new, newEs[:0], arena)
 	if err != nil {
 		return err
 	}
@@ -1256,7 +1266,8 @@ func writeTask(b batchWriter, old, new *task.Task) error {
 		buf := recordBufs.Get().(*[]byte)
 		rec, err := appendRecord((*buf)[:0], new)
 		if err == nil {
-			err = b.Set(taskKey(new.ID), rec, nil) // copies rec
+			key := append(takeKeys(arena, 1+idLen), prefixTask)
+			err = b.Set(append(key, new.ID[:]...), rec, nil) // copies rec
 		}
 		if cap(rec) <= maxPooledRecord {
 			*buf = rec[:0]

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"slices"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -34,23 +33,49 @@ type sortedWrites struct {
 	ops    []sortedOp
 	vals   []byte     // the values, copied (a caller may reuse its buffer)
 	byKind []sortedOp // applyTo's
+	// keys is where writeTask cuts the keys it adds from (takeKeys), so
+	// that a batch's keys cost no allocation per task once a batch as
+	// large has been written: two or three per task (its record's key,
+	// its old and new index entries) were made and dropped each write.
+	keys []byte
 }
 
-// sortedWritesPool keeps the gathering buffers from one batch to the next.
-var sortedWritesPool = sync.Pool{New: func() any { return new(sortedWrites) }}
+// sortedWritesFree keeps the gathering buffers from one batch to the
+// next: a few, as Pebble takes one write at a time and the store's
+// writers (creates, the fire path, outcomes) overlap little. Not a
+// sync.Pool, which the collector empties: under load a collection came
+// every few batches, and each batch grew its buffers again from nothing
+// (a third of a kilobyte per task acked in toc bench's pull burst).
+var sortedWritesFree = make(chan *sortedWrites, 2)
 
 // getSortedWrites returns an empty sortedWrites, to give back with put.
-func getSortedWrites() *sortedWrites { return sortedWritesPool.Get().(*sortedWrites) }
+func getSortedWrites() *sortedWrites {
+	select {
+	case w := <-sortedWritesFree:
+		return w
+	default:
+		return new(sortedWrites)
+	}
+}
 
 // put empties w and keeps it for the next batch, unless it grew past what
-// a batch of 1000 small tasks takes.
+// a batch of some thousands of small tasks takes (at most
+// cap(sortedWritesFree) are kept, about 4 MiB each).
 func (w *sortedWrites) put() {
-	if cap(w.vals) > 1<<20 || cap(w.ops) > 16<<10 {
+	if cap(w.vals) > 2<<20 || cap(w.ops) > 32<<10 || cap(w.keys) > 1<<20 {
 		return
 	}
+	w.reset()
+	select {
+	case sortedWritesFree <- w:
+	default:
+	}
+}
+
+// reset empties w, keeping its buffers.
+func (w *sortedWrites) reset() {
 	clear(w.ops) // the keys
-	w.ops, w.vals, w.byKind = w.ops[:0], w.vals[:0], w.byKind[:0]
-	sortedWritesPool.Put(w)
+	w.ops, w.vals, w.byKind, w.keys = w.ops[:0], w.vals[:0], w.byKind[:0], w.keys[:0]
 }
 
 // sortedOp is one key written: set to vals[from:to], or deleted.
@@ -59,6 +84,24 @@ type sortedOp struct {
 	from, to int32 // its value in vals
 	seq      int32 // the order it came in
 	del      bool
+}
+
+// takeKeys returns an empty buffer with room for n bytes, cut from the
+// end of *arena (nil: a buffer of its own), which it extends past them.
+// When the arena has no room left, it is replaced by one twice as large:
+// the keys cut from the old one keep it alive until they are done with
+// (applyTo has copied them into the batch), and the new one, given back
+// with its sortedWrites, serves the next batches whole.
+func takeKeys(arena *[]byte, n int) []byte {
+	if arena == nil {
+		return make([]byte, 0, n)
+	}
+	a := *arena
+	if cap(a)-len(a) < n {
+		a = make([]byte, 0, max(2*cap(a), n, 4<<10))
+	}
+	*arena = a[:len(a)+n]
+	return a[len(a) : len(a) : len(a)+n]
 }
 
 // Set adds a set of key to value. key must stay unchanged until applyTo
