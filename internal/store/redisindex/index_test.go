@@ -213,6 +213,48 @@ func TestClaimMany(t *testing.T) {
 	}
 }
 
+// TestClaimManyPastTheHead: claim_many pops the head of a StoreQueue
+// first; a member asked for behind another (due or not) is claimed all the
+// same, one asked for at the head but not due is not, and what the pop took
+// and was not claimed is back with its score.
+func TestClaimManyPastTheHead(t *testing.T) {
+	t.Parallel()
+	x, c := newIndexClient(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	other, asked, later := g.New(now, 0), g.New(now, 0), g.New(now, 0)
+	for _, m := range []struct {
+		id task.ID
+		at time.Time
+	}{{other, now.Add(-time.Minute)}, {asked, now.Add(-time.Second)}, {later, now.Add(time.Hour)}} {
+		if _, err := x.Add(ctx, "a", 2, m.id, m.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 2, ID: asked, LeaseUntil: now.Add(time.Minute), Attempt: true}}, now)
+	if err != nil || !slices.Equal(held, []int{1}) {
+		t.Fatalf("claim behind the head: %v %v, want [1]", held, err)
+	}
+	// The head is later now, and asked for: not due, so not claimed.
+	held, err = x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 2, ID: later, LeaseUntil: now.Add(time.Minute), Attempt: true}}, now)
+	if err != nil || !slices.Equal(held, []int{0}) {
+		t.Fatalf("claim of a member not due: %v %v, want [0]", held, err)
+	}
+	q := x.Queues("a", 2)
+	got, err := c.ZRangeWithScores(ctx, q.Store, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []redis.Z{{Score: float64(now.Add(-time.Minute).UnixMilli()), Member: other.String()}, {Score: float64(now.Add(time.Hour).UnixMilli()), Member: later.String()}}
+	if !slices.Equal(got, want) {
+		t.Errorf("StoreQueue after the claims = %v, want %v", got, want)
+	}
+	if p, err := c.ZRange(ctx, q.Prepare, 0, -1).Result(); err != nil || !slices.Equal(p, []string{asked.String()}) {
+		t.Errorf("PrepareQueue = %v, %v, want [%s]", p, err, asked)
+	}
+}
+
 // TestClaimManyLeases: a member whose lease ran out is claimed again (the
 // rollback goes to one caller), one still leased is not, and two callers
 // claiming the same members at once never both hold one.

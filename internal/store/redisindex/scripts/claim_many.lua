@@ -15,10 +15,17 @@
 --
 -- One call may claim in several slots (a group each; on Redis Cluster the
 -- caller sends one group per call, as a script's keys must share a hash
--- slot there). The commands run are a fixed few per group (ZMSCORE of each
--- queue, one variadic ZREM and ZADD, HMGET and HSET, or one HINCRBY for a
--- lone attempt), not a few per member, so a batch costs Redis about what
--- one member does.
+-- slot there). The commands run are a fixed few per group, not a few per
+-- member, so a batch costs Redis about what one member does. The members a
+-- wheel asks for are most often the earliest of their StoreQueue (they fell
+-- due first), so a group first pops that many from its head (ZPOPMIN): the
+-- members asked for and due are claimed, and any other popped is put back
+-- at once with its score (ZADD), in the same script, so no one sees it
+-- gone. Only the members asked for that were not popped are looked up
+-- (ZMSCORE of each queue, one ZREM). Then one variadic ZADD to the
+-- PrepareQueue, and HMGET and HSET, or one HINCRBY for a lone attempt: 3
+-- commands for a lone member at its queue's head (4 before the pop), 4 for
+-- several.
 -- KEYS: per group store, prepare, attempts (hash: member → number)
 -- ARGV[1] now (ms), then per group: its member count, then triples: member,
 -- lease end (ms), stored attempt count (-1: not an attempt, a rollback)
@@ -34,19 +41,55 @@ local function claim(store, prepare, attempts, at, n)
   for i = 1, n do
     members[i] = ARGV[at + 3 * (i - 1)]
   end
-  local got = {}
-  local fromStore, add = {}, {}
-  local missing = {}
-  local s = redis.call('ZMSCORE', store, unpack(members))
+  local got, want = {}, {}
   for i = 1, n do
     got[i] = 0
-    if s[i] then
-      if tonumber(s[i]) <= now then
-        got[i] = 1
-        fromStore[#fromStore + 1] = members[i]
-      end
+    want[members[i]] = i
+  end
+  local fromStore, add = {}, {}
+  local missing = {}
+  -- The head of the StoreQueue: claim what was asked for and is due, put
+  -- the rest back as it was.
+  local seen, back = {}, {}
+  local popped = redis.call('ZPOPMIN', store, n)
+  for k = 1, #popped, 2 do
+    local m, sc = popped[k], popped[k + 1]
+    local i = want[m]
+    if i then
+      seen[i] = true
+    end
+    if i and tonumber(sc) <= now then
+      got[i] = 1
     else
-      missing[#missing + 1] = i
+      back[#back + 1] = sc
+      back[#back + 1] = m
+    end
+  end
+  if #back > 0 then
+    redis.call('ZADD', store, unpack(back))
+  end
+  -- The members asked for that were not at the head.
+  local rest = {}
+  for i = 1, n do
+    if not seen[i] then
+      rest[#rest + 1] = i
+    end
+  end
+  if #rest > 0 then
+    local ms = {}
+    for k, i in ipairs(rest) do
+      ms[k] = members[i]
+    end
+    local s = redis.call('ZMSCORE', store, unpack(ms))
+    for k, i in ipairs(rest) do
+      if s[k] then
+        if tonumber(s[k]) <= now then
+          got[i] = 1
+          fromStore[#fromStore + 1] = members[i]
+        end
+      else
+        missing[#missing + 1] = i
+      end
     end
   end
   if #missing > 0 then
