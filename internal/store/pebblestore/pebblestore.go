@@ -383,10 +383,10 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	b := s.db.NewBatch()
 	defer b.Close()
 	res := make([]store.CreateResult, len(tasks))
-	var created []*task.Task        // as written; handed out only as clones
-	var byKey map[string]*task.Task // keyKey → the task that has it, for this batch (of more than one)
+	created := make([]*task.Task, 0, len(tasks)) // as written: the caller's own
+	var byKey map[string]*task.Task              // keyKey → the task that has it, for this batch (of more than one)
 	if len(tasks) > 1 {
-		byKey = make(map[string]*task.Task)
+		byKey = make(map[string]*task.Task, len(tasks))
 	}
 	// The key entries of a batch of several keys are looked up in one
 	// pass (keyOwners), each found entry's task read after.
@@ -432,11 +432,14 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 				continue
 			}
 		}
-		c := normalize(t.Clone())
+		// The caller hands t over (store.Store's Create): it is written
+		// and answered as it is, normalized in place, and copied only
+		// for the recent set.
+		c := normalize(t)
 		if kk != nil && byKey != nil {
 			byKey[string(kk)] = c
 		}
-		res[i] = store.CreateResult{Task: c.Clone(), Created: true}
+		res[i] = store.CreateResult{Task: c, Created: true}
 		created = append(created, c)
 	}
 	if err := writeNew(b, created); err != nil {
@@ -453,7 +456,7 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	now := time.Now()
 	for _, c := range created {
 		s.pull.wrote(nil, c)
-		s.recent[s.idStripe(c.ID)].keep(c.ID, c, now)
+		s.recent[s.idStripe(c.ID)].keepCopy(c, now)
 	}
 	return res, nil
 }
