@@ -181,8 +181,9 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 	tasks := make([]*task.Task, 0, len(ps))
 	idx := make([]int, 0, len(ps))
 	var perApp appCounts // a call's tasks are mostly of one app: no map
+	var last checked
 	for i, p := range ps {
-		t, err := e.rules.newTask(p, now)
+		t, err := e.rules.newTask(p, now, &last)
 		if err != nil {
 			results[i].Err = err
 			continue

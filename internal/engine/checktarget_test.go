@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -57,6 +58,54 @@ func TestCheckTarget(t *testing.T) {
 			if calls[i] != want[i] {
 				t.Errorf("CheckTarget calls %v, want %v", calls, want)
 			}
+		}
+	})
+}
+
+// TestCheckTargetOncePerRun: a call's run of tasks of one app with the
+// same plain target has it checked once (Validate parses its URL, and
+// CheckTarget vets it), and a change of app or target checks again; a
+// target refused is refused for each task that has it. Each task was
+// checked on its own before.
+func TestCheckTargetOncePerRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type call struct{ app, url string }
+		var calls []call
+		b := setup(t, func(c *Config) {
+			c.CheckTarget = func(app string, tg task.Target) error {
+				calls = append(calls, call{app, tg.HTTP.URL})
+				if tg.HTTP.URL == "http://127.0.0.1:1/no" {
+					return &task.FieldError{Field: "target.http.url", Message: "is not allowed"}
+				}
+				return nil
+			}
+		})
+		now := time.Now().Add(time.Hour)
+		hook := func(url string) task.Target { return task.Target{HTTP: &task.HTTPTarget{URL: url}} }
+		var ps []CreateParams
+		for range 5 {
+			ps = append(ps, CreateParams{App: "a", DueAt: now, Target: hook("http://127.0.0.1:1/x")})
+		}
+		ps = append(ps,
+			CreateParams{App: "b", DueAt: now, Target: hook("http://127.0.0.1:1/x")},
+			CreateParams{App: "b", DueAt: now, Target: hook("http://127.0.0.1:1/y")},
+			CreateParams{App: "b", DueAt: now, Target: hook("http://127.0.0.1:1/no")},
+			CreateParams{App: "b", DueAt: now, Target: hook("http://127.0.0.1:1/no")},
+			CreateParams{App: "b", DueAt: now, Target: hook("http://127.0.0.1:1/y")},
+		)
+		rs, err := b.eng.Create(t.Context(), ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rs {
+			if refused := i == 7 || i == 8; refused != (r.Err != nil) {
+				t.Errorf("create %d: %v, refused %v", i, r.Err, refused)
+			}
+		}
+		want := []call{{"a", "http://127.0.0.1:1/x"}, {"b", "http://127.0.0.1:1/x"}, {"b", "http://127.0.0.1:1/y"},
+			{"b", "http://127.0.0.1:1/no"}, {"b", "http://127.0.0.1:1/no"}, {"b", "http://127.0.0.1:1/y"}}
+		if !slices.Equal(calls, want) {
+			t.Errorf("CheckTarget calls %v, want %v", calls, want)
 		}
 	})
 }
