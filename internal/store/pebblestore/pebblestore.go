@@ -380,8 +380,6 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	keyStripes = lockStripes(&s.keyLocks, keyStripes)
 	defer unlockStripes(&s.keyLocks, keyStripes)
 
-	b := s.db.NewBatch()
-	defer b.Close()
 	res := make([]store.CreateResult, len(tasks))
 	created := make([]*task.Task, 0, len(tasks)) // as written: the caller's own
 	var byKey map[string]*task.Task              // keyKey → the task that has it, for this batch (of more than one)
@@ -442,9 +440,11 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 		res[i] = store.CreateResult{Task: c, Created: true}
 		created = append(created, c)
 	}
-	if err := writeNew(b, created); err != nil {
+	b, err := writeNew(s.db, created)
+	if err != nil {
 		return nil, err
 	}
+	defer b.Close()
 	if len(created) > 0 {
 		if err := s.refuseNew(); err != nil {
 			return nil, err
@@ -1276,14 +1276,23 @@ func writeTask(b batchWriter, old, new *task.Task) error {
 	return writeEntries(b, olds, news)
 }
 
-// writeNew adds new tasks ts to b, as writeTask(b, nil, t) does each, but
-// in key order (sortedWrites): the records in id order, then each kind of
-// index entry in key order. New ids and their index entries mostly sort
-// after the stored ones, next to each other, so each memtable insert is a
-// short walk from the one before.
-func writeNew(b *pebble.Batch, ts []*task.Task) error {
-	if len(ts) == 1 {
-		return writeTask(b, nil, ts[0])
+// writeNew returns a batch of db that writes new tasks ts, as
+// writeTask(b, nil, t) does each, but in key order (sortedWrites): the
+// records in id order, then each kind of index entry in key order. New
+// ids and their index entries mostly sort after the stored ones, next to
+// each other, so each memtable insert is a short walk from the one before.
+// The batch is made at its size once its writes are gathered, not grown
+// as they are added.
+func writeNew(db *pebble.DB, ts []*task.Task) (*pebble.Batch, error) {
+	if len(ts) <= 1 {
+		b := db.NewBatch()
+		for _, t := range ts {
+			if err := writeTask(b, nil, t); err != nil {
+				b.Close()
+				return nil, err
+			}
+		}
+		return b, nil
 	}
 	ts = slices.Clone(ts)
 	slices.SortFunc(ts, func(x, y *task.Task) int { return bytes.Compare(x.ID[:], y.ID[:]) })
@@ -1291,10 +1300,15 @@ func writeNew(b *pebble.Batch, ts []*task.Task) error {
 	defer w.put()
 	for _, t := range ts {
 		if err := writeTask(w, nil, t); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return w.applyTo(b)
+	b := db.NewBatchWithSize(w.batchSize())
+	if err := w.applyTo(b); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // writeEntries adds to b the change of index entries from olds to news:
