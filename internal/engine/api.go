@@ -11,7 +11,8 @@ import (
 )
 
 // CreateParams is one task to create. The API layer has turned delay into
-// DueAt and the payload forms into bytes.
+// DueAt and the payload forms into bytes. The task made keeps Payload and
+// Target as they are (not copies): the caller must not change them after.
 type CreateParams struct {
 	App      string
 	Key      string // optional

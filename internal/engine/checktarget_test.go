@@ -109,3 +109,33 @@ func TestCheckTargetOncePerRun(t *testing.T) {
 		}
 	})
 }
+
+// TestNewTaskKeepsTarget: a new task keeps the target it was given (the
+// caller hands it over: CreateParams), not a copy; one taken from the
+// app's default target is a copy, as the policy's is shared.
+func TestNewTaskKeepsTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, nil)
+		dflt := &task.Target{HTTP: &task.HTTPTarget{URL: "http://127.0.0.1:1/default"}}
+		b.eng.SetPolicies(Policies{Apps: map[string]AppPolicy{"dflt": {Target: dflt}}})
+		now := time.Now()
+		given := task.Target{HTTP: &task.HTTPTarget{URL: "http://127.0.0.1:1/x"}}
+		tk, err := b.eng.rules.newTask(CreateParams{App: "a", DueAt: now, Target: given}, now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.Target.HTTP != given.HTTP {
+			t.Error("the task has a copy of the target it was given")
+		}
+		tk, err = b.eng.rules.newTask(CreateParams{App: "dflt", DueAt: now}, now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.Target.HTTP == nil || tk.Target.HTTP.URL != dflt.HTTP.URL {
+			t.Fatalf("target %+v, want the app's default", tk.Target)
+		}
+		if tk.Target.HTTP == b.eng.Policy("dflt").Target.HTTP {
+			t.Error("the task shares the app's default target")
+		}
+	})
+}

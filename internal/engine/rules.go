@@ -124,7 +124,7 @@ func (r *rules) newTask(p CreateParams, now time.Time, last *checked) (*task.Tas
 	}
 	pol := last.pol
 	if p.Target.Kind() == "" && pol.Target != nil {
-		p.Target = *pol.Target
+		p.Target = pol.Target.Clone() // the task's own: the policy's is shared
 	}
 	if p.Target.Kind() == "" {
 		return nil, noTarget()
@@ -152,7 +152,7 @@ func (r *rules) newTask(p CreateParams, now time.Time, last *checked) (*task.Tas
 		DueAt:         due,
 		NextAttemptAt: due,
 		Payload:       p.Payload,
-		Target:        p.Target.Clone(),
+		Target:        p.Target, // the caller's (CreateParams), or the policy's copied above
 		Retry:         p.Retry.WithDefaults(),
 		State:         task.Scheduled,
 		CreatedAt:     now,
