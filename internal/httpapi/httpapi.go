@@ -442,29 +442,39 @@ func parseTime(field, s string) (time.Time, error) {
 
 // dueAt resolves exactly one of due_at and delay.
 func dueAt(due, delay *string, now time.Time, required bool) (*time.Time, error) {
+	t, given, err := dueTime(due, delay, now, required)
+	if !given || err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// dueTime is dueAt for a value (a create's, which must have one): given
+// says whether one of the two was.
+func dueTime(due, delay *string, now time.Time, required bool) (t time.Time, given bool, err error) {
 	switch {
 	case due != nil && delay != nil:
-		return nil, badField("due_at", `give one of "due_at" and "delay", not both`)
+		return t, false, badField("due_at", `give one of "due_at" and "delay", not both`)
 	case due != nil:
 		t, err := parseTime("due_at", *due)
-		return &t, err
+		return t, true, err
 	case delay != nil:
 		d, err := time.ParseDuration(*delay)
 		if err != nil {
-			return nil, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
+			return t, false, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
 		}
 		if d < 0 {
-			return nil, badField("delay", `must not be negative, got %q (use "0s" for now)`, *delay)
+			return t, false, badField("delay", `must not be negative, got %q (use "0s" for now)`, *delay)
 		}
-		t := now.Add(d)
+		t = now.Add(d)
 		if t.Before(minTime) || !t.Before(maxTime) {
-			return nil, badField("delay", "puts the due time outside 1970-9998, got %q", *delay)
+			return t, false, badField("delay", "puts the due time outside 1970-9998, got %q", *delay)
 		}
-		return &t, nil
+		return t, true, nil
 	case required:
-		return nil, badField("due_at", `one of "due_at" or "delay" is required`)
+		return t, false, badField("due_at", `one of "due_at" or "delay" is required`)
 	}
-	return nil, nil
+	return t, false, nil
 }
 
 func payloadOf(raw jsontext.Value, b64 *string) ([]byte, bool, error) {
@@ -495,11 +505,11 @@ func (req *createRequest) params(now time.Time) (engine.CreateParams, error) {
 		}
 		p.Key = *req.Key
 	}
-	due, err := dueAt(req.DueAt, req.Delay, now, true)
+	due, _, err := dueTime(req.DueAt, req.Delay, now, true)
 	if err != nil {
 		return p, err
 	}
-	p.DueAt = *due
+	p.DueAt = due
 	if req.Deadline != nil {
 		d, err := parseTime("deadline", *req.Deadline)
 		if err != nil {
