@@ -392,14 +392,27 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	var owners map[string]task.ID
 	if len(keyStripes) > 1 {
 		kks = make([][]byte, len(tasks))
-		for i, t := range tasks {
+		size := 0
+		for _, t := range tasks {
 			if t.Key != "" {
-				kks[i] = keyKey(t.App, t.Key)
+				size += 1 + len(t.App) + 1 + len(t.Key)
 			}
 		}
+		buf := make([]byte, 0, size) // the entries cut from one buffer
+		for i, t := range tasks {
+			if t.Key != "" {
+				from := len(buf)
+				buf = appendKeyKey(buf, t.App, t.Key)
+				kks[i] = buf[from:len(buf):len(buf)]
+			}
+		}
+		var repeats bool
 		var err error
-		if owners, err = keyOwners(s.db, kks); err != nil {
+		if owners, repeats, err = keyOwners(s.db, kks); err != nil {
 			return nil, err
+		}
+		if !repeats {
+			byKey = nil // no key twice in the batch: nothing to find there
 		}
 	}
 	for i, t := range tasks {
@@ -1059,10 +1072,11 @@ func keyTask(r reader, kk []byte, id task.ID) (*task.Task, error) {
 
 // keyOwners looks up the key entries kks (nil ones skipped) in one pass and
 // returns the ids they hold, by key entry; an entry not stored is not in
-// the map. One iterator seeking the entries in key order costs a fraction
-// of a Get each (a fifth at a thousand, half at two): it keeps its place
-// in the memtable and the sstables from one seek to the next.
-func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
+// the map. repeats says whether an entry is in kks more than once. One
+// iterator seeking the entries in key order costs a fraction of a Get each
+// (a fifth at a thousand, half at two): it keeps its place in the memtable
+// and the sstables from one seek to the next.
+func keyOwners(r reader, kks [][]byte) (owners map[string]task.ID, repeats bool, err error) {
 	sorted := make([][]byte, 0, len(kks))
 	for _, kk := range kks {
 		if kk != nil {
@@ -1070,11 +1084,14 @@ func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
 		}
 	}
 	slices.SortFunc(sorted, bytes.Compare)
+	for i := 1; i < len(sorted) && !repeats; i++ {
+		repeats = bytes.Equal(sorted[i-1], sorted[i])
+	}
 	it, err := r.NewIter(nil)
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: new iterator: %w", err)
+		return nil, false, fmt.Errorf("pebblestore: new iterator: %w", err)
 	}
-	owners := make(map[string]task.ID)
+	owners = make(map[string]task.ID)
 	for _, kk := range sorted {
 		// The default comparer's prefix is the whole key: SeekPrefixGE
 		// finds kk or nothing, and its bloom filters skip most sstables.
@@ -1084,20 +1101,20 @@ func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return nil, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
+			return nil, false, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
 		}
 		var id task.ID
 		if len(v) != idLen {
 			it.Close()
-			return nil, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
+			return nil, false, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
 		}
 		copy(id[:], v)
 		owners[string(kk)] = id
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return nil, fmt.Errorf("pebblestore: key lookups: %w", err)
+		return nil, false, fmt.Errorf("pebblestore: key lookups: %w", err)
 	}
-	return owners, nil
+	return owners, repeats, nil
 }
 
 // keyEntry reads the key entry kk (of a task or a schedule): the id it
