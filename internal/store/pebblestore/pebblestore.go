@@ -1315,9 +1315,15 @@ func writeNew(db *pebble.DB, ts []*task.Task) (*pebble.Batch, error) {
 	slices.SortFunc(ts, func(x, y *task.Task) int { return bytes.Compare(x.ID[:], y.ID[:]) })
 	w := getSortedWrites()
 	defer w.put()
-	for _, t := range ts {
+	w.ops = slices.Grow(w.ops, len(ts)*4) // a keyed push task's: record, app/state, wake and key
+	for i, t := range ts {
 		if err := writeTask(w, nil, t); err != nil {
 			return nil, err
+		}
+		if i == 0 {
+			// The others' values take about what the first's did: room
+			// for them all at once, rather than grown by doubling.
+			w.vals = slices.Grow(w.vals, len(w.vals)*len(ts)*9/8)
 		}
 	}
 	b := db.NewBatchWithSize(w.batchSize())
