@@ -145,7 +145,9 @@ func (r *rules) newTask(p CreateParams, now time.Time, last *checked) (*task.Tas
 	}
 	due := task.Ms(p.DueAt)
 	now = now.UTC().Truncate(time.Millisecond)
-	t := &task.Task{
+	a := new(newTaskAlloc)
+	t := &a.t
+	*t = task.Task{
 		ID:            r.newID(now, p.App, p.Key),
 		App:           p.App,
 		Key:           p.Key,
@@ -157,6 +159,7 @@ func (r *rules) newTask(p CreateParams, now time.Time, last *checked) (*task.Tas
 		State:         task.Scheduled,
 		CreatedAt:     now,
 		UpdatedAt:     now,
+		History:       a.history[:0:1],
 	}
 	if p.TraceParent != "" {
 		t.Trace = &task.TraceContext{Parent: p.TraceParent, State: p.TraceState}
@@ -171,4 +174,11 @@ func (r *rules) newTask(p CreateParams, now time.Time, last *checked) (*task.Tas
 	t.WakeAt = wakeFor(t)
 	t.Record(now, "created", 0, "")
 	return t, nil
+}
+
+// newTaskAlloc is a new task with room for its first event: one
+// allocation for the two (a later event grows the history out of it).
+type newTaskAlloc struct {
+	t       task.Task
+	history [1]task.Event
 }
