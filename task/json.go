@@ -155,6 +155,14 @@ func (e *Event) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// AppendJSON appends t's JSON, exactly what json.Marshal writes for it,
+// to b and returns the extended slice (a client's create body).
+func (t Target) AppendJSON(b []byte) []byte { return t.appendJSON(b) }
+
+// AppendJSON appends p's JSON, exactly what json.Marshal writes for it,
+// to b and returns the extended slice (a client's create body).
+func (p RetryPolicy) AppendJSON(b []byte) []byte { return p.appendJSON(b) }
+
 func (t *Target) appendJSON(b []byte) []byte {
 	b = append(b, '{')
 	start := len(b)

@@ -11,7 +11,8 @@ import (
 )
 
 // CreateParams is one task to create. The API layer has turned delay into
-// DueAt and the payload forms into bytes.
+// DueAt and the payload forms into bytes. The task made keeps Payload and
+// Target as they are (not copies): the caller must not change them after.
 type CreateParams struct {
 	App      string
 	Key      string // optional
@@ -180,8 +181,9 @@ func (e *Engine) Create(ctx context.Context, ps []CreateParams) ([]CreateResult,
 	tasks := make([]*task.Task, 0, len(ps))
 	idx := make([]int, 0, len(ps))
 	var perApp appCounts // a call's tasks are mostly of one app: no map
+	var last checked
 	for i, p := range ps {
-		t, err := e.rules.newTask(p, now)
+		t, err := e.rules.newTask(p, now, &last)
 		if err != nil {
 			results[i].Err = err
 			continue

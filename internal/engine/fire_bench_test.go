@@ -48,7 +48,7 @@ func BenchmarkFirePush(b *testing.B) {
 	for i := 0; i < b.N; i += 1000 {
 		ts := make([]*task.Task, min(1000, b.N-i))
 		for k := range ts {
-			t, err := mk.rules.newTask(CreateParams{App: "bench", DueAt: now.Add(-time.Second), Target: target, Payload: payload}, now)
+			t, err := mk.rules.newTask(CreateParams{App: "bench", DueAt: now.Add(-time.Second), Target: target, Payload: payload}, now, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

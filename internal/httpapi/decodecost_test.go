@@ -78,7 +78,7 @@ func readBatchBytes(h *Handler, body []byte, caller *principal, now time.Time) (
 	var req struct {
 		Tasks []batchEntry `json:"tasks"`
 	}
-	if err := decodeReader(bytes.NewReader(body), &req, h.batchReader(caller, now)); err != nil {
+	if err := decodeReader(bytes.NewReader(body), &req, h.batchReader(caller, now, int64(len(body)))); err != nil {
 		return nil, err
 	}
 	if req.Tasks == nil {

@@ -29,7 +29,13 @@ func createFast(raw []byte, cr *createRequest) bool {
 	// pointers to the optional ones point into one array: a create
 	// allocates a few times, not once per field.
 	var app, key, url span
-	var strs *[5]string // due_at, delay, deadline, payload_base64, key
+	var held *itemAlloc // the strings and the target, in one allocation
+	hold := func() *itemAlloc {
+		if held == nil {
+			held = new(itemAlloc)
+		}
+		return held
+	}
 	var tg *targetAlloc
 	ok := d.object(func(name []byte) bool {
 		var bit uint16
@@ -70,9 +76,7 @@ func createFast(raw []byte, cr *createRequest) bool {
 			return ok
 		case p != nil:
 			s, ok := d.str()
-			if strs == nil {
-				strs = new([5]string)
-			}
+			strs := &hold().strs
 			strs[slot] = s
 			*p = &strs[slot]
 			return ok
@@ -83,7 +87,7 @@ func createFast(raw []byte, cr *createRequest) bool {
 			}
 			return ok
 		}
-		tg = new(targetAlloc)
+		tg = &hold().target
 		w.Target = &tg.t
 		return d.target(tg, &url)
 	})
@@ -93,9 +97,7 @@ func createFast(raw []byte, cr *createRequest) bool {
 	kept := string(raw[app.i:app.j]) + string(raw[key.i:key.j]) + string(raw[url.i:url.j])
 	w.App, kept = kept[:app.len()], kept[app.len():]
 	if seen&2 != 0 {
-		if strs == nil {
-			strs = new([5]string)
-		}
+		strs := &hold().strs
 		strs[4] = kept[:key.len()]
 		w.Key = &strs[4]
 	}
@@ -117,6 +119,14 @@ func (s span) len() int { return s.j - s.i }
 type targetAlloc struct {
 	t task.Target
 	h task.HTTPTarget
+}
+
+// itemAlloc is what createFast allocates of an item: the optional
+// strings (due_at, delay, deadline, payload_base64, key) the request
+// points to, and its target.
+type itemAlloc struct {
+	strs   [5]string
+	target targetAlloc
 }
 
 // createPlain is createFast for a body no decoder has checked (a single

@@ -442,29 +442,39 @@ func parseTime(field, s string) (time.Time, error) {
 
 // dueAt resolves exactly one of due_at and delay.
 func dueAt(due, delay *string, now time.Time, required bool) (*time.Time, error) {
+	t, given, err := dueTime(due, delay, now, required)
+	if !given || err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// dueTime is dueAt for a value (a create's, which must have one): given
+// says whether one of the two was.
+func dueTime(due, delay *string, now time.Time, required bool) (t time.Time, given bool, err error) {
 	switch {
 	case due != nil && delay != nil:
-		return nil, badField("due_at", `give one of "due_at" and "delay", not both`)
+		return t, false, badField("due_at", `give one of "due_at" and "delay", not both`)
 	case due != nil:
 		t, err := parseTime("due_at", *due)
-		return &t, err
+		return t, true, err
 	case delay != nil:
 		d, err := time.ParseDuration(*delay)
 		if err != nil {
-			return nil, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
+			return t, false, badField("delay", `must be a Go duration like "30m" or "1500ms", got %q`, *delay)
 		}
 		if d < 0 {
-			return nil, badField("delay", `must not be negative, got %q (use "0s" for now)`, *delay)
+			return t, false, badField("delay", `must not be negative, got %q (use "0s" for now)`, *delay)
 		}
-		t := now.Add(d)
+		t = now.Add(d)
 		if t.Before(minTime) || !t.Before(maxTime) {
-			return nil, badField("delay", "puts the due time outside 1970-9998, got %q", *delay)
+			return t, false, badField("delay", "puts the due time outside 1970-9998, got %q", *delay)
 		}
-		return &t, nil
+		return t, true, nil
 	case required:
-		return nil, badField("due_at", `one of "due_at" or "delay" is required`)
+		return t, false, badField("due_at", `one of "due_at" or "delay" is required`)
 	}
-	return nil, nil
+	return t, false, nil
 }
 
 func payloadOf(raw jsontext.Value, b64 *string) ([]byte, bool, error) {
@@ -495,11 +505,11 @@ func (req *createRequest) params(now time.Time) (engine.CreateParams, error) {
 		}
 		p.Key = *req.Key
 	}
-	due, err := dueAt(req.DueAt, req.Delay, now, true)
+	due, _, err := dueTime(req.DueAt, req.Delay, now, true)
 	if err != nil {
 		return p, err
 	}
-	p.DueAt = *due
+	p.DueAt = due
 	if req.Deadline != nil {
 		d, err := parseTime("deadline", *req.Deadline)
 		if err != nil {
@@ -592,8 +602,8 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	items := make([]batchItem, len(entries))
-	var ps []engine.CreateParams
-	var idx []int
+	ps := make([]engine.CreateParams, 0, len(entries))
+	var idx []int                      // the item of each of ps, when not all are there
 	tp, ts := telemetry.FromRequest(r) // every task of the batch is in the request's trace
 	for i, e := range entries {
 		if e.err != nil {
@@ -601,8 +611,16 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		e.p.TraceParent, e.p.TraceState = tp, ts
+		if idx == nil && len(ps) < i {
+			idx = make([]int, len(ps), len(entries))
+			for j := range idx {
+				idx[j] = j
+			}
+		}
 		ps = append(ps, e.p)
-		idx = append(idx, i)
+		if idx != nil {
+			idx = append(idx, i)
+		}
 	}
 	entries = nil // the params are in ps now
 	if len(ps) > 0 {
@@ -612,7 +630,10 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for j, res := range rs {
-			i := idx[j]
+			i := j
+			if idx != nil {
+				i = idx[j]
+			}
 			if res.Err != nil {
 				items[i].Error = itemError(res.Err)
 				continue
@@ -629,7 +650,7 @@ func (h *Handler) readBatch(w http.ResponseWriter, r *http.Request, caller *prin
 	var req struct {
 		Tasks []batchEntry `json:"tasks"`
 	}
-	if err := decodeStream(w, r, h.maxBatch, &req, h.batchReader(caller, now)); err != nil {
+	if err := decodeStream(w, r, h.maxBatch, &req, h.batchReader(caller, now, r.ContentLength)); err != nil {
 		return nil, err
 	}
 	if req.Tasks == nil {
@@ -642,9 +663,20 @@ func (h *Handler) readBatch(w http.ResponseWriter, r *http.Request, caller *prin
 // (decodeStream), so that the body is never held whole: each item, null
 // included, is turned into its params, or its error, and only those are
 // kept. More than engine.MaxBatch items end the reading with a 400.
-func (h *Handler) batchReader(caller *principal, now time.Time) jsonv2.Options {
+// bodySize, the body's length when known (else 0 or less), sizes the
+// array of entries once rather than growing it as the items come.
+func (h *Handler) batchReader(caller *principal, now time.Time, bodySize int64) jsonv2.Options {
 	n := 0
-	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, e *batchEntry) error {
+	// The entries: made about as many as the body has room for, then
+	// left to the decoder (SkipFunc), which appends to them. A missing
+	// "tasks" or a null stays nil.
+	entries := jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, es *[]batchEntry) error {
+		if *es == nil && bodySize > 0 && dec.PeekKind() == '[' {
+			*es = make([]batchEntry, 0, min(engine.MaxBatch, bodySize/minItemBytes+1))
+		}
+		return jsonv2.SkipFunc
+	})
+	return jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(entries, jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, e *batchEntry) error {
 		if n++; n > engine.MaxBatch {
 			return badField("tasks", "has more than %d tasks: send them in several requests", engine.MaxBatch)
 		}
@@ -654,8 +686,13 @@ func (h *Handler) batchReader(caller *principal, now time.Time) jsonv2.Options {
 		}
 		e.p, e.err = h.batchItem(raw, now, caller)
 		return nil
-	}))
+	})))
 }
+
+// minItemBytes is about the least a batch's item takes in the body
+// (batchReader's guess of the items' number from its length):
+// {"app":"a","key":"k-1","delay":"1m","target":{"pull":{}}}, a comma.
+const minItemBytes = 64
 
 // batchItem reads one task of a batch: its size is checked before it is
 // decoded, so that no item costs more than a create of its own would, and

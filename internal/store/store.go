@@ -48,7 +48,10 @@ type Store interface {
 	// is not stored; its result carries the existing task and Created false.
 	// So does a later task of the same batch repeating an earlier one's key.
 	// Tasks without a key are always created. The engine fills every field,
-	// ID included. Results are in the order of tasks.
+	// ID included. Results are in the order of tasks. The caller hands the
+	// tasks over: a backend may normalize them in place and return them as
+	// the results of the tasks created, so the caller must not change them
+	// during or after the call.
 	Create(ctx context.Context, tasks []*task.Task) ([]CreateResult, error)
 
 	// Get returns the task with this id, or ErrNotFound.

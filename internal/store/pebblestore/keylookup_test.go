@@ -112,7 +112,7 @@ func BenchmarkKeyLookups(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("keyOwners/keys=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				if owners, err := keyOwners(s.db, kks); len(owners) > 0 || err != nil {
+				if owners, _, err := keyOwners(s.db, kks); len(owners) > 0 || err != nil {
 					b.Fatal(owners, err)
 				}
 			}

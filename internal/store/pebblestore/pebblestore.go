@@ -380,13 +380,11 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	keyStripes = lockStripes(&s.keyLocks, keyStripes)
 	defer unlockStripes(&s.keyLocks, keyStripes)
 
-	b := s.db.NewBatch()
-	defer b.Close()
 	res := make([]store.CreateResult, len(tasks))
-	var created []*task.Task        // as written; handed out only as clones
-	var byKey map[string]*task.Task // keyKey → the task that has it, for this batch (of more than one)
+	created := make([]*task.Task, 0, len(tasks)) // as written: the caller's own
+	var byKey map[string]*task.Task              // keyKey → the task that has it, for this batch (of more than one)
 	if len(tasks) > 1 {
-		byKey = make(map[string]*task.Task)
+		byKey = make(map[string]*task.Task, len(tasks))
 	}
 	// The key entries of a batch of several keys are looked up in one
 	// pass (keyOwners), each found entry's task read after.
@@ -394,14 +392,27 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	var owners map[string]task.ID
 	if len(keyStripes) > 1 {
 		kks = make([][]byte, len(tasks))
-		for i, t := range tasks {
+		size := 0
+		for _, t := range tasks {
 			if t.Key != "" {
-				kks[i] = keyKey(t.App, t.Key)
+				size += 1 + len(t.App) + 1 + len(t.Key)
 			}
 		}
+		buf := make([]byte, 0, size) // the entries cut from one buffer
+		for i, t := range tasks {
+			if t.Key != "" {
+				from := len(buf)
+				buf = appendKeyKey(buf, t.App, t.Key)
+				kks[i] = buf[from:len(buf):len(buf)]
+			}
+		}
+		var repeats bool
 		var err error
-		if owners, err = keyOwners(s.db, kks); err != nil {
+		if owners, repeats, err = keyOwners(s.db, kks); err != nil {
 			return nil, err
+		}
+		if !repeats {
+			byKey = nil // no key twice in the batch: nothing to find there
 		}
 	}
 	for i, t := range tasks {
@@ -432,16 +443,21 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 				continue
 			}
 		}
-		c := normalize(t.Clone())
+		// The caller hands t over (store.Store's Create): it is written
+		// and answered as it is, normalized in place, and copied only
+		// for the recent set.
+		c := normalize(t)
 		if kk != nil && byKey != nil {
 			byKey[string(kk)] = c
 		}
-		res[i] = store.CreateResult{Task: c.Clone(), Created: true}
+		res[i] = store.CreateResult{Task: c, Created: true}
 		created = append(created, c)
 	}
-	if err := writeNew(b, created); err != nil {
+	b, err := writeNew(s.db, created)
+	if err != nil {
 		return nil, err
 	}
+	defer b.Close()
 	if len(created) > 0 {
 		if err := s.refuseNew(); err != nil {
 			return nil, err
@@ -453,7 +469,7 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	now := time.Now()
 	for _, c := range created {
 		s.pull.wrote(nil, c)
-		s.recent[s.idStripe(c.ID)].keep(c.ID, c, now)
+		s.recent[s.idStripe(c.ID)].keepCopy(c, now)
 	}
 	return res, nil
 }
@@ -1056,10 +1072,11 @@ func keyTask(r reader, kk []byte, id task.ID) (*task.Task, error) {
 
 // keyOwners looks up the key entries kks (nil ones skipped) in one pass and
 // returns the ids they hold, by key entry; an entry not stored is not in
-// the map. One iterator seeking the entries in key order costs a fraction
-// of a Get each (a fifth at a thousand, half at two): it keeps its place
-// in the memtable and the sstables from one seek to the next.
-func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
+// the map. repeats says whether an entry is in kks more than once. One
+// iterator seeking the entries in key order costs a fraction of a Get each
+// (a fifth at a thousand, half at two): it keeps its place in the memtable
+// and the sstables from one seek to the next.
+func keyOwners(r reader, kks [][]byte) (owners map[string]task.ID, repeats bool, err error) {
 	sorted := make([][]byte, 0, len(kks))
 	for _, kk := range kks {
 		if kk != nil {
@@ -1067,11 +1084,14 @@ func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
 		}
 	}
 	slices.SortFunc(sorted, bytes.Compare)
+	for i := 1; i < len(sorted) && !repeats; i++ {
+		repeats = bytes.Equal(sorted[i-1], sorted[i])
+	}
 	it, err := r.NewIter(nil)
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: new iterator: %w", err)
+		return nil, false, fmt.Errorf("pebblestore: new iterator: %w", err)
 	}
-	owners := make(map[string]task.ID)
+	owners = make(map[string]task.ID)
 	for _, kk := range sorted {
 		// The default comparer's prefix is the whole key: SeekPrefixGE
 		// finds kk or nothing, and its bloom filters skip most sstables.
@@ -1081,20 +1101,20 @@ func keyOwners(r reader, kks [][]byte) (map[string]task.ID, error) {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return nil, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
+			return nil, false, fmt.Errorf("pebblestore: get key %q: %w", kk, err)
 		}
 		var id task.ID
 		if len(v) != idLen {
 			it.Close()
-			return nil, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
+			return nil, false, fmt.Errorf("pebblestore: malformed key entry %q → %x", kk, v)
 		}
 		copy(id[:], v)
 		owners[string(kk)] = id
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return nil, fmt.Errorf("pebblestore: key lookups: %w", err)
+		return nil, false, fmt.Errorf("pebblestore: key lookups: %w", err)
 	}
-	return owners, nil
+	return owners, repeats, nil
 }
 
 // keyEntry reads the key entry kk (of a task or a schedule): the id it
@@ -1284,25 +1304,45 @@ func writeTask(b batchWriter, old, new *task.Task) error {
 	return writeEntries(b, olds, news)
 }
 
-// writeNew adds new tasks ts to b, as writeTask(b, nil, t) does each, but
-// in key order (sortedWrites): the records in id order, then each kind of
-// index entry in key order. New ids and their index entries mostly sort
-// after the stored ones, next to each other, so each memtable insert is a
-// short walk from the one before.
-func writeNew(b *pebble.Batch, ts []*task.Task) error {
-	if len(ts) == 1 {
-		return writeTask(b, nil, ts[0])
+// writeNew returns a batch of db that writes new tasks ts, as
+// writeTask(b, nil, t) does each, but in key order (sortedWrites): the
+// records in id order, then each kind of index entry in key order. New
+// ids and their index entries mostly sort after the stored ones, next to
+// each other, so each memtable insert is a short walk from the one before.
+// The batch is made at its size once its writes are gathered, not grown
+// as they are added.
+func writeNew(db *pebble.DB, ts []*task.Task) (*pebble.Batch, error) {
+	if len(ts) <= 1 {
+		b := db.NewBatch()
+		for _, t := range ts {
+			if err := writeTask(b, nil, t); err != nil {
+				b.Close()
+				return nil, err
+			}
+		}
+		return b, nil
 	}
 	ts = slices.Clone(ts)
 	slices.SortFunc(ts, func(x, y *task.Task) int { return bytes.Compare(x.ID[:], y.ID[:]) })
 	w := getSortedWrites()
 	defer w.put()
-	for _, t := range ts {
+	w.ops = slices.Grow(w.ops, len(ts)*4) // a keyed push task's: record, app/state, wake and key
+	for i, t := range ts {
 		if err := writeTask(w, nil, t); err != nil {
-			return err
+			return nil, err
+		}
+		if i == 0 {
+			// The others' values take about what the first's did: room
+			// for them all at once, rather than grown by doubling.
+			w.vals = slices.Grow(w.vals, len(w.vals)*len(ts)*9/8)
 		}
 	}
-	return w.applyTo(b)
+	b := db.NewBatchWithSize(w.batchSize())
+	if err := w.applyTo(b); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // writeEntries adds to b the change of index entries from olds to news:

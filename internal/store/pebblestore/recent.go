@@ -64,6 +64,22 @@ func needed(t *task.Task) time.Time {
 // of writes, is what predicts the next read (first in, first out evicted
 // each task just before it fired, when more were due than fit).
 func (r *recentSet) keep(id task.ID, t *task.Task, now time.Time) {
+	if i := r.place(id, t, now); i >= 0 {
+		r.tasks[i] = t
+	}
+}
+
+// keepCopy is keep for a task the caller goes on holding (a create's,
+// handed back as its result): a copy of t is made only when it is kept.
+func (r *recentSet) keepCopy(t *task.Task, now time.Time) {
+	if i := r.place(t.ID, t, now); i >= 0 {
+		r.tasks[i] = t.Clone()
+	}
+}
+
+// place is keep's choice: it returns where t goes, with its id and need
+// set there, or -1 when it is not kept (its id forgotten).
+func (r *recentSet) place(id task.ID, t *task.Task, now time.Time) int {
 	i := r.index(id)
 	if t == nil || t.State.Final() || t.WakeAt.IsZero() || t.WakeAt.After(now.Add(recentHorizon)) {
 		if i >= 0 {
@@ -72,25 +88,28 @@ func (r *recentSet) keep(id task.ID, t *task.Task, now time.Time) {
 			r.tasks[last] = nil
 			r.ids, r.need, r.tasks = r.ids[:last], r.need[:last], r.tasks[:last]
 		}
-		return
+		return -1
 	}
 	n := instantOf(needed(t))
 	switch {
 	case i >= 0:
-		r.need[i], r.tasks[i] = n, t
+		r.need[i] = n
+		return i
 	case len(r.tasks) < recentPerStripe:
-		r.ids, r.need, r.tasks = append(r.ids, id), append(r.need, n), append(r.tasks, t)
-	default:
-		latest := 0
-		for j := range r.need {
-			if r.need[latest].before(r.need[j]) {
-				latest = j
-			}
-		}
-		if n.before(r.need[latest]) {
-			r.ids[latest], r.need[latest], r.tasks[latest] = id, n, t
+		r.ids, r.need, r.tasks = append(r.ids, id), append(r.need, n), append(r.tasks, nil)
+		return len(r.tasks) - 1
+	}
+	latest := 0
+	for j := range r.need {
+		if r.need[latest].before(r.need[j]) {
+			latest = j
 		}
 	}
+	if !n.before(r.need[latest]) {
+		return -1
+	}
+	r.ids[latest], r.need[latest] = id, n
+	return latest
 }
 
 // get returns the kept version of id, which the caller must not modify.

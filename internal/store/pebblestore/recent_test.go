@@ -144,3 +144,36 @@ func TestRecentHandsOutCopies(t *testing.T) {
 		t.Errorf("the kept task has %d attempts, want 1", kept.Attempts)
 	}
 }
+
+// TestCreateHandsBackItsTasks: Create answers with the tasks it was handed
+// (store.Store's Create: the caller hands them over), copying a task only
+// for the recent set, and only one it keeps. Before, it made two copies of
+// every task it created.
+func TestCreateHandsBackItsTasks(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var g task.IDGenerator
+	mk := func(wake time.Duration) *task.Task {
+		return &task.Task{ID: g.New(now, 0), App: "a", State: task.Scheduled, DueAt: now, NextAttemptAt: now,
+			WakeAt: now.Add(wake), CreatedAt: now, UpdatedAt: now, Target: task.Target{HTTP: &task.HTTPTarget{URL: "http://x"}}}
+	}
+	soon, late := mk(time.Second), mk(time.Hour)
+	res, err := s.Create(t.Context(), []*task.Task{soon, late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Task != soon || res[1].Task != late {
+		t.Fatal("Create answered with copies of the tasks it was handed")
+	}
+	kept, ok := s.recent[s.idStripe(soon.ID)].get(soon.ID)
+	if !ok || kept == soon {
+		t.Fatalf("the task waking in a second: kept %v, the caller's own %v; want a copy kept", ok, kept == soon)
+	}
+	if _, ok := s.recent[s.idStripe(late.ID)].get(late.ID); ok {
+		t.Error("the task waking in an hour was kept")
+	}
+}
