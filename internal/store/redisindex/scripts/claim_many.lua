@@ -34,6 +34,15 @@
 local now = tonumber(ARGV[1])
 local out = {}
 
+-- scoresOf returns the scores in key of the members at the indexes idx.
+local function scoresOf(key, members, idx)
+  local ms = {}
+  for k, i in ipairs(idx) do
+    ms[k] = members[i]
+  end
+  return redis.call('ZMSCORE', key, unpack(ms))
+end
+
 -- claim claims the n members whose triples start at ARGV[at] in the slot
 -- of keys store, prepare, attempts, appending the answers to out.
 local function claim(store, prepare, attempts, at, n)
@@ -76,11 +85,7 @@ local function claim(store, prepare, attempts, at, n)
     end
   end
   if #rest > 0 then
-    local ms = {}
-    for k, i in ipairs(rest) do
-      ms[k] = members[i]
-    end
-    local s = redis.call('ZMSCORE', store, unpack(ms))
+    local s = scoresOf(store, members, rest)
     for k, i in ipairs(rest) do
       if s[k] then
         if tonumber(s[k]) <= now then
@@ -93,11 +98,7 @@ local function claim(store, prepare, attempts, at, n)
     end
   end
   if #missing > 0 then
-    local ms = {}
-    for k, i in ipairs(missing) do
-      ms[k] = members[i]
-    end
-    local p = redis.call('ZMSCORE', prepare, unpack(ms))
+    local p = scoresOf(prepare, members, missing)
     for k, i in ipairs(missing) do
       if p[k] and tonumber(p[k]) <= now then
         got[i] = 1
