@@ -369,10 +369,12 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 	// A single create (the common case) takes its stripes from the stack.
 	var idBuf, keyBuf [4]int
 	idStripes, keyStripes := idBuf[:0], keyBuf[:0]
+	keyed := 0 // tasks with a key
 	for _, t := range tasks {
 		idStripes = append(idStripes, s.idStripe(t.ID))
 		if t.Key != "" {
 			keyStripes = append(keyStripes, s.keyStripe(t.App, t.Key))
+			keyed++
 		}
 	}
 	idStripes = lockStripes(&s.idLocks, idStripes)
@@ -382,9 +384,9 @@ func (s *Store) Create(ctx context.Context, tasks []*task.Task) ([]store.CreateR
 
 	res := make([]store.CreateResult, len(tasks))
 	created := make([]*task.Task, 0, len(tasks)) // as written: the caller's own
-	var byKey map[string]*task.Task              // keyKey → the task that has it, for this batch (of more than one)
-	if len(tasks) > 1 {
-		byKey = make(map[string]*task.Task, len(tasks))
+	var byKey map[string]*task.Task              // keyKey → the task that has it, for a batch of several keys
+	if keyed > 1 {
+		byKey = make(map[string]*task.Task, keyed)
 	}
 	// The key entries of a batch of several keys are looked up in one
 	// pass (keyOwners), each found entry's task read after.
