@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math"
 	"slices"
@@ -258,24 +259,18 @@ func (s *Store) createNew(ctx context.Context, db *database, ins []item, res []s
 	return true, nil
 }
 
-// fitsNew reports whether ins fit one insert_tables_new: maxRowsNew rows
-// and, past the first, maxBytes of records.
-func fitsNew(ins []item) bool {
-	if len(ins) > maxRowsNew {
-		return false
-	}
-	size := 0
-	for _, it := range ins[1:] {
-		size += it.size()
-	}
-	return size <= maxBytes
-}
+// fitsNew reports whether ins fit one insert_tables_new: up to maxRowsNew
+// rows, and the bytes of any statement.
+func fitsNew(ins []item) bool { return single(chunksOf(ins, true, maxRowsNew)) }
 
 // oneChunk reports whether ins fit one statement (chunks yields at most
 // one run).
-func oneChunk(ins []item, anyTable bool) bool {
+func oneChunk(ins []item, anyTable bool) bool { return single(chunks(ins, anyTable)) }
+
+// single reports whether runs yields at most one run.
+func single(runs iter.Seq[[]item]) bool {
 	n := 0
-	for range chunks(ins, anyTable) {
+	for range runs {
 		if n++; n > 1 {
 			return false
 		}
@@ -295,11 +290,15 @@ func rowsWithTables(ins []item) [][]any {
 
 // chunks yields runs of ins that go to one table (to any, with anyTable:
 // for a multi-table statement) and fit one statement.
-func chunks(ins []item, anyTable bool) func(yield func([]item) bool) {
-	rows := maxRows
+func chunks(ins []item, anyTable bool) iter.Seq[[]item] {
 	if anyTable {
-		rows = maxRowsTables
+		return chunksOf(ins, true, maxRowsTables)
 	}
+	return chunksOf(ins, false, maxRows)
+}
+
+// chunksOf is chunks with runs of up to rows items.
+func chunksOf(ins []item, anyTable bool, rows int) iter.Seq[[]item] {
 	return func(yield func([]item) bool) {
 		start, size := 0, 0
 		for i, it := range ins {
