@@ -288,38 +288,23 @@ func (d *jsonReader) word(s *string) bool {
 }
 
 // knownWord returns v as a string, a constant when v is a state's or an
-// event's name (the compiler's switch on string(v) makes no string).
+// event's name (comparing string(v) makes no string).
 func knownWord(v []byte) string {
-	switch string(v) {
-	case "scheduled":
-		return "scheduled"
-	case "delivering":
-		return "delivering"
-	case "delivered":
-		return "delivered"
-	case "dead":
-		return "dead"
-	case "expired":
-		return "expired"
-	case "cancelled":
-		return "cancelled"
-	case "created":
-		return "created"
-	case "attempt":
-		return "attempt"
-	case "failed":
-		return "failed"
-	case "interrupted":
-		return "interrupted"
-	case "released":
-		return "released"
-	case "retried":
-		return "retried"
-	case "rescheduled":
-		return "rescheduled"
+	for _, s := range States {
+		if string(v) == string(s) {
+			return string(s)
+		}
+	}
+	for _, w := range eventWords {
+		if string(v) == w {
+			return w
+		}
 	}
 	return string(v)
 }
+
+// eventWords is the events' names (Event.What) that are not a state's.
+var eventWords = []string{"created", "attempt", "failed", "interrupted", "released", "retried", "rescheduled"}
 
 func (d *jsonReader) id(id *ID) bool {
 	v, ok := d.plain()
