@@ -211,8 +211,8 @@ func (c *creates) takeLocked() []*createReq {
 
 // writeBatch writes the tasks of batch in one store call, hands each
 // request its results and returns the tasks created, for wrote (the caller
-// hands them on, then marks the requests done). The write runs to its end whatever becomes of the
-// request that runs it: other requests wait on it.
+// hands them on, then marks the requests done). The write runs to its end
+// whatever becomes of the request that runs it: other requests wait on it.
 func (c *creates) writeBatch(ctx context.Context, batch []*createReq) []written {
 	all := batch[0].tasks // one request's (most often): no copy
 	if len(batch) > 1 {
