@@ -201,7 +201,7 @@ func issue25Targets(results []*loadgen.Result) []suiteTarget {
 		if f.Cost != nil && f.Cost.Fires > 0 {
 			if e := processCPU(fire); e > 0 {
 				u := f.Cost.CPUUsPerFire.Total
-				add(of, fmt.Sprintf("one node's CPU per fire (toc, PostgreSQL, Redis) <= %gx embedded's", Target25ClusterCPU),
+				add(of, fmt.Sprintf("one node's CPU per fire (toc, PostgreSQL, Redis, load generator) <= %gx embedded's", Target25ClusterCPU),
 					u <= Target25ClusterCPU*e, "%s µs, %sx embedded's %s µs", num(u), ratioString(u, e), num(e))
 			}
 		}

@@ -376,6 +376,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 		if *embedded {
 			probe.Toc = []int{os.Getpid()}
 			notes = append(notes, "embedded: the cost's toc CPU is this process's (server, bench clients and receiver)")
+		} else if len(pids) > 0 {
+			// The clients and the receiver cost CPU per fire wherever
+			// the server runs; an embedded run counts them in toc's.
+			probe.Load = []int{os.Getpid()}
+			notes = append(notes, "cost: the load generator's CPU (this process: bench clients and receiver) counts in the total")
 		}
 		if *redisAddr != "" {
 			r, closeRedis := stores.OpenRedis(strings.Split(*redisAddr, ","), *redisPrefix)

@@ -79,6 +79,22 @@ type CPUCost struct {
 	SQL *float64 `json:"sql,omitempty"`
 	// Redis is the redis-server of each master.
 	Redis *float64 `json:"redis,omitempty"`
+	// Load is the load generator (this process: its clients and the
+	// receiver) when the server runs elsewhere; an embedded run counts it
+	// in Toc, since the server runs in it.
+	Load *float64 `json:"load,omitempty"`
+}
+
+// Servers is the CPU time of the servers alone: toc, SQL and Redis, the
+// load generator left out.
+func (c CPUCost) Servers() float64 {
+	var t float64
+	for _, p := range []*float64{c.Toc, c.SQL, c.Redis} {
+		if p != nil {
+			t += *p
+		}
+	}
+	return t
 }
 
 // CostProbe says what [Fire] measures the cost of its fires on.
@@ -90,6 +106,9 @@ type CostProbe struct {
 	SQL func(context.Context) (SQLCounters, error)
 	// Redis reads the counters of the Redis; nil when not measured.
 	Redis func(context.Context) (RedisCounters, error)
+	// Load are the pids of the load generator (this process, when the
+	// servers are others): its clients and receiver cost CPU per fire too.
+	Load []int
 	// Settle: the window closes this long after the last delivery.
 	// Default [CostSettleDefault].
 	Settle time.Duration
@@ -129,10 +148,11 @@ const (
 	partToc = iota
 	partSQL
 	partRedis
+	partLoad
 	numParts
 )
 
-var partNames = [numParts]string{"toc", "sql", "redis"}
+var partNames = [numParts]string{"toc", "sql", "redis", "load generator"}
 
 // procKey names a process across readings: a pid reused by another process
 // has another start time.
@@ -216,6 +236,7 @@ func (p *CostProbe) Begin(ctx context.Context, r *Result) *CostMeter {
 	m := &CostMeter{p: *p}
 	m.p.Settle = cmp.Or(m.p.Settle, CostSettleDefault)
 	m.roots[partToc] = p.Toc
+	m.roots[partLoad] = p.Load
 	if p.SQL != nil {
 		c, err := p.SQL(ctx)
 		if err != nil {
@@ -348,6 +369,8 @@ func newCost(fires int, window time.Duration, ticks [numParts]*int64, sqlBefore,
 			c.CPUSec.SQL, c.CPUUsPerFire.SQL = secp, us
 		case partRedis:
 			c.CPUSec.Redis, c.CPUUsPerFire.Redis = secp, us
+		case partLoad:
+			c.CPUSec.Load, c.CPUUsPerFire.Load = secp, us
 		}
 	}
 	c.CPUSec.Total = round(c.CPUSec.Total, 2)

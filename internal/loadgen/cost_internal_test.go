@@ -112,17 +112,21 @@ func TestNewCost(t *testing.T) {
 	sqlA := &SQLCounters{Xacts: 1201, Statements: -1, OwnXacts: 1}
 	redisB := &RedisCounters{Commands: 5000, OwnCommands: 2}
 	redisA := &RedisCounters{Commands: 15002, OwnCommands: 2}
-	// 4000 fires; toc 1.5 s, sql 0.3 s, redis 0.2 s of CPU.
-	got := newCost(4000, 3210*time.Millisecond, [numParts]*int64{ticks(150), ticks(30), ticks(20)}, sqlB, sqlA, redisB, redisA)
+	// 4000 fires; toc 1.5 s, sql 0.3 s, redis 0.2 s, the load generator
+	// 0.4 s of CPU.
+	got := newCost(4000, 3210*time.Millisecond, [numParts]*int64{ticks(150), ticks(30), ticks(20), ticks(40)}, sqlB, sqlA, redisB, redisA)
 	want := &Cost{
 		WindowSec: 3.21, Fires: 4000,
-		CPUUsPerFire:    CPUCost{Total: 500, Toc: f(375), SQL: f(75), Redis: f(50)},
+		CPUUsPerFire:    CPUCost{Total: 600, Toc: f(375), SQL: f(75), Redis: f(50), Load: f(100)},
 		SQLXactsPerFire: f(0.05), RedisCommandsPerFire: f(2.5),
-		CPUSec:   CPUCost{Total: 2, Toc: f(1.5), SQL: f(0.3), Redis: f(0.2)},
+		CPUSec:   CPUCost{Total: 2.4, Toc: f(1.5), SQL: f(0.3), Redis: f(0.2), Load: f(0.4)},
 		SQLXacts: i(200), RedisCommands: i(10000),
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("newCost (-want +got):\n%s", d)
+	}
+	if s := got.CPUUsPerFire.Servers(); s != 500 {
+		t.Errorf("Servers() = %g µs per fire, want 500: toc, SQL and Redis without the load generator", s)
 	}
 
 	// Statements known (MySQL's Questions); only the toc part measured.
