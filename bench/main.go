@@ -28,6 +28,7 @@ import (
 
 	"github.com/toc-dev/toc/bench/suite"
 	"github.com/toc-dev/toc/internal/cli"
+	"github.com/toc-dev/toc/internal/loadgen"
 )
 
 // errUsage is wrapped by the errors of the command line itself; the exit
@@ -42,6 +43,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
 	switch {
+	case os.Getenv(loadgen.EnvGetProbe) == "1": // a hot instant's GET probe (loadgen.GetProbe): "loadgen --workload hot" started this binary again
+		err = cli.RunGetProbe(ctx, os.Stdin, os.Stdout)
 	case len(os.Args) > 1 && os.Args[1] == "baseline":
 		err = runBaseline(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case len(os.Args) > 1 && os.Args[1] == "loadgen":

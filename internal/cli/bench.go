@@ -20,7 +20,6 @@ import (
 	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/internal/store/redisindex"
-	"github.com/toc-dev/toc/task"
 )
 
 const benchHelp = `
@@ -73,7 +72,8 @@ Workloads:
             first due time and its peak during the drain (--server-pid, or
             this process with --embedded), and the latency (p50 to max) of
             GETs of a task by id at --get-rate per second during the drain,
-            each its own request. Push only.
+            each its own request, from a process of their own (this
+            command started again), as a user's client would. Push only.
 
 Cost per fire (fire) and per create (schedule): with --embedded,
 --server-pid, or the stores' --redis or --sql, what the fires cost over the firing window
@@ -309,6 +309,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 		dir     = *dataDir
 		conns   = *concurrency + *consumers*2 + 8 // a consumer claims on one connection and acks on another
 		where   = "server"
+		// The first server's URL and the token: a hot instant's GETs go
+		// there from a process of their own.
+		firstURL, token string
 	)
 	hc := loadgen.NewHTTPClient(conns)
 	defer hc.CloseIdleConnections()
@@ -322,7 +325,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 				fmt.Fprintf(stderr, "toc bench: embedded server: %v\n", serr)
 			}
 		}()
-		clients = []*client.Client{client.New(client.Config{BaseURL: srv.url, HTTPClient: hc})}
+		clients, firstURL = []*client.Client{client.New(client.Config{BaseURL: srv.url, HTTPClient: hc})}, srv.url
 		rss, dir = loadgen.SelfRSS, srv.dir
 		// During a drain the RSS as it is, garbage included: SelfRSS's
 		// forced collections, 20 a second, were most of a hot instant's
@@ -341,8 +344,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 		}
 		// The same servers and token, with a client that keeps enough
 		// connections open.
+		firstURL, token = urls[0], cmp.Or(conn.token, e.getenv(EnvToken))
 		for _, u := range urls {
-			clients = append(clients, client.New(client.Config{BaseURL: u, Token: cmp.Or(conn.token, e.getenv(EnvToken)), HTTPClient: hc}))
+			clients = append(clients, client.New(client.Config{BaseURL: u, Token: token, HTTPClient: hc}))
 		}
 		if len(urls) > 1 {
 			where = fmt.Sprintf("%d servers", len(urls))
@@ -449,12 +453,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, stor
 	case loadgen.WorkloadTwoApp:
 		res, err = loadgen.TwoApp(ctx, sys, rec, quiet, quietRec, twoApp)
 	case loadgen.WorkloadHot:
+		// The GETs come from a process of their own, as users' do: here
+		// their client would wait for a CPU behind the bench's receiver
+		// and clients, in the scheduler the embedded server shares.
+		probe := loadgen.GetProbe{Server: firstURL, Token: token}
 		hot := loadgen.HotOptions{N: *n, Lead: *lead, Batch: *batch, Concurrency: *concurrency, Grace: *grace, MaxWait: *maxWait,
-			Cost: fire.Cost, Progress: progress, GetRate: *getRate, IDs: sys.IDs, RSS: hotRSS,
-			Get: func(ctx context.Context, id task.ID) error {
-				_, err := clients[0].Get(ctx, id)
-				return err
-			}}
+			Cost: fire.Cost, Progress: progress, GetRate: *getRate, IDs: sys.IDs, RSS: hotRSS, Probe: probe.Run}
 		if set["spread"] {
 			hot.Spread = *spread
 		}

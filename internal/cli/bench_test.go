@@ -138,6 +138,11 @@ func TestBenchHot(t *testing.T) {
 		jsonType(l["p99"]) != "number" || jsonType(h["peak_rss_bytes"]) != "number" || jsonType(h["rss_at_due_bytes"]) != "number" {
 		t.Errorf("spread %v, drain %v, hot %v: want 1 s, a drain rate, the GETs at 100/s and the RSS", got["spread_sec"], got["drain_per_sec"], got["hot"])
 	}
+	// The GETs came from the probe's process (this test binary started
+	// again: TestMain) and found the tasks.
+	if gets, _ := h["gets"].(float64); gets < 1 || h["get_errors"] != 0.0 {
+		t.Errorf("gets %v, errors %v (notes %v): want the probe's GETs, none failed", h["gets"], h["get_errors"], got["notes"])
+	}
 }
 
 // TestBenchTimeline: --timeline gives the lateness per bucket of due

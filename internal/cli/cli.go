@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/toc-dev/toc/client"
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/internal/server"
 	"github.com/toc-dev/toc/task"
 )
@@ -85,7 +86,24 @@ func commands() []command {
 // Flag defaults are read from the environment: $TOC_SERVER for --server and
 // $TOC_TOKEN for --token.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if os.Getenv(loadgen.EnvGetProbe) == "1" {
+		return RunGetProbe(ctx, os.Stdin, stdout)
+	}
 	return run(ctx, args, &env{stdout: stdout, stderr: stderr, getenv: os.Getenv})
+}
+
+// RunGetProbe is what toc's command does when [loadgen.EnvGetProbe] is set:
+// a hot instant's GETs from a process of their own ([loadgen.GetProbe]),
+// which `toc bench` starts. A test binary that runs a hot instant calls it
+// from its TestMain.
+func RunGetProbe(ctx context.Context, in io.Reader, out io.Writer) error {
+	return loadgen.ServeGetProbe(ctx, in, out, func(server, token string) func(context.Context, task.ID) error {
+		c := client.New(client.Config{BaseURL: server, Token: token})
+		return func(ctx context.Context, id task.ID) error {
+			_, err := c.Get(ctx, id)
+			return err
+		}
+	})
 }
 
 func run(ctx context.Context, args []string, e *env) error {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +19,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/toc-dev/toc/internal/loadgen"
 	"github.com/toc-dev/toc/task"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(loadgen.EnvGetProbe) == "1" { // TestBenchHot's GET probe: this binary, started again
+		if err := RunGetProbe(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 

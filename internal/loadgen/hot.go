@@ -47,10 +47,17 @@ type HotOptions struct {
 	// delay the next (no coordinated omission); a late wakeup sends every
 	// GET due by then. Default [HotGetRateDefault].
 	GetRate float64
-	// Get fetches a task by id; IDs returns the ids to fetch, round robin
-	// (the jobs' own, as [Toc.IDs] keeps them). Required.
+	// Get fetches a task by id, in this process; IDs returns the ids to
+	// fetch, round robin (the jobs' own, as [Toc.IDs] keeps them). IDs and
+	// Get or Probe are required.
 	Get func(ctx context.Context, id task.ID) error
 	IDs func() []task.ID
+	// Probe, when set, makes the GETs instead of Get, until ctx is done:
+	// [GetProbe.Run] makes them from another process, as a client of the
+	// server would, so that their answers wait for the server's goroutines
+	// alone and not also for a client's that shares the server's process
+	// (an embedded run's).
+	Probe func(ctx context.Context, ids []task.ID, rate float64) (HotGets, error)
 	// RSS reads the server's resident memory, every RSSEvery (default
 	// [HotRSSEveryDefault]) during the drain; nil: not measured.
 	RSS      func() (int64, error)
@@ -84,76 +91,61 @@ func Hot(ctx context.Context, sys System, rec *Recorder, o HotOptions) (*Result,
 	o.Spread = cmp.Or(o.Spread, HotSpreadDefault)
 	o.GetRate = cmp.Or(o.GetRate, HotGetRateDefault)
 	o.RSSEvery = cmp.Or(o.RSSEvery, HotRSSEveryDefault)
-	if o.Get == nil || o.IDs == nil {
-		return nil, errors.New("bench: hot: Get and IDs are required")
+	if (o.Get == nil && o.Probe == nil) || o.IDs == nil {
+		return nil, errors.New("bench: hot: Get or Probe, and IDs, are required")
 	}
 	if o.GetRate < 0 || o.RSSEvery < 0 {
 		return nil, errors.New("bench: hot: the GET rate and the RSS interval must not be negative")
 	}
 	var (
-		mu    sync.Mutex // guards stats and lats
-		stats HotStats
-		lats  []time.Duration
-		first time.Time
+		mu     sync.Mutex // guards stats and getErr
+		stats  HotStats
+		getErr string
+		first  time.Time
 	)
 	stats.GetRate = o.GetRate
 	during := func(ctx context.Context, at time.Time) {
 		first = at
-		var wg sync.WaitGroup // the GETs in flight, waited for before returning
+		var wg sync.WaitGroup // the GETs, waited for before returning
 		defer wg.Wait()
-		// The GETs keep to the rate from the first due time: a wakeup that
-		// comes late (a busy process) sends every GET due by then, where a
-		// ticker would drop them.
-		interval := time.Duration(float64(time.Second) / o.GetRate)
-		get := time.NewTimer(interval)
-		defer get.Stop()
-		sent := 0
-		var rss <-chan time.Time
-		if o.RSS != nil {
-			t := time.NewTicker(o.RSSEvery)
-			defer t.Stop()
-			rss = t.C
-			if b, err := o.RSS(); err == nil {
-				stats.RSSAtDueBytes, stats.PeakRSSBytes = b, b
-			}
-		}
 		ids := o.IDs()
+		wg.Add(1)
+		go func() { // owned by during, which waits for it
+			defer wg.Done()
+			var g HotGets
+			if o.Probe != nil {
+				var err error
+				if g, err = o.Probe(ctx, ids, o.GetRate); err != nil {
+					g.Err = err.Error()
+				}
+			} else {
+				g = GetAtRate(ctx, ids, o.GetRate, o.Get)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			stats.Gets, stats.GetErrors, stats.GetMs, getErr = g.Gets, g.Errors, Summarize(g.latencies()), g.Err
+		}()
+		if o.RSS == nil {
+			<-ctx.Done()
+			return
+		}
+		t := time.NewTicker(o.RSSEvery)
+		defer t.Stop()
+		if b, err := o.RSS(); err == nil {
+			mu.Lock()
+			stats.RSSAtDueBytes, stats.PeakRSSBytes = b, b
+			mu.Unlock()
+		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-rss:
+			case <-t.C:
 				if b, err := o.RSS(); err == nil {
 					mu.Lock()
 					stats.PeakRSSBytes = max(stats.PeakRSSBytes, b)
 					mu.Unlock()
 				}
-			case <-get.C:
-				due := int(time.Since(at) / interval)
-				for ; sent < due; sent++ {
-					if len(ids) == 0 {
-						continue // nothing to GET: the run keeps no ids
-					}
-					id := ids[sent%len(ids)]
-					wg.Add(1)
-					go func() { // owned by during, which waits for it
-						defer wg.Done()
-						gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hotGetTimeout)
-						defer cancel()
-						start := time.Now()
-						err := o.Get(gctx, id)
-						took := time.Since(start)
-						mu.Lock()
-						defer mu.Unlock()
-						stats.Gets++
-						if err != nil {
-							stats.GetErrors++
-							return
-						}
-						lats = append(lats, took)
-					}()
-				}
-				get.Reset(time.Until(at.Add(time.Duration(sent+1) * interval)))
 			}
 		}
 	}
@@ -167,7 +159,6 @@ func Hot(ctx context.Context, sys System, rec *Recorder, o HotOptions) (*Result,
 	r.Workload = WorkloadHot
 	mu.Lock()
 	defer mu.Unlock()
-	stats.GetMs = Summarize(lats)
 	if !first.IsZero() {
 		if last, ok := rec.lastArrival(first, o.Spread); ok && last.After(first) {
 			stats.DrainSec = math.Round(last.Sub(first).Seconds()*1000) / 1000
@@ -177,6 +168,9 @@ func Hot(ctx context.Context, sys System, rec *Recorder, o HotOptions) (*Result,
 	r.Hot = &stats
 	r.Notef("hot instant: %d jobs due within %s; drain_per_sec is the jobs delivered per second from the first due time to the last first delivery; %s GETs of a task by id per second during the drain (%d sent, %d failed)",
 		o.N, o.Spread, num(o.GetRate), stats.Gets, stats.GetErrors)
+	if getErr != "" {
+		r.Notef("hot instant: the GETs: %s", getErr)
+	}
 	if stats.GetErrors > 0 {
 		r.Notef("hot instant: %d GETs failed or took over %s", stats.GetErrors, hotGetTimeout)
 	}

@@ -1,11 +1,17 @@
 package loadgen_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/toc-dev/toc/internal/loadgen"
@@ -77,5 +83,60 @@ func TestHotRequiresGet(t *testing.T) {
 	rec := loadgen.NewRecorder(1)
 	if _, err := loadgen.Hot(context.Background(), &fakeSystem{rec: rec}, rec, loadgen.HotOptions{N: 1}); err == nil {
 		t.Error("Hot without Get and IDs: no error")
+	}
+}
+
+// TestServeGetProbe: the probe's process reads where to GET and the ids,
+// GETs them round robin at the rate until its input ends, and writes what
+// it measured.
+func TestServeGetProbe(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, testServeGetProbe)
+}
+
+func testServeGetProbe(t *testing.T) {
+	var gen task.IDGenerator
+	ids := []task.ID{gen.New(time.Now(), 0), gen.New(time.Now(), 0)}
+	pr, pw := io.Pipe()
+	var (
+		mu     sync.Mutex
+		got    = map[task.ID]int{}
+		server string
+	)
+	newGet := func(s, token string) func(context.Context, task.ID) error {
+		server = s + " " + token
+		return func(_ context.Context, id task.ID) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got[id]++
+			if id == ids[1] {
+				return errors.New("not found")
+			}
+			return nil
+		}
+	}
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- loadgen.ServeGetProbe(context.Background(), pr, &out, newGet) }()
+	fmt.Fprintf(pw, "{\"server\":\"http://127.0.0.1:1\",\"token\":\"s3\",\"rate\":200}\n%s\n%s\n\n", ids[0], ids[1])
+	time.Sleep(200*time.Millisecond + time.Millisecond) // 40 GETs, on the bubble's clock
+	synctest.Wait()
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var g loadgen.HotGets
+	if err := json.Unmarshal(out.Bytes(), &g); err != nil {
+		t.Fatalf("answer %q: %v", out.String(), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if server != "http://127.0.0.1:1 s3" || g.Gets != 40 || g.Gets != got[ids[0]]+got[ids[1]] || g.Errors != got[ids[1]] || len(g.LatUs) != got[ids[0]] || got[ids[0]]-got[ids[1]] > 1 {
+		t.Errorf("server %q, answer %+v, GETs by id %v: want every GET round robin at 200/s, the failed ones counted", server, g, got)
+	}
+
+	// A start line without a rate is refused.
+	if err := loadgen.ServeGetProbe(context.Background(), strings.NewReader("{\"server\":\"x\"}\n\n"), io.Discard, newGet); err == nil {
+		t.Error("no rate: no error")
 	}
 }
