@@ -506,9 +506,9 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 		Body:   http.NoBody, GetBody: noBody,
 	}
 	if p := t.Payload; len(p) > 0 {
-		r.Body = newPayloadBody(p)
+		r.Body = io.NopCloser(bytes.NewReader(p))
 		r.ContentLength = int64(len(p))
-		r.GetBody = func() (io.ReadCloser, error) { return newPayloadBody(p), nil }
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p)), nil }
 	}
 	req := r.WithContext(ctx)
 
@@ -573,19 +573,6 @@ func (s *Sink) Deliver(ctx context.Context, t *task.Task) error {
 	}
 	return &StatusError{Code: resp.StatusCode, msg: msg}
 }
-
-// payloadBody is a push's body: its payload, read once, with nothing to
-// close (io.NopCloser over a bytes.Reader, in one allocation instead of
-// two).
-type payloadBody struct{ bytes.Reader }
-
-func newPayloadBody(p []byte) *payloadBody {
-	b := new(payloadBody)
-	b.Reset(p)
-	return b
-}
-
-func (*payloadBody) Close() error { return nil }
 
 // noBody is the GetBody of a push without a payload.
 func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
