@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,5 +61,50 @@ func TestHoldCountsLooks(t *testing.T) {
 	}
 	if hold, _ := h.hold(tk); !hold {
 		t.Fatal("a look after both let go: not held")
+	}
+}
+
+// TestFireCopies: the attempt's copy of a task and its outcome's share the
+// payload with the task they copy, have histories of their own with room
+// for the events they add, and are one allocation each for a first
+// attempt (the attempt's lease and time, and the outcome's finish time,
+// aside).
+func TestFireCopies(t *testing.T) {
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, events := range []int{1, 2, 5} {
+		base := &task.Task{App: "a", State: task.Scheduled, Payload: []byte(`{}`)}
+		for range events {
+			base.Record(now, "created", 0, "")
+		}
+		was := append([]task.Event(nil), base.History...)
+
+		a := attemptCopy(base)
+		startAttempt(a, now, time.Minute, "boot0000")
+		o, at := outcomeCopy(base)
+		o.Attempts = 1
+		o.Record(now, "attempt", 1, "")
+		finishIn(o, task.Delivered, now, at)
+		for _, c := range []*task.Task{a, o} {
+			if &c.Payload[0] != &base.Payload[0] {
+				t.Errorf("%d events: the copy has a payload of its own", events)
+			}
+		}
+		if !slices.Equal(base.History, was) {
+			t.Errorf("%d events: the base's history changed to %v", events, base.History)
+		}
+		if len(a.History) != events+1 || a.History[events].What != "attempt" || a.State != task.Delivering {
+			t.Errorf("%d events: attempt's copy %s with history %v", events, a.State, a.History)
+		}
+		if len(o.History) != events+2 || o.History[events+1].What != "delivered" || o.State != task.Delivered || !o.FinishedAt.Equal(now) {
+			t.Errorf("%d events: outcome's copy %s (finished %v) with history %v", events, o.State, o.FinishedAt, o.History)
+		}
+	}
+	first := &task.Task{App: "a", State: task.Scheduled}
+	first.Record(now, "created", 0, "")
+	if n := testing.AllocsPerRun(100, func() { _ = attemptCopy(first) }); n != 1 {
+		t.Errorf("attemptCopy of a first attempt allocates %v times, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = outcomeCopy(first) }); n != 1 {
+		t.Errorf("outcomeCopy of a first attempt allocates %v times, want 1", n)
 	}
 }

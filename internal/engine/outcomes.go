@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +33,11 @@ type outcomes struct {
 
 	mu struct {
 		sync.Mutex
-		pending   []outcome
+		pending []outcome
+		// spare is the array of a written batch, for pending to grow
+		// into again once a write took all of it (as creates' spare): an
+		// outcome is queued and handed to its write without allocating.
+		spare     []outcome
 		writers   int  // goroutines writing outcomes
 		gathering bool // one of them waits for more (add)
 		waits     int  // pending outcomes a caller waits for: written at once
@@ -123,21 +126,36 @@ func (o *outcomes) add(ctx context.Context, os ...outcome) {
 			o.mu.Lock()
 			o.mu.gathering = false
 		}
-		n := o.batchLocked()
-		batch := slices.Clone(o.mu.pending[:n])
-		for _, x := range batch {
-			if x.wait != nil {
-				o.mu.waits--
-			}
-		}
-		clear(o.mu.pending[:n])
-		o.mu.pending = o.mu.pending[n:]
+		batch := o.takeLocked()
 		o.mu.Unlock()
 		o.write(ctx, batch)
 		o.mu.Lock()
+		if o.mu.spare == nil {
+			clear(batch)
+			o.mu.spare = batch[:0]
+		}
 	}
 	o.mu.writers--
 	o.mu.Unlock()
+}
+
+// takeLocked takes the next batch of the pending outcomes (batchLocked),
+// oldest first. The batch is pending's array up to its length: the
+// outcomes added meanwhile go after it, or, once all are taken, into the
+// spare array. o.mu is held.
+func (o *outcomes) takeLocked() []outcome {
+	n := o.batchLocked()
+	batch := o.mu.pending[:n:n]
+	for _, x := range batch {
+		if x.wait != nil {
+			o.mu.waits--
+		}
+	}
+	o.mu.pending = o.mu.pending[n:]
+	if len(o.mu.pending) == 0 {
+		o.mu.pending, o.mu.spare = o.mu.spare, nil
+	}
+	return batch
 }
 
 // moreLocked reports whether a batch of outcomes should wait for more: it
@@ -268,9 +286,9 @@ func (x *outcomes) write(ctx context.Context, os []outcome) {
 				case t == nil:
 					errs[k] = errSkip
 				case landed[k]:
-					t = outcomeCopy(t)
+					t, at := outcomeCopy(t)
 					ts[k] = t
-					recordOutcome(t, a, o, now)
+					recordOutcome(t, a, o, now, at)
 				case o.spent || t.Attempts == 0 && a.base.Attempts > 0 || inHistory(t, a):
 					// The task moved on (or was retried), or has this
 					// attempt already (a write tried again after its
@@ -466,16 +484,30 @@ func landsOn(t *task.Task, a *attempt) bool {
 // fields and appends to the history, so the rest (payload, target, times
 // pointed to) is shared with t, as a lease's copy shares its base's; a
 // full Clone copied all of it and then grew the history again, per task
-// acked.
-func outcomeCopy(t *task.Task) *task.Task {
-	c := *t
+// acked. at is room for the finish time (taskWithRoom).
+func outcomeCopy(t *task.Task) (c *task.Task, at *time.Time) {
+	if len(t.History) <= 1 {
+		// A first attempt's outcome, in one allocation with its history
+		// (the attempt and its end; another event, "interrupted", grows
+		// it) and its finish time.
+		b := new(struct {
+			t      task.Task
+			at     time.Time
+			events [3]task.Event
+		})
+		b.t = *t
+		b.t.History = append(b.events[:0], t.History...)
+		return &b.t, &b.at
+	}
+	c = new(task.Task)
+	*c = *t
 	c.History = append(make([]task.Event, 0, len(t.History)+3), t.History...)
-	return &c
+	return c, new(time.Time)
 }
 
 // recordOutcome writes the outcome o of attempt a over t, on which it lands
-// (landsOn).
-func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
+// (landsOn); at is room for the finish time (outcomeCopy).
+func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time, at *time.Time) {
 	n := a.t.Attempts
 	if o.spent {
 		// The attempts up to n-1 were started by processes that
@@ -484,7 +516,7 @@ func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
 		t.Attempts = n - 1
 		t.LastError = interruptedMsg
 		t.Record(now, "interrupted", t.Attempts, interruptedMsg)
-		finish(t, task.Dead, now)
+		finishIn(t, task.Dead, now, at)
 		return
 	}
 	if t.Attempts < n-1 {
@@ -495,7 +527,7 @@ func recordOutcome(t *task.Task, a *attempt, o outcome, now time.Time) {
 	t.Attempts = n
 	t.Record(a.t.UpdatedAt, "attempt", n, "")
 	if o.err == nil {
-		finish(t, task.Delivered, now)
+		finishIn(t, task.Delivered, now, at)
 		t.LastError = ""
 	} else {
 		failAttempt(t, now, o.err.Error(), o.retryIn)

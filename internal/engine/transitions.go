@@ -33,6 +33,12 @@ func pastDeadline(t *task.Task, now time.Time) bool {
 }
 
 func finish(t *task.Task, s task.State, now time.Time) {
+	finishIn(t, s, now, new(time.Time))
+}
+
+// finishIn is finish with the finish time kept in *at (room allocated
+// with t: outcomeCopy).
+func finishIn(t *task.Task, s task.State, now time.Time, at *time.Time) {
 	attempt := 0
 	if s == task.Delivered || s == task.Dead {
 		attempt = t.Attempts
@@ -47,7 +53,8 @@ func finish(t *task.Task, s task.State, now time.Time) {
 	t.LeaseExpiresAt = nil
 	t.WakeAt = time.Time{}
 	t.UpdatedAt = now
-	t.FinishedAt = &now
+	*at = now
+	t.FinishedAt = at
 }
 
 // expire ends a task whose deadline passed before it could be delivered.
@@ -80,6 +87,28 @@ func startAttempt(t *task.Task, now time.Time, lease time.Duration, boot string)
 	t.LeaseExpiresAt = &exp
 	t.WakeAt = exp
 	t.UpdatedAt = now
+}
+
+// attemptCopy returns a copy of t that shares with it what neither
+// changes (the payload, the target, the times pointed to), with a history
+// of its own with room for one more event (the attempt's). The copy and
+// its history are one allocation when t has one event (a first attempt);
+// the fire path makes two copies per push (the attempt's task and its
+// outcome's: outcomeCopy), so an allocation or two saved in each counts.
+func attemptCopy(t *task.Task) *task.Task {
+	if len(t.History) <= 1 {
+		b := new(struct {
+			t      task.Task
+			events [2]task.Event
+		})
+		b.t = *t
+		b.t.History = append(b.events[:0], t.History...)
+		return &b.t
+	}
+	c := new(task.Task)
+	*c = *t
+	c.History = append(make([]task.Event, 0, len(t.History)+1), t.History...)
+	return c
 }
 
 // failAttempt records a failed attempt: the task is retried after retryIn
@@ -119,8 +148,9 @@ func backoff(n int, p task.RetryPolicy) time.Duration {
 // to a process that is gone.
 func newLease(boot string) string {
 	var b [8]byte
-	_, _ = crand.Read(b[:]) // never fails (Go 1.24+)
-	return boot + hex.EncodeToString(b[:])
+	_, _ = crand.Read(b[:])          // never fails (Go 1.24+)
+	var buf [bootLen + 2*len(b)]byte // one allocation: the string
+	return string(hex.AppendEncode(append(buf[:0], boot...), b[:]))
 }
 
 // leaseBoot returns the boot id part of a lease token.

@@ -108,33 +108,37 @@ func (w *writer) updateKnown(ctx context.Context, olds []*task.Task, opts *store
 // updateWith is updateMany and updateKnown over call, the store's method,
 // for n tasks.
 func (w *writer) updateWith(n int, fn func([]*task.Task) []error, call func(fn func([]*task.Task) []error) ([]*task.Task, []error)) ([]written, []error) {
-	before := make([]task.State, n)
-	seqs := make([]uint64, n)
+	// Each task's state before fn and its write's number, in one array.
+	type was struct {
+		state task.State
+		seq   uint64
+	}
+	before := make([]was, n)
 	ts, errs := call(func(ts []*task.Task) []error {
 		for i, t := range ts {
 			if t != nil {
-				before[i] = t.State
+				before[i].state = t.State
 			}
 		}
 		errs := fn(ts)
 		for i, t := range ts {
 			if t != nil && errs[i] == nil {
 				w.touched(t)
-				seqs[i] = w.seq.Add(1)
+				before[i].seq = w.seq.Add(1)
 			}
 		}
 		return errs
 	})
 	if h := w.finished; h != nil {
 		for i, t := range ts {
-			if errs[i] == nil && t != nil && t.State.Final() && !before[i].Final() {
+			if errs[i] == nil && t != nil && t.State.Final() && !before[i].state.Final() {
 				h(t.App, t.State)
 			}
 		}
 	}
 	ws := make([]written, len(ts))
 	for i, t := range ts {
-		ws[i] = written{t, seqs[i]}
+		ws[i] = written{t, before[i].seq}
 	}
 	return ws, errs
 }

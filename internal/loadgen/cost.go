@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"runtime/metrics"
 	"slices"
 	"time"
 )
@@ -66,6 +68,10 @@ type Cost struct {
 	SQLStatements *int64   `json:"sql_statements,omitempty"`
 	RedisCommands *int64   `json:"redis_commands,omitempty"`
 	MachineCPUSec *float64 `json:"machine_cpu_sec,omitempty"`
+
+	// GC is this process's collector over the window when the server runs
+	// in it (embedded, baselines); nil otherwise.
+	GC *GCCost `json:"gc,omitempty"`
 }
 
 // CPUCost is CPU time in all and by part; a part not measured is nil.
@@ -228,6 +234,9 @@ type CostMeter struct {
 	machine  int64
 	pressure time.Duration
 	pressOK  bool
+	// gc is this process's collector at the start when the server runs
+	// in it (nil otherwise).
+	gc []metrics.Sample
 }
 
 // begin opens the window: it reads the counters and the CPU time, noting in
@@ -265,6 +274,9 @@ func (p *CostProbe) Begin(ctx context.Context, r *Result) *CostMeter {
 		m.machine = t
 	}
 	m.pressure, m.pressOK = cpuPressure()
+	if slices.Contains(p.Toc, os.Getpid()) {
+		m.gc = gcSample()
+	}
 	m.start = time.Now()
 	return m
 }
@@ -303,6 +315,10 @@ func (m *CostMeter) End(ctx context.Context, r *Result, last time.Time, fires in
 		}
 	}
 	pressure, pressOK := cpuPressure()
+	var gcAfter []metrics.Sample
+	if m.gc != nil {
+		gcAfter = gcSample()
+	}
 	window := time.Since(m.start)
 	var sql *SQLCounters
 	if m.sql != nil {
@@ -315,6 +331,9 @@ func (m *CostMeter) End(ctx context.Context, r *Result, last time.Time, fires in
 		}
 	}
 	c := newCost(fires, window, ticks, m.sql, sql, m.redis, redis)
+	if gcAfter != nil {
+		c.GC = gcCost(m.gc, gcAfter, fires)
+	}
 	if machine >= 0 {
 		sec := round(float64(machine)/ClockTicks, 2)
 		c.MachineCPUSec = &sec

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,26 @@ func TestParentNamed(t *testing.T) {
 	}
 	if got := PIDsNamed([]int{os.Getpid(), os.Getppid()}, self.Comm); len(got) != 1 || got[0] != os.Getpid() {
 		t.Errorf("PIDsNamed(self, parent; %q) = %v, want self only", self.Comm, got)
+	}
+}
+
+// TestGCCost: a window of this process's with a collection in it counts
+// the collection, its CPU and a pause; a window of another process's has
+// no collector figures (its collector is not this one).
+func TestGCCost(t *testing.T) {
+	var r Result
+	m := (&CostProbe{Toc: []int{os.Getpid()}, Settle: time.Millisecond}).Begin(t.Context(), &r)
+	runtime.GC()
+	c := m.End(t.Context(), &r, time.Now(), 10)
+	if c.GC == nil {
+		t.Fatal("no collector figures for a window of this process")
+	}
+	if g := c.GC; g.Cycles < 1 || g.CPUUsPerFire <= 0 || g.AssistUsPerFire < 0 || g.PauseMaxMs <= 0 {
+		t.Errorf("collector figures %+v, want a cycle, its CPU and a pause", *g)
+	}
+	other := (&CostProbe{Toc: []int{os.Getppid()}, Settle: time.Millisecond}).Begin(t.Context(), &r)
+	runtime.GC()
+	if c := other.End(t.Context(), &r, time.Now(), 10); c.GC != nil {
+		t.Errorf("collector figures %+v for another process's window", *c.GC)
 	}
 }

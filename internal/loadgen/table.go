@@ -73,6 +73,9 @@ func WriteTable(w io.Writer, r *Result) error {
 		if c.RedisCommandsPerFire != nil {
 			row("redis/fire", "%s commands", num(*c.RedisCommandsPerFire))
 		}
+		if g := c.GC; g != nil {
+			row("gc", "%d cycles, %s µs/fire (assists %s), longest pause ≤ %s ms", g.Cycles, num(g.CPUUsPerFire), num(g.AssistUsPerFire), num(g.PauseMaxMs))
+		}
 	}
 	if c := r.CreateCost; c != nil {
 		row("create cost", "%d creates over %.2fs (the scheduling window)", c.Fires, c.WindowSec)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -436,4 +437,46 @@ func TestErrorCutOnCharacter(t *testing.T) {
 	if msg := err.Error(); !utf8.ValidString(msg) || !strings.HasSuffix(msg, ": x"+strings.Repeat("é", 99)) {
 		t.Errorf("error %q: want valid UTF-8 ending with the body's first 199 bytes", msg)
 	}
+}
+
+// TestDeliverOneWrite: a push's request, headers and payload, goes out in
+// one write to the connection. net/http flushes the headers in a write of
+// their own before a body of a type it does not know to be in memory (a
+// bytes.Reader, in an io.NopCloser or not): a body type of the sink's own
+// cost a second write, a second packet and a second read at the receiver
+// per push.
+func TestDeliverOneWrite(t *testing.T) {
+	t.Parallel()
+	rc := testkit.NewReceiver(t)
+	var mu sync.Mutex
+	writes := 0
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, func() { mu.Lock(); writes++; mu.Unlock() }}, nil
+	}}
+	defer tr.CloseIdleConnections()
+	s := newSink(t, httpsink.Config{Client: &http.Client{Transport: tr}})
+	if err := s.Deliver(context.Background(), newTask("billing", rc.URL+"/expire", `{"order":42}`)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if writes != 1 {
+		t.Errorf("the push took %d writes to the connection, want 1", writes)
+	}
+}
+
+// countingConn calls wrote after each Write.
+type countingConn struct {
+	net.Conn
+	wrote func()
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.wrote()
+	return n, err
 }

@@ -103,12 +103,23 @@ func TestApplyManyMisuse(t *testing.T) {
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	a := &task.Task{ID: g.New(now, 0), App: "a", State: task.Scheduled}
 	b := &task.Task{ID: g.New(now, 0), App: "a", State: task.Scheduled}
+	// A batch too large to be searched pair by pair (repeatedLinear),
+	// with a gap, and the first task again last.
+	large := []*task.Task{a, nil}
+	for len(large) <= repeatedLinear {
+		large = append(large, &task.Task{ID: g.New(now, 0), App: "a", State: task.Scheduled})
+	}
+	large = append(large, a.Clone())
 	for _, tt := range []struct {
 		name string
 		olds []*task.Task
 		fn   func([]*task.Task) []error
 	}{
 		{"twice", []*task.Task{a, b, a.Clone()}, func(xs []*task.Task) []error {
+			t.Error("fn called for a batch with a task twice")
+			return make([]error, len(xs))
+		}},
+		{"twice in a large batch", large, func(xs []*task.Task) []error {
 			t.Error("fn called for a batch with a task twice")
 			return make([]error, len(xs))
 		}},

@@ -24,7 +24,6 @@ package record
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/toc-dev/toc/task"
@@ -128,7 +127,9 @@ func ApplyMany(olds []*task.Task, fn func([]*task.Task) []error) (news []*task.T
 // changes (which news then holds, normalized, without another copy); an
 // entry left as given with a nil error is written unchanged (a copy).
 func ApplyManyWith(olds []*task.Task, shared bool, fn func([]*task.Task) []error) (news []*task.Task, errs []error) {
-	news = make([]*task.Task, len(olds))
+	// news and the copy of it given to fn share one array.
+	both := make([]*task.Task, 2*len(olds))
+	news, given := both[:len(olds):len(olds)], both[len(olds):]
 	errs = make([]error, len(olds))
 	fail := func(err error) ([]*task.Task, []error) {
 		clear(news)
@@ -137,22 +138,20 @@ func ApplyManyWith(olds []*task.Task, shared bool, fn func([]*task.Task) []error
 		}
 		return news, errs
 	}
-	seen := make(map[task.ID]bool, len(olds))
+	if id, twice := repeated(olds); twice {
+		return fail(fmt.Errorf("toc: update many: task %s is in the batch twice", id))
+	}
 	for i, old := range olds {
 		if old == nil {
 			continue
 		}
-		if seen[old.ID] {
-			return fail(fmt.Errorf("toc: update many: task %s is in the batch twice", old.ID))
-		}
-		seen[old.ID] = true
 		if shared {
 			news[i] = old
 		} else {
 			news[i] = old.Clone()
 		}
 	}
-	given := slices.Clone(news) // shared: fn puts its copies here
+	copy(given, news) // shared: fn puts its copies here
 	fnErrs := fn(given)
 	if len(fnErrs) != len(olds) {
 		return fail(fmt.Errorf("toc: update many: fn returned %d errors for %d tasks", len(fnErrs), len(olds)))
@@ -189,4 +188,39 @@ func applied(old, c *task.Task) (*task.Task, error) {
 		return nil, ErrChangedIdentity
 	}
 	return Normalize(c.Clone()), nil
+}
+
+// repeatedLinear is the size of a batch up to which repeated compares
+// every pair of tasks instead of making a map: fire jobs and outcome
+// batches are mostly a few tasks each, and a map per batch was a fifth of
+// a push fire's allocations by count.
+const repeatedLinear = 16
+
+// repeated returns the id of a task that is in ts twice (nils skipped),
+// and whether there is one.
+func repeated(ts []*task.Task) (task.ID, bool) {
+	if len(ts) <= repeatedLinear {
+		for i, t := range ts {
+			if t == nil {
+				continue
+			}
+			for _, u := range ts[:i] {
+				if u != nil && u.ID == t.ID {
+					return t.ID, true
+				}
+			}
+		}
+		return task.ID{}, false
+	}
+	seen := make(map[task.ID]bool, len(ts))
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		if seen[t.ID] {
+			return t.ID, true
+		}
+		seen[t.ID] = true
+	}
+	return task.ID{}, false
 }
