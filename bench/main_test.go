@@ -38,7 +38,7 @@ func TestBenchSuiteFlags(t *testing.T) {
 		BatchN: 100_000, BatchHold: 10 * time.Second, PendingN: 1_000_000,
 		PeerFireN: 50_000, PeerSingleN: 10_000, PeerBatchN: 50_000, RedisDB: 13, PGURL: "postgres://postgres@127.0.0.1:5432/postgres",
 		ClusterNodes: []int{1, 2, 3}, ClusterFireN: 20_000, ClusterFireSpread: 5 * time.Second, ClusterFireLead: 8 * time.Second,
-		ClusterSingleN: 5000, ClusterSingleHold: 5 * time.Second, ClusterBatchN: 10_000, ClusterBatchHold: 5 * time.Second,
+		ClusterSingleN: 20_000, ClusterSingleHold: 8 * time.Second, ClusterBatchN: 100_000, ClusterBatchHold: 10 * time.Second,
 		ClusterPendingN: 100_000, ClusterMaxWait: 60 * time.Second,
 		ClusterDB: "toc_bench_cluster", ClusterPrefix: "toc-bench-cluster", ClusterRedis: "127.0.0.1:6379",
 		RunTimeout: 10 * time.Minute,

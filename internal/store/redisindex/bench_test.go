@@ -53,3 +53,28 @@ func BenchmarkClaimManyEnded(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/task")
 }
+
+// BenchmarkRangeSlots: the loader's read of 1000 members of a slot
+// (RangeSlots), reported per member.
+func BenchmarkRangeSlots(b *testing.B) {
+	x := newIndex(b)
+	ctx := b.Context()
+	var g task.IDGenerator
+	now := time.Now()
+	const n = 1000
+	ops := make([]redisindex.Op, n)
+	for i := range ops {
+		ops[i] = redisindex.Op{App: "bench", Slot: 0, ID: g.New(now, 0), Action: redisindex.Retry, Score: now.Add(time.Duration(i) * time.Millisecond)}
+	}
+	if err := x.SettleMany(ctx, ops); err != nil {
+		b.Fatal(err)
+	}
+	refs := []redisindex.SlotRef{{App: "bench", Slot: 0}}
+	for b.Loop() {
+		es, err := x.RangeSlots(ctx, refs, now, now.Add(time.Hour), n)
+		if err != nil || len(es) != n {
+			b.Fatalf("%d members, %v", len(es), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/member")
+}

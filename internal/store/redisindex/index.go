@@ -723,10 +723,15 @@ func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisindex: range %d slots: %w", len(refs), err)
 	}
-	var out []Entry
+	n := 0
+	for _, c := range cmds {
+		n += len(c.Val())
+	}
+	out := make([]Entry, 0, n)
 	for i, c := range cmds {
 		for _, z := range c.Val() {
-			id, err := task.ParseID(fmt.Sprint(z.Member))
+			m, _ := z.Member.(string) // go-redis reads a member as a string
+			id, err := task.ParseID(m)
 			if err != nil {
 				continue
 			}

@@ -141,7 +141,7 @@ func postgresConnector(dsn string) (driver.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stdlib.GetConnector(*cfg), nil
+	return stdlib.GetConnector(*cfg, stdlib.OptionAfterConnect(presizeParams)), nil
 }
 
 // mysqlConnector reads a MySQL DSN in any of its forms (see mysqlConfig)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The SQL of the store lives in .sql files (STYLE.md 15): the queries of a
@@ -125,8 +127,14 @@ func colParam(c int) string { return "col" + strconv.Itoa(c) }
 // (each row's values in column order): a {{rowarg}} or {{values}}
 // parameter takes its row's value, a {{colarg}} one the column's values as
 // an array (columnArray).
+//
+// The first array carries the size of them all (presized), so that the
+// driver makes its buffer of the statement's parameters once, not by
+// doubling it as it appends each value (a Create of 1000 tasks wrote its
+// 0.4 MB of parameters into about 3.5 MB of buffers).
 func (q query) bindRows(rows [][]any) ([]any, error) {
 	out := make([]any, 0, len(q.params))
+	first, size := -1, 0
 	for _, name := range q.params {
 		if c, ok := strings.CutPrefix(name, "col"); ok {
 			n, err := strconv.Atoi(c)
@@ -137,6 +145,10 @@ func (q query) bindRows(rows [][]any) ([]any, error) {
 			if err != nil {
 				return nil, err
 			}
+			if first < 0 {
+				first = len(out)
+			}
+			size += arrayBytes(a)
 			out = append(out, a)
 			continue
 		}
@@ -145,6 +157,9 @@ func (q query) bindRows(rows [][]any) ([]any, error) {
 			return nil, fmt.Errorf("sqlstore: parameter %q of a statement of %d rows", name, len(rows))
 		}
 		out = append(out, rows[row][col])
+	}
+	if first >= 0 {
+		out[first] = presize(out[first], size)
 	}
 	return out, nil
 }
@@ -160,8 +175,8 @@ func parseRowParam(name string) (row, col int, ok bool) {
 }
 
 // columnArray returns column c of rows as a typed slice the driver sends as
-// an array: [][]byte (a nil one is NULL), []string, or []int64 ([]*int64
-// when a value is NULL).
+// an array: a FlatArray of []byte (a nil one is NULL), []string, or []int64
+// ([]*int64 when a value is NULL).
 func columnArray(rows [][]any, c int) (any, error) {
 	var kind any // the first non-NULL value
 	nulls := false
@@ -174,7 +189,9 @@ func columnArray(rows [][]any, c int) (any, error) {
 	}
 	switch kind.(type) {
 	case nil, []byte:
-		return typedColumn[[]byte](rows, c, kind, true)
+		// As a FlatArray: the driver sends a [][]byte by reflection.
+		a, err := typedColumn[[]byte](rows, c, kind, true)
+		return pgtype.FlatArray[[]byte](a), err
 	case string:
 		if !nulls {
 			return typedColumn[string](rows, c, kind, false)
