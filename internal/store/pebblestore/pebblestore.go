@@ -135,6 +135,18 @@ type Options struct {
 // each read more L0 files to look through.
 const memTableSize = 32 << 20
 
+// tombstoneDenseOff turns off Pebble's tombstone-density compactions (a
+// negative threshold): each flush of a memtable full of outcomes (whose
+// deletes of w and a entries make its blocks tombstone-dense) rewrote the
+// L6 tables under it at once, where Pebble's L0 compactions rewrite them
+// once per several flushes (L0CompactionThreshold, 4). toc's scans keep
+// off the tombstones anyway: Wakeups starts after its cursor, Claimable
+// from its floor (pullfloor.go), and a tombstone stays at most until its
+// L0 table is compacted. Measured with toc bench --embedded --pull
+// --workload fire --n 100000 --spread 0s, alternating runs: CPU per task
+// lower in 6 of 6 pairs, by 2.5 µs (8%) on average.
+const tombstoneDenseOff = -1
+
 // memTableReserve is what the memtables take of Pebble's block cache in
 // steady state (see Open), added to the cache so that CacheSize is left for
 // blocks.
@@ -246,6 +258,8 @@ func Open(opts Options) (*Store, error) {
 		for i := range po.Levels {
 			po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		}
+		// No tombstone-density compactions (see tombstoneDenseOff).
+		po.Experimental.TombstoneDenseCompactionThreshold = tombstoneDenseOff
 		db, err := pebble.Open(opts.Dir, po)
 		if err != nil {
 			return nil, fmt.Errorf("pebblestore: open %s: %w", opts.Dir, err)
