@@ -233,6 +233,16 @@ func taskField(name []byte) int {
 type jsonReader struct {
 	b []byte
 	i int
+	// durs are the last durations read, by their text (in b): a list's
+	// tasks mostly share their retry policy, whose two durations are
+	// then parsed once rather than once a task.
+	durs [2]durText
+}
+
+// durText is a duration read, and its text.
+type durText struct {
+	text []byte
+	v    Duration
 }
 
 func (d *jsonReader) ws() {
@@ -366,7 +376,20 @@ func (d *jsonReader) time(t *time.Time) bool {
 
 func (d *jsonReader) duration(v *Duration) bool {
 	s, ok := d.plain()
-	return ok && v.UnmarshalText(s) == nil
+	if !ok {
+		return false
+	}
+	for _, m := range d.durs {
+		if m.text != nil && string(m.text) == string(s) {
+			*v = m.v
+			return true
+		}
+	}
+	if v.UnmarshalText(s) != nil {
+		return false
+	}
+	d.durs[1], d.durs[0] = d.durs[0], durText{s, *v}
+	return true
 }
 
 // int reads an integer written without fraction or exponent, as JSON
