@@ -5,8 +5,10 @@
 // # Layout
 //
 // Each task is a record under its id, plus one entry in each index that
-// applies to it: the wake-time order, the claimable order of its app, its
-// app's key, the list of its app and state, and the finish-time order. The
+// applies to it: the wake-time order, the claimable order of its app (a
+// pull task waiting unwoken; one woken at its next attempt is found by its
+// wake entry), its app's key, the list of its app and state, and the
+// finish-time order. The
 // layout is written down in keys.go. Every Create, Update, UpdateMany and
 // Sweep is one Pebble batch, so a task and its index entries change
 // together. Schedules ([store.Schedules]) have key families of their own,
