@@ -180,3 +180,50 @@ func TestDecodeKnownWordsAllocateNothing(t *testing.T) {
 		t.Errorf("UnmarshalFast(%s) = %+v", known, got)
 	}
 }
+
+// TestDecodeListParsesSharedDurationsOnce: a list's tasks that share
+// their retry policy have its durations parsed once, not once a task
+// (each parse allocated the text's string): two tasks with the same
+// policy allocate two times fewer than two with different durations.
+func TestDecodeListParsesSharedDurationsOnce(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var gen task.IDGenerator
+	list := func(second task.RetryPolicy) []byte {
+		var b []byte
+		for i, r := range []task.RetryPolicy{{MaxAttempts: 3, MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Hour)}, second} {
+			tk := task.Task{ID: gen.New(at, 0), App: "a", State: task.Scheduled, DueAt: at, NextAttemptAt: at,
+				CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}}, Retry: r}
+			j, err := tk.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				b = append(b, '[')
+			} else {
+				b = append(b, ',')
+			}
+			b = append(b, j...)
+		}
+		return append(b, ']')
+	}
+	allocs := func(b []byte) float64 {
+		ts, ok := task.DecodeList(b)
+		if !ok || len(ts) != 2 {
+			t.Fatalf("DecodeList(%s) = %d tasks, %v", b, len(ts), ok)
+		}
+		return testing.AllocsPerRun(20, func() { task.DecodeList(b) })
+	}
+	same := list(task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Hour)})
+	other := list(task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(2 * time.Second), MaxBackoff: task.Duration(2 * time.Hour)})
+	if s, o := allocs(same), allocs(other); s != o-2 {
+		t.Errorf("decoding two tasks allocates %v times with one retry policy, %v with two: want 2 fewer", s, o)
+	}
+	ts, _ := task.DecodeList(same)
+	if ts[1].Retry.MinBackoff != task.Duration(time.Second) || ts[1].Retry.MaxBackoff != task.Duration(time.Hour) {
+		t.Errorf("second task's retry policy = %+v", ts[1].Retry)
+	}
+	ts, _ = task.DecodeList(other)
+	if ts[1].Retry.MinBackoff != task.Duration(2*time.Second) || ts[1].Retry.MaxBackoff != task.Duration(2*time.Hour) {
+		t.Errorf("second task's retry policy = %+v", ts[1].Retry)
+	}
+}

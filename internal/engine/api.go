@@ -97,6 +97,7 @@ func wireEdge(e *Engine, cfg Config) {
 			clock:      cfg.Clock,
 			log:        cfg.Logger,
 			claimable:  cfg.Store.Claimable,
+			waiting:    claimableWaiting(cfg.Store),
 			takeQueued: e.held.lease,
 			firing:     e.dispatch.firing,
 			storeDue:   e.held.storeClaimDue,

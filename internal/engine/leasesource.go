@@ -40,8 +40,10 @@ type pullSource interface {
 type pullSourceParams struct {
 	clock clock.Clock
 	log   *slog.Logger
-	// claimable is Store.Claimable.
-	claimable func(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
+	// claimable is Store.Claimable; waiting is the store's
+	// ClaimableWaiting (store.WaitingClaimer), or Claimable when it has
+	// none.
+	claimable, waiting func(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
 	// The held path (pull.go), on one node: takeQueued leases from app's
 	// ready queue; firing says fire jobs have due tasks left to look at;
 	// storeDue says a call may look in the store for app at now,
@@ -53,6 +55,15 @@ type pullSourceParams struct {
 	storeScan  func(app string, want int) int
 	notHeld    func(ids []task.ID) []task.ID
 	heldPull   func(id task.ID) bool
+}
+
+// claimableWaiting is s's ClaimableWaiting, or its Claimable when it has
+// none.
+func claimableWaiting(s store.Store) func(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error) {
+	if w, ok := store.As[store.WaitingClaimer](s); ok {
+		return w.ClaimableWaiting
+	}
+	return s.Claimable
 }
 
 // heldSource is one node's: the pull tasks due are held in memory
@@ -71,7 +82,9 @@ func (s heldSource) first(ctx context.Context, app string, p LeaseParams) ([]*ta
 }
 
 func (s heldSource) find(ctx context.Context, app string, _, scan int) ([]task.ID, int, error) {
-	ids, err := s.p.claimable(ctx, app, s.p.clock.Now(), scan)
+	// Those the wheel brings to the ready queue are not leasable here:
+	// the store's waiting ones are enough where it tells them apart.
+	ids, err := s.p.waiting(ctx, app, s.p.clock.Now(), scan)
 	if err != nil {
 		return nil, 0, fmt.Errorf("find claimable tasks: %w", err)
 	}

@@ -256,6 +256,16 @@ type KnownUpdater interface {
 	UpdateKnown(ctx context.Context, olds []*task.Task, opts *UpdateOpts, fn func(ts []*task.Task) []error) ([]*task.Task, []error)
 }
 
+// WaitingClaimer is a store that finds apart the pull tasks waiting for a
+// claim unwoken: ClaimableWaiting is Claimable of the tasks whose WakeAt
+// is not their NextAttemptAt (to the millisecond; zero, or their
+// deadline's), those that the engine on one node claims from the store:
+// its wheel brings the others due to its ready queue, and a store claim
+// leaves them (pebblestore, whose index holds those alone).
+type WaitingClaimer interface {
+	ClaimableWaiting(ctx context.Context, app string, now time.Time, limit int) ([]task.ID, error)
+}
+
 // CreateResult is what Create did with one task.
 type CreateResult struct {
 	Task    *task.Task // the stored task: the new one, or the one that had the key

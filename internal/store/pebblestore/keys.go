@@ -15,10 +15,19 @@ import (
 //	w <wake ms> <id>                  → state byte, kind byte, app (WakeAt not zero; the app
 //	                                    for the engine's turns between apps, absent in entries
 //	                                    written before it was added)
-//	p <app> 0x00 <next attempt ms> <id> → empty                 (scheduled, pull target)
+//	p <app> 0x00 <next attempt ms> <id> → empty                 (scheduled, pull target, not
+//	                                    woken at its next attempt: see waitsUnwoken)
 //	k <app> 0x00 <key>                → id                      (Key not empty; until swept)
 //	a <app> 0x00 <state byte> <id>    → empty                   (every task: List)
 //	f <finished ms> <id>              → empty                   (final, FinishedAt set: Sweep)
+//
+// A pull task woken at its next attempt (WakeAt is NextAttemptAt, to the
+// millisecond: the usual case) has no p entry: its w entry, which carries
+// its state, kind and app, finds it (Claimable merges both orders). Its
+// create and its ack write two entries fewer that way. Those that wait
+// unwoken (WakeAt zero or their deadline's: the engine's store path,
+// ClaimableWaiting) keep theirs. Entries that an earlier layout wrote for
+// woken tasks are deleted by Open (dropWokenPullEntries).
 //
 // An app never contains 0x00 (task.ValidateApp allows [a-z0-9._-]; the store
 // checks), so the separator ends it unambiguously. Keys come last in their
@@ -108,6 +117,14 @@ func parsePullKey(k []byte, prefixLen int) (ms int64, id task.ID, err error) {
 	}
 	copy(id[:], k[prefixLen+msLen:])
 	return readMs(k[prefixLen:]), id, nil
+}
+
+// waitsUnwoken reports whether t has a p entry: a scheduled pull task
+// whose wake time is not its next attempt (to the millisecond), so that no
+// w entry finds it when it can be claimed.
+func waitsUnwoken(t *task.Task) bool {
+	return t.State == task.Scheduled && t.Target.Kind() == "pull" &&
+		(t.WakeAt.IsZero() || t.WakeAt.UnixMilli() != t.NextAttemptAt.UnixMilli())
 }
 
 // keyKey maps an app's key to the id of the task that has it.

@@ -410,6 +410,7 @@ func TestIndexEntries(t *testing.T) {
 	cases := []*task.Task{
 		{ID: gen.New(now, 0), App: "a", State: task.Scheduled, Target: pull, WakeAt: now, NextAttemptAt: now.Add(time.Second)},
 		{ID: gen.New(now, 0), App: "app.x-1", Key: "order-42", State: task.Scheduled, Target: pull, WakeAt: now, NextAttemptAt: now},
+		{ID: gen.New(now, 0), App: "a", State: task.Scheduled, Target: pull, NextAttemptAt: now}, // waiting unwoken
 		{ID: gen.New(now, 0), App: "b", State: task.Delivering, Target: pull, WakeAt: now.Add(30 * time.Second)},
 		{ID: gen.New(now, 0), App: "b", Key: "k", State: task.Delivered, Target: pull, FinishedAt: &fin},
 		{ID: gen.New(now, 0), App: "c", State: task.Scheduled, Target: push, WakeAt: now},
@@ -423,7 +424,8 @@ func TestIndexEntries(t *testing.T) {
 		if !tk.WakeAt.IsZero() {
 			want = append(want, entry{wakeKey(tk.WakeAt.UnixMilli(), tk.ID), append([]byte{sb, kb}, tk.App...)})
 		}
-		if tk.State == task.Scheduled && tk.Target.Pull != nil {
+		if tk.State == task.Scheduled && tk.Target.Pull != nil && (tk.WakeAt.IsZero() || !tk.WakeAt.Equal(tk.NextAttemptAt)) {
+			// Woken at its next attempt, its w entry finds it.
 			want = append(want, entry{key: pullKey(tk.App, tk.NextAttemptAt.UnixMilli(), tk.ID)})
 		}
 		if tk.Key != "" {

@@ -33,11 +33,11 @@ type pullFloor struct {
 // wrote notes that a committed batch wrote task c over old: a new
 // claimable entry of c's app lowers its floor.
 func (p *pullFloors) wrote(old, c *task.Task) {
-	if c == nil || c.State != task.Scheduled || c.Target.Pull == nil {
+	if c == nil || !waitsUnwoken(c) {
 		return
 	}
 	ms := c.NextAttemptAt.UnixMilli()
-	if old != nil && old.State == task.Scheduled && old.Target.Pull != nil && old.App == c.App && old.NextAttemptAt.UnixMilli() == ms {
+	if old != nil && waitsUnwoken(old) && old.App == c.App && old.NextAttemptAt.UnixMilli() == ms {
 		return // the same entry
 	}
 	k := pullKey(c.App, ms, c.ID)
