@@ -14,6 +14,13 @@
 // The attempts hash (the number of each member's last attempt claimed) is
 // the slot's on Redis Cluster, and one for every slot, <prefix>:attempts,
 // on a standalone Redis, where one script call claims in many slots.
+// Nodes before that one numbered from the slot's hash on a standalone Redis
+// too: during a rolling upgrade, the next attempt of a task whose lease
+// ran out on an older node may get the same number; the first of their
+// outcomes written lands, and the other is only added to the history (an
+// outcome is written over the record its fire job read, and lands only
+// with more attempts than stored). The slots' hashes the older nodes left
+// keep the entries of tasks that end after the upgrade.
 //
 // Each slot also has a PullQueue (scripts/lease_many.lua): the pull tasks
 // waiting for a lease, scored by their due time, from which lease calls on
