@@ -11,6 +11,16 @@
 // them run on Redis Cluster (all keys of a script in one hash slot); every
 // key a script touches is passed in KEYS[]. Scores are unix milliseconds:
 // the wake time in the StoreQueue, the lease expiry in the PrepareQueue.
+// The attempts hash (the number of each member's last attempt claimed) is
+// the slot's on Redis Cluster, and one for every slot, <prefix>:attempts,
+// on a standalone Redis, where one script call claims in many slots.
+// Nodes before that one numbered from the slot's hash on a standalone Redis
+// too: during a rolling upgrade, the next attempt of a task whose lease
+// ran out on an older node may get the same number; the first of their
+// outcomes written lands, and the other is only added to the history (an
+// outcome is written over the record its fire job read, and lands only
+// with more attempts than stored). The slots' hashes the older nodes left
+// keep the entries of tasks that end after the upgrade.
 //
 // Each slot also has a PullQueue (scripts/lease_many.lua): the pull tasks
 // waiting for a lease, scored by their due time, from which lease calls on
@@ -65,6 +75,9 @@ type Index struct {
 	prefix string
 	slots  int
 	hot    time.Duration
+	// cluster: the client is Redis Cluster's, where a script's keys share
+	// a hash slot (one call per slot, each slot its own attempts hash).
+	cluster bool
 
 	mu   sync.Mutex
 	apps map[string]time.Time // when each app was last registered
@@ -83,12 +96,14 @@ func New(o Options) (*Index, error) {
 	if o.Slots < 1 || o.Slots > 1<<14 || bits.OnesCount(uint(o.Slots)) != 1 {
 		return nil, fmt.Errorf("redisindex: Slots must be a power of two between 1 and 16384, got %d", o.Slots)
 	}
+	_, cluster := o.Client.(*redis.ClusterClient)
 	return &Index{
-		rdb:    o.Client,
-		prefix: cmp.Or(o.Prefix, PrefixDefault),
-		slots:  o.Slots,
-		hot:    cmp.Or(o.HotWindow, HotWindowDefault),
-		apps:   map[string]time.Time{},
+		rdb:     o.Client,
+		prefix:  cmp.Or(o.Prefix, PrefixDefault),
+		slots:   o.Slots,
+		hot:     cmp.Or(o.HotWindow, HotWindowDefault),
+		cluster: cluster,
+		apps:    map[string]time.Time{},
 	}, nil
 }
 
@@ -117,10 +132,17 @@ func (x *Index) Slot(key string, id task.ID) int {
 type Queues struct{ Store, Prepare, Dead, Attempts, Pull string }
 
 // Queues returns the keys of app's slot. They share the hash tag
-// {prefix:app:slot}.
+// {prefix:app:slot}, but for the attempts hash on a standalone Redis,
+// where one hash, <prefix>:attempts, serves every slot of every app (its
+// members are task ids): a claim over many slots numbers its attempts in
+// one or two commands, not one or two per slot (claim_many.lua).
 func (x *Index) Queues(app string, slot int) Queues {
 	tag := "{" + x.prefix + ":" + app + ":" + strconv.Itoa(slot) + "}"
-	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead", Attempts: x.prefix + ":" + tag + ":attempts", Pull: x.prefix + ":" + tag + ":pull"}
+	attempts := x.prefix + ":attempts"
+	if x.cluster {
+		attempts = x.prefix + ":" + tag + ":attempts"
+	}
+	return Queues{Store: x.prefix + ":" + tag + ":store", Prepare: x.prefix + ":" + tag + ":prepare", Dead: x.prefix + ":" + tag + ":dead", Attempts: attempts, Pull: x.prefix + ":" + tag + ":pull"}
 }
 
 func (q Queues) keys() []string { return []string{q.Store, q.Prepare, q.Dead, q.Attempts, q.Pull} }
@@ -368,11 +390,13 @@ func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int
 	groups := groupBySlot(len(cs), func(i int) (SlotRef, task.ID) { return SlotRef{cs[i].App, cs[i].Slot}, cs[i].ID }, claimGroupMax)
 	calls := x.calls(groups)
 	cmds, err := x.pipeline(ctx, claimManyScript, len(calls), func(pipe redis.Pipeliner, c int) redis.Cmder {
-		keys := make([]string, 0, 3*len(calls[c]))
+		keys := make([]string, 0, 2*len(calls[c])+1)
 		args := []any{ms(now)}
+		var attempts string // the call's: one for all on a standalone Redis
 		for _, idx := range calls[c] {
 			q := x.Queues(cs[idx[0]].App, cs[idx[0]].Slot)
-			keys = append(keys, q.Store, q.Prepare, q.Attempts)
+			keys = append(keys, q.Store, q.Prepare)
+			attempts = q.Attempts
 			args = append(args, len(idx))
 			for _, i := range idx {
 				n := -1
@@ -382,6 +406,7 @@ func (x *Index) ClaimMany(ctx context.Context, cs []Claim, now time.Time) ([]int
 				args = append(args, cs[i].ID.String(), ms(cs[i].LeaseUntil), n)
 			}
 		}
+		keys = append(keys, attempts)
 		return claimManyScript.EvalSha(ctx, pipe, keys, args...)
 	})
 	if err != nil {
@@ -524,7 +549,7 @@ func (x *Index) DropPull(ctx context.Context, app string, ts []Taken) error {
 // on Redis Cluster, where a script's keys must share a hash slot, one.
 func (x *Index) calls(groups [][]int) [][][]int {
 	var calls [][][]int
-	if _, cluster := x.rdb.(*redis.ClusterClient); cluster {
+	if x.cluster {
 		for _, g := range groups {
 			calls = append(calls, [][]int{g})
 		}
@@ -586,9 +611,14 @@ func (x *Index) Ended(ctx context.Context, ops []Op, notes ...Note) error {
 	}
 	groups := groupBySlot(len(ops), func(i int) (SlotRef, task.ID) { return SlotRef{ops[i].App, ops[i].Slot}, ops[i].ID }, claimGroupMax)
 	pipe := x.rdb.Pipeline()
+	// The members gone, by attempts hash: on a standalone Redis one HDEL
+	// for all the slots, after the groups.
+	var goneBy map[string][]string
+	var hashes []string
 	for _, idx := range groups {
 		q := x.Queues(ops[idx[0]].App, ops[idx[0]].Slot)
-		var done, gone []any
+		var done []any
+		var gone []string
 		var retry, dead, lease, queued, queuedNX []redis.Z
 		var unqueued []any
 		for _, i := range idx {
@@ -630,7 +660,13 @@ func (x *Index) Ended(ctx context.Context, ops []Op, notes ...Note) error {
 			pipe.ZAdd(ctx, q.Prepare, lease...)
 		}
 		if len(gone) > 0 {
-			pipe.HDel(ctx, q.Attempts, stringsOf(gone)...)
+			if goneBy == nil {
+				goneBy = map[string][]string{}
+			}
+			if _, ok := goneBy[q.Attempts]; !ok {
+				hashes = append(hashes, q.Attempts)
+			}
+			goneBy[q.Attempts] = append(goneBy[q.Attempts], gone...)
 		}
 		if len(unqueued) > 0 {
 			pipe.ZRem(ctx, q.Pull, unqueued...)
@@ -641,6 +677,9 @@ func (x *Index) Ended(ctx context.Context, ops []Op, notes ...Note) error {
 		if len(queuedNX) > 0 {
 			pipe.ZAddNX(ctx, q.Pull, queuedNX...)
 		}
+	}
+	for _, h := range hashes {
+		pipe.HDel(ctx, h, goneBy[h]...)
 	}
 	for _, n := range notes {
 		pipe.Publish(ctx, n.Channel, n.Message)
@@ -739,12 +778,4 @@ func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time
 		}
 	}
 	return out, nil
-}
-
-func stringsOf(ms []any) []string {
-	ss := make([]string, len(ms))
-	for i, m := range ms {
-		ss[i] = m.(string)
-	}
-	return ss
 }

@@ -471,6 +471,42 @@ func TestClaimManyNumbersMany(t *testing.T) {
 	}
 }
 
+// TestClaimManyNumbersAcrossSlots: attempts claimed in one call over
+// several slots (one attempts hash on a standalone Redis) are numbered each
+// from its own count and number held, a member claimed twice in the call
+// in order.
+func TestClaimManyNumbersAcrossSlots(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t)
+	ctx := context.Background()
+	var g task.IDGenerator
+	now := time.Now().Truncate(time.Millisecond)
+	a, b, c := g.New(now, 0), g.New(now, 0), g.New(now, 0)
+	for _, m := range []struct {
+		id   task.ID
+		slot int
+	}{{a, 1}, {b, 2}, {c, 3}} {
+		if _, err := x.Add(ctx, "a", m.slot, m.id, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a's first attempt: its node stops during it, the lease runs out.
+	if held, err := x.ClaimMany(ctx, []redisindex.Claim{{App: "a", Slot: 1, ID: a, LeaseUntil: now, Attempt: true, Attempts: 2}}, now); err != nil || held[0] != 3 {
+		t.Fatalf("first claim of a: %v, %v; want [3]", held, err)
+	}
+	later := now.Add(time.Second)
+	held, err := x.ClaimMany(ctx, []redisindex.Claim{
+		{App: "a", Slot: 1, ID: a, LeaseUntil: later, Attempt: true, Attempts: 2},
+		{App: "a", Slot: 2, ID: b, LeaseUntil: later.Add(time.Minute), Attempt: true, Attempts: 5},
+		{App: "a", Slot: 3, ID: c, LeaseUntil: later.Add(time.Minute), Attempt: true, Attempts: 0},
+		// a again, its lease of this call run out already: the next number.
+		{App: "a", Slot: 1, ID: a, LeaseUntil: later.Add(time.Minute), Attempt: true, Attempts: 2},
+	}, later)
+	if err != nil || !slices.Equal(held, []int{4, 6, 1, 5}) {
+		t.Fatalf("held %v, %v; want [4 6 1 5]", held, err)
+	}
+}
+
 // TestAddManyAnswers: AddMany over several slots (one script call) answers
 // for each member in order, leaving out those being delivered.
 func TestAddManyAnswers(t *testing.T) {

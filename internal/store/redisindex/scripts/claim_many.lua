@@ -8,7 +8,7 @@
 -- own the slot contend here, and each member goes to one of them.
 --
 -- A claim for an attempt (its stored attempt count >= 0) numbers the
--- attempt: one more than the number the slot's attempts hash holds for the
+-- attempt: one more than the number the attempts hash holds for the
 -- member, or than its stored count when that is more; the hash keeps the
 -- number, so an attempt whose node stopped during it (no outcome stored)
 -- still counts, and two nodes' attempts never share a number.
@@ -23,16 +23,21 @@
 -- at once with its score (ZADD), in the same script, so no one sees it
 -- gone. Only the members asked for that were not popped are looked up
 -- (ZMSCORE of each queue, one ZREM). Then one variadic ZADD to the
--- PrepareQueue, and HMGET and HSET, or one HINCRBY for a lone attempt: 3
--- commands for a lone member at its queue's head (4 before the pop), 4 for
--- several.
--- KEYS: per group store, prepare, attempts (hash: member → number)
+-- PrepareQueue: 2 commands for members at their queue's head. The
+-- attempts hash is the call's, not the group's (on a standalone Redis one
+-- hash serves every slot; on Redis Cluster the slot's own), so the
+-- attempts of every group are numbered together at the end: HMGET and
+-- HSET, or one HINCRBY for a lone attempt.
+-- KEYS: per group store, prepare; then the attempts hash (member → number)
 -- ARGV[1] now (ms), then per group: its member count, then triples: member,
 -- lease end (ms), stored attempt count (-1: not an attempt, a rollback)
 -- Returns per member, groups in order: 0 where the caller does not hold it;
 -- where it does, the attempt's number, or 1 for a rollback.
 local now = tonumber(ARGV[1])
+local attempts = KEYS[#KEYS]
 local out = {}
+-- The attempts claimed, in order: member, stored count, index in out.
+local counted = {}
 
 -- scoresOf returns the scores in key of the members at the indexes idx.
 local function scoresOf(key, members, idx)
@@ -44,8 +49,9 @@ local function scoresOf(key, members, idx)
 end
 
 -- claim claims the n members whose triples start at ARGV[at] in the slot
--- of keys store, prepare, attempts, appending the answers to out.
-local function claim(store, prepare, attempts, at, n)
+-- of keys store, prepare, appending the answers to out (an attempt's
+-- number is filled in later, from counted).
+local function claim(store, prepare, at, n)
   local members = {}
   for i = 1, n do
     members[i] = ARGV[at + 3 * (i - 1)]
@@ -108,54 +114,58 @@ local function claim(store, prepare, attempts, at, n)
   if #fromStore > 0 then
     redis.call('ZREM', store, unpack(fromStore))
   end
-  local counted = {}
   for i = 1, n do
     if got[i] == 1 then
       add[#add + 1] = ARGV[at + 3 * (i - 1) + 1]
       add[#add + 1] = members[i]
-      if tonumber(ARGV[at + 3 * (i - 1) + 2]) >= 0 then
-        counted[#counted + 1] = i
-      end
     end
   end
   if #add > 0 then
     redis.call('ZADD', prepare, unpack(add))
   end
-  if #counted == 1 then
-    -- One command in the common case: the number held plus one is the
-    -- attempt's, unless the stored count is ahead of it.
-    local i = counted[1]
-    local stored = tonumber(ARGV[at + 3 * (i - 1) + 2])
-    local a = redis.call('HINCRBY', attempts, members[i], 1)
-    if a <= stored then
-      a = stored + 1
-      redis.call('HSET', attempts, members[i], a)
-    end
-    got[i] = a
-  elseif #counted > 1 then
-    local ms = {}
-    for k, i in ipairs(counted) do
-      ms[k] = members[i]
-    end
-    local h = redis.call('HMGET', attempts, unpack(ms))
-    local set = {}
-    for k, i in ipairs(counted) do
-      local a = math.max(tonumber(h[k]) or 0, tonumber(ARGV[at + 3 * (i - 1) + 2])) + 1
-      got[i] = a
-      set[#set + 1] = members[i]
-      set[#set + 1] = a
-    end
-    redis.call('HSET', attempts, unpack(set))
-  end
   for i = 1, n do
     out[#out + 1] = got[i]
+    local stored = tonumber(ARGV[at + 3 * (i - 1) + 2])
+    if got[i] == 1 and stored >= 0 then
+      counted[#counted + 1] = {members[i], stored, #out}
+    end
   end
 end
 
 local at = 2
-for g = 0, #KEYS / 3 - 1 do
+for g = 0, (#KEYS - 1) / 2 - 1 do
   local n = tonumber(ARGV[at])
-  claim(KEYS[3 * g + 1], KEYS[3 * g + 2], KEYS[3 * g + 3], at + 1, n)
+  claim(KEYS[2 * g + 1], KEYS[2 * g + 2], at + 1, n)
   at = at + 1 + 3 * n
+end
+
+-- Number the attempts: one more than the number held for the member, or
+-- than its stored count when that is more. A member claimed twice in one
+-- call (two groups) is numbered in order.
+if #counted == 1 then
+  -- One command in the common case: the number held plus one is the
+  -- attempt's, unless the stored count is ahead of it.
+  local m, stored, o = counted[1][1], counted[1][2], counted[1][3]
+  local a = redis.call('HINCRBY', attempts, m, 1)
+  if a <= stored then
+    a = stored + 1
+    redis.call('HSET', attempts, m, a)
+  end
+  out[o] = a
+elseif #counted > 1 then
+  local ms = {}
+  for k, c in ipairs(counted) do
+    ms[k] = c[1]
+  end
+  local h = redis.call('HMGET', attempts, unpack(ms))
+  local given, set = {}, {}
+  for k, c in ipairs(counted) do
+    local a = math.max(given[c[1]] or tonumber(h[k]) or 0, c[2]) + 1
+    given[c[1]] = a
+    out[c[3]] = a
+    set[#set + 1] = c[1]
+    set[#set + 1] = a
+  end
+  redis.call('HSET', attempts, unpack(set))
 end
 return out
