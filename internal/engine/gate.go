@@ -55,8 +55,14 @@ type clusterAdmission struct {
 type clusterApp struct {
 	appSlots
 	gate    *gate
-	granted map[task.ID]grant    // let through by the gate
-	slots   map[task.ID]struct{} // attempts under way that hold a cluster slot
+	granted map[task.ID]grant // let through by the gate
+	// slots counts, per task, the admissions holding its cluster slot:
+	// the limiter's holder is this process's and the task's
+	// (sharedLimits.holder), so a task let through again while its attempt
+	// is under way here shares that attempt's slot, and giving the second
+	// admission back must not free it (the attempt would run on without a
+	// slot, over the app's cap).
+	slots map[task.ID]int
 }
 
 // gate is one app's queue of due tasks waiting for the cluster's limits.
@@ -105,7 +111,7 @@ func (a *clusterAdmission) stop() {
 func (a *clusterAdmission) getLocked(app string) *clusterApp {
 	st, ok := a.mu.apps[app]
 	if !ok {
-		st = &clusterApp{granted: map[task.ID]grant{}, slots: map[task.ID]struct{}{}}
+		st = &clusterApp{granted: map[task.ID]grant{}, slots: map[task.ID]int{}}
 		st.max = a.shares.node(a.policy(app))
 		a.mu.apps[app] = st
 	}
@@ -200,7 +206,7 @@ func (a *clusterAdmission) admit(app string, id task.ID, _ time.Time) (admitted,
 	if granted {
 		delete(st.granted, id)
 		if g.slot {
-			st.slots[id] = struct{}{}
+			st.slots[id]++
 			st.inFlight++
 			return admitNow, time.Time{}
 		}
@@ -224,8 +230,14 @@ func (a *clusterAdmission) taking(string, int) {}
 func (a *clusterAdmission) release(app string, id task.ID) {
 	a.mu.Lock()
 	st := a.getLocked(app)
-	_, slot := st.slots[id]
-	delete(st.slots, id)
+	slot := false // the last admission holding id's slot: give it back
+	switch n := st.slots[id]; {
+	case n == 1:
+		delete(st.slots, id)
+		slot = true
+	case n > 1:
+		st.slots[id] = n - 1
+	}
 	next := st.release()
 	a.mu.Unlock()
 	if slot {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -137,4 +138,47 @@ func TestGateHoldsSharedLimits(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGateSlotSharedByTwoAdmissions: a task let through again while its
+// attempt is under way here (its firing then leaves: the attempt is
+// reserved) shares the attempt's cluster slot, since the limiter's holder
+// is this process's and the task's. Giving the second admission back keeps
+// the slot held until the attempt ends; before, it freed the slot under
+// the running attempt, and the app ran over its max_in_flight
+// (TestClusterMaxInFlight saw 5 deliveries at once against 3).
+func TestGateSlotSharedByTwoAdmissions(t *testing.T) {
+	lim := newMemLimiter()
+	limits := sharedLimits{limiter: lim, boot: "boot0000", log: slog.New(slog.DiscardHandler)}
+	a := newClusterAdmission(admissionParams{
+		Policy:  func(string) AppPolicy { return AppPolicy{MaxInFlight: 3} },
+		Shares:  sharesOf(8),
+		Enqueue: func(string, ...task.ID) {},
+	}, limits)
+	var gen task.IDGenerator
+	id := gen.New(time.Now(), 0)
+	held := func() int {
+		lim.mu.Lock()
+		defer lim.mu.Unlock()
+		return len(lim.held["capped"])
+	}
+	for range 2 { // the attempt's admission, then the second firing's
+		if n, slots, _ := limits.ask(context.Background(), "capped", AppPolicy{MaxInFlight: 3}, []task.ID{id}); n != 1 || !slots {
+			t.Fatalf("ask: %d let through, slots %v", n, slots)
+		}
+		a.mu.Lock()
+		a.getLocked("capped").granted[id] = grant{slot: true}
+		a.mu.Unlock()
+		if got, _ := a.admit("capped", id, time.Time{}); got != admitNow {
+			t.Fatalf("admit: %v, want admitNow", got)
+		}
+	}
+	a.release("capped", id) // the second firing leaves
+	if n := held(); n != 1 {
+		t.Fatalf("after the second admission gave back: %d slots held, want the attempt's 1", n)
+	}
+	a.release("capped", id) // the attempt ends
+	if n := held(); n != 0 {
+		t.Fatalf("after the attempt ended: %d slots held, want 0", n)
+	}
 }
