@@ -56,12 +56,13 @@ type clusterApp struct {
 	appSlots
 	gate    *gate
 	granted map[task.ID]grant // let through by the gate
-	// slots counts, per task, the admissions holding its cluster slot:
-	// the limiter's holder is this process's and the task's
+	// slots counts, per task, the admissions holding its cluster slot.
+	// The limiter's holder is this process's and the task's
 	// (sharedLimits.holder), so a task let through again while its attempt
-	// is under way here shares that attempt's slot, and giving the second
-	// admission back must not free it (the attempt would run on without a
-	// slot, over the app's cap).
+	// is under way here (the cluster index announced it again) shares the
+	// attempt's slot: the slot is given back only when neither an
+	// admission nor a grant of the task holds it (holdsSlotLocked), or the
+	// attempt would run on without one, over the app's cap.
 	slots map[task.ID]int
 }
 
@@ -230,13 +231,13 @@ func (a *clusterAdmission) taking(string, int) {}
 func (a *clusterAdmission) release(app string, id task.ID) {
 	a.mu.Lock()
 	st := a.getLocked(app)
-	slot := false // the last admission holding id's slot: give it back
-	switch n := st.slots[id]; {
-	case n == 1:
-		delete(st.slots, id)
-		slot = true
-	case n > 1:
+	slot := false // the last hold of id's slot: give it back
+	if n := st.slots[id]; n > 0 {
 		st.slots[id] = n - 1
+		if n == 1 {
+			delete(st.slots, id)
+		}
+		slot = !st.holdsSlotLocked(id)
 	}
 	next := st.release()
 	a.mu.Unlock()
@@ -248,15 +249,22 @@ func (a *clusterAdmission) release(app string, id task.ID) {
 
 func (a *clusterAdmission) dropGrant(app string, id task.ID) {
 	a.mu.Lock()
-	var g grant
+	slot := false
 	if st, ok := a.mu.apps[app]; ok {
-		g = st.granted[id]
+		g := st.granted[id]
 		delete(st.granted, id)
+		slot = g.slot && !st.holdsSlotLocked(id)
 	}
 	a.mu.Unlock()
-	if g.slot {
+	if slot {
 		a.releaseSlot(app, id)
 	}
+}
+
+// holdsSlotLocked reports whether an admission or a grant of id holds its
+// cluster slot (see clusterApp.slots). The admission's lock is held.
+func (st *clusterApp) holdsSlotLocked(id task.ID) bool {
+	return st.slots[id] > 0 || st.granted[id].slot
 }
 
 // releaseSlot gives back a cluster in-flight slot, and has this node's
@@ -353,7 +361,9 @@ func (a *clusterAdmission) runGate(ctx context.Context, app string, g *gate) {
 		a.mu.Lock()
 		st := a.getLocked(app)
 		for _, id := range ids[:n] {
-			st.granted[id] = grant{slot: slots}
+			// A grant that held the slot keeps holding it (the holder is
+			// the same: see clusterApp.slots).
+			st.granted[id] = grant{slot: slots || st.granted[id].slot}
 			delete(g.queued, id)
 		}
 		// Only this goroutine takes from the queue, so ids is still its head.

@@ -142,11 +142,12 @@ func TestGateHoldsSharedLimits(t *testing.T) {
 
 // TestGateSlotSharedByTwoAdmissions: a task let through again while its
 // attempt is under way here (its firing then leaves: the attempt is
-// reserved) shares the attempt's cluster slot, since the limiter's holder
-// is this process's and the task's. Giving the second admission back keeps
-// the slot held until the attempt ends; before, it freed the slot under
-// the running attempt, and the app ran over its max_in_flight
-// (TestClusterMaxInFlight saw 5 deliveries at once against 3).
+// reserved; or it stops at the store read) shares the attempt's cluster
+// slot, since the limiter's holder is this process's and the task's.
+// Giving the second admission, or the grant, back keeps the slot held
+// until the attempt ends; before, it freed the slot under the running
+// attempt, and the app ran over its max_in_flight (TestClusterMaxInFlight
+// saw 4 and 5 deliveries at once against 3).
 func TestGateSlotSharedByTwoAdmissions(t *testing.T) {
 	lim := newMemLimiter()
 	limits := sharedLimits{limiter: lim, boot: "boot0000", log: slog.New(slog.DiscardHandler)}
@@ -177,8 +178,29 @@ func TestGateSlotSharedByTwoAdmissions(t *testing.T) {
 	if n := held(); n != 1 {
 		t.Fatalf("after the second admission gave back: %d slots held, want the attempt's 1", n)
 	}
+	// Let through a third time, but its firing goes no further than the
+	// store (the task is being delivered): the grant is dropped.
+	if n, _, _ := limits.ask(context.Background(), "capped", AppPolicy{MaxInFlight: 3}, []task.ID{id}); n != 1 {
+		t.Fatalf("ask: %d let through", n)
+	}
+	a.mu.Lock()
+	a.getLocked("capped").granted[id] = grant{slot: true}
+	a.mu.Unlock()
+	a.dropGrant("capped", id)
+	if n := held(); n != 1 {
+		t.Fatalf("after a grant was dropped: %d slots held, want the attempt's 1", n)
+	}
 	a.release("capped", id) // the attempt ends
 	if n := held(); n != 0 {
 		t.Fatalf("after the attempt ended: %d slots held, want 0", n)
+	}
+	// A grant dropped with no attempt under way gives the slot back.
+	limits.ask(context.Background(), "capped", AppPolicy{MaxInFlight: 3}, []task.ID{id})
+	a.mu.Lock()
+	a.getLocked("capped").granted[id] = grant{slot: true}
+	a.mu.Unlock()
+	a.dropGrant("capped", id)
+	if n := held(); n != 0 {
+		t.Fatalf("after a lone grant was dropped: %d slots held, want 0", n)
 	}
 }
