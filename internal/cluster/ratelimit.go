@@ -59,10 +59,13 @@ func (r *RateLimiter) Take(ctx context.Context, app string, perSec float64, burs
 
 // acquireScript takes slots for ARGV[4..] in order while fewer than ARGV[3]
 // are held (a holder that has one keeps it, until the new end), after
-// dropping holds that ran out by ARGV[1]. It returns how many holders got
-// one and when the first remaining hold runs out (ms).
+// dropping holds that ran out before ARGV[1], now in ms. Ends are whole
+// ms, cut from a time.Time: a hold ending in now's ms stays, so that none
+// runs out early (ZREMRANGEBYSCORE's bound is exclusive, "("). It returns
+// how many holders got one and when the first remaining hold runs out
+// (ms).
 var acquireScript = redis.NewScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local max = tonumber(ARGV[3])
 local held = redis.call('ZCARD', KEYS[1])
 local got = 0
@@ -85,9 +88,10 @@ return {got, nextAt}
 `)
 
 // releaseScript gives back ARGV[2]'s slot and returns 1 when the set was
-// full before (some node may be waiting for a slot).
+// full before (some node may be waiting for a slot); holds that ran out
+// are dropped first, as acquireScript drops them.
 var releaseScript = redis.NewScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local held = redis.call('ZCARD', KEYS[1])
 if redis.call('ZREM', KEYS[1], ARGV[2]) == 1 and held >= tonumber(ARGV[3]) then return 1 end
 return 0
