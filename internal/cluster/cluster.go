@@ -404,6 +404,9 @@ func (n *Node) OwnsShard(shard int) bool {
 	return slices.Contains(n.mu.shards, shard)
 }
 
+// maxID sorts after every task id.
+var maxID = task.ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
 // Wakeups implements engine.Index: the members of the node's slots (store
 // and prepare queues) after the cursor and due by until, in wake order.
 func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time, limit int) ([]store.Wakeup, error) {
@@ -415,11 +418,15 @@ func (n *Node) Wakeups(ctx context.Context, after store.Cursor, until time.Time,
 		}
 	}
 	n.mu.Unlock()
-	from := after.At
+	from, afterID := after.At, after.ID
 	if from.IsZero() {
 		from = time.UnixMilli(0)
 	}
-	es, err := n.x.RangeSlots(ctx, refs, from, until, limit)
+	if !from.Equal(time.UnixMilli(from.UnixMilli())) {
+		// Scores are whole ms: every member of from's ms is before it.
+		afterID = maxID
+	}
+	es, err := n.x.RangeSlots(ctx, refs, from, afterID, until, limit)
 	if err != nil {
 		return nil, err
 	}

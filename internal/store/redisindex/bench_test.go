@@ -71,7 +71,7 @@ func BenchmarkRangeSlots(b *testing.B) {
 	}
 	refs := []redisindex.SlotRef{{App: "bench", Slot: 0}}
 	for b.Loop() {
-		es, err := x.RangeSlots(ctx, refs, now, now.Add(time.Hour), n)
+		es, err := x.RangeSlots(ctx, refs, now, task.ID{}, now.Add(time.Hour), n)
 		if err != nil || len(es) != n {
 			b.Fatalf("%d members, %v", len(es), err)
 		}

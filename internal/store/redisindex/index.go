@@ -164,6 +164,9 @@ var (
 	//go:embed scripts/lease_many.lua
 	leaseManyLua    string
 	leaseManyScript = redis.NewScript(leaseManyLua)
+	//go:embed scripts/range_after.lua
+	rangeAfterLua    string
+	rangeAfterScript = redis.NewScript(rangeAfterLua)
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -745,10 +748,15 @@ type SlotRef struct {
 }
 
 // RangeSlots returns the members of the slots' StoreQueues and
-// PrepareQueues with a score in [from, until] (ms), at most limit of each
-// queue, in one pipeline (on Redis Cluster, one per master). Entries are in
-// no particular order.
-func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time.Time, limit int) ([]Entry, error) {
+// PrepareQueues after the cursor (from, after) with a score up to until:
+// a score in [from, until] (ms), where a member scored from must sort after
+// after (the zero ID: any). At most limit of each queue, in one pipeline
+// (on Redis Cluster, one per master), and a second one for each queue
+// whose first limit members from from held some at or before the cursor
+// (a caller paging through more tasks than a page due in the same
+// millisecond: scripts/range_after.lua).
+// Entries are in no particular order.
+func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from time.Time, after task.ID, until time.Time, limit int) ([]Entry, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -762,13 +770,69 @@ func (x *Index) RangeSlots(ctx context.Context, refs []SlotRef, from, until time
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisindex: range %d slots: %w", len(refs), err)
 	}
+	vals := make([][]redis.Z, len(cmds))
+	var again []int // queues to read again after the cursor
+	fromMs := float64(from.UnixMilli())
+	var afterText string
+	if after != (task.ID{}) {
+		afterText = after.String()
+	}
+	for i, c := range cmds {
+		zs := c.Val()
+		if afterText != "" {
+			// The members at or before the cursor lead: at from, up to after.
+			k := 0
+			for k < len(zs) && zs[k].Score == fromMs {
+				if m, _ := zs[k].Member.(string); m > afterText {
+					break
+				}
+				k++
+			}
+			if k > 0 && len(zs) == limit {
+				// Fewer than limit after the cursor came, and the queue
+				// has more: its next ones may sort before other queues'.
+				again = append(again, i)
+			}
+			zs = zs[k:]
+		}
+		vals[i] = zs
+	}
+	if len(again) > 0 {
+		rcmds, err := x.pipeline(ctx, rangeAfterScript, len(again), func(pipe redis.Pipeliner, j int) redis.Cmder {
+			r := refs[again[j]/2]
+			q := x.Queues(r.App, r.Slot)
+			key := q.Store
+			if again[j]%2 == 1 {
+				key = q.Prepare
+			}
+			return rangeAfterScript.EvalSha(ctx, pipe, []string{key}, ms(from), afterText, ms(until), limit)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redisindex: range %d queues after %s: %w", len(again), afterText, err)
+		}
+		for j, rc := range rcmds {
+			flat, err := rc.(*redis.Cmd).StringSlice()
+			if err != nil || len(flat)%2 != 0 {
+				return nil, fmt.Errorf("redisindex: range after %s: %v (%d values)", afterText, err, len(flat))
+			}
+			zs := make([]redis.Z, 0, len(flat)/2)
+			for p := 0; p < len(flat); p += 2 {
+				score, err := strconv.ParseFloat(flat[p+1], 64)
+				if err != nil {
+					return nil, fmt.Errorf("redisindex: range after %s: score %q: %w", afterText, flat[p+1], err)
+				}
+				zs = append(zs, redis.Z{Member: flat[p], Score: score})
+			}
+			vals[again[j]] = zs
+		}
+	}
 	n := 0
-	for _, c := range cmds {
-		n += len(c.Val())
+	for _, zs := range vals {
+		n += len(zs)
 	}
 	out := make([]Entry, 0, n)
-	for i, c := range cmds {
-		for _, z := range c.Val() {
+	for i, zs := range vals {
+		for _, z := range zs {
 			m, _ := z.Member.(string) // go-redis reads a member as a string
 			id, err := task.ParseID(m)
 			if err != nil {

@@ -113,7 +113,7 @@ func TestQueueMoves(t *testing.T) {
 	if s != 1 || p != 0 || d != 1 {
 		t.Errorf("queues store=%d prepare=%d dead=%d, want 1 0 1", s, p, d)
 	}
-	es, err := x.RangeSlots(ctx, []redisindex.SlotRef{{App: "a", Slot: 3}}, now, now.Add(2*time.Hour), 100)
+	es, err := x.RangeSlots(ctx, []redisindex.SlotRef{{App: "a", Slot: 3}}, now, task.ID{}, now.Add(2*time.Hour), 100)
 	if err != nil || len(es) != 1 || es[0].ID != later || es[0].Prepared || es[0].App != "a" {
 		t.Errorf("range: %+v %v", es, err)
 	}
@@ -350,7 +350,7 @@ func TestEnded(t *testing.T) {
 	if s != 1 || p != 1 || d != 1 {
 		t.Fatalf("store=%d prepare=%d dead=%d, want 1 1 1", s, p, d)
 	}
-	es, err := x.RangeSlots(ctx, []redisindex.SlotRef{{App: "a", Slot: 1}}, now, now.Add(2*time.Hour), 10)
+	es, err := x.RangeSlots(ctx, []redisindex.SlotRef{{App: "a", Slot: 1}}, now, task.ID{}, now.Add(2*time.Hour), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
