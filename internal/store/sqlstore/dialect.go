@@ -49,6 +49,10 @@ type dialect struct {
 	// taken reports a unique_violation: insert_tables_new met a key (or
 	// id) already stored. Only with insert_tables_new.
 	taken func(error) bool
+
+	// copyFrom: large creates whose keys are free go by COPY (copyNew;
+	// pgx connections). Only with insert_tables_new.
+	copyFrom bool
 }
 
 var (
@@ -57,6 +61,7 @@ var (
 		ph:               placeholders{numbered: true},
 		connector:        postgresConnector,
 		transactionalDDL: true,
+		copyFrom:         true,
 		retryable: func(err error) bool {
 			var pe *pgconn.PgError
 			// deadlock_detected, serialization_failure

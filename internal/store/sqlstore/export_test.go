@@ -100,3 +100,10 @@ func CreateInOneStatement(s *Store, tasks []*task.Task) (bool, error) {
 	}
 	return db != nil && db.insertTablesNew != nil && fitsNew(ins), nil
 }
+
+// CopyMinRows is copyMinRows.
+const CopyMinRows = copyMinRows
+
+// CreateByCopy reports whether a create of n tasks of one database whose
+// keys are free goes by COPY.
+func CreateByCopy(s *Store, n int) bool { return s.byCopy(n) }

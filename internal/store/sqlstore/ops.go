@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/toc-dev/toc/internal/store"
 	"github.com/toc-dev/toc/internal/store/record"
 	"github.com/toc-dev/toc/task"
@@ -36,6 +39,16 @@ const (
 	maxRowsNew    = 8000
 	maxBytes      = 4 << 20
 )
+
+// copyMinRows is the least number of tasks whose create (keys free) goes by
+// COPY on PostgreSQL (copyNew) rather than one insert_tables_new. COPY
+// inserts a page's rows in one WAL record (heap_multi_insert) and skips
+// the statement's unnest: in batches of 1 000 keyed tasks over 4 tables,
+// PostgreSQL's backend spent about 18 µs per row where the INSERT took 22,
+// and wrote 945 B of WAL per row where it wrote 1 035. It costs a round
+// trip per table and two for its transaction, though, and in batches of
+// 100 it cost more (about 47 µs per row against 39).
+const copyMinRows = 1000
 
 // maxTxAttempts bounds the runs of a Create or Sweep transaction that loses
 // a deadlock. Update and UpdateMany are never re-run: they call the
@@ -240,23 +253,86 @@ func (s *Store) createNew(ctx context.Context, db *database, ins []item, res []s
 	if !fitsNew(ins) {
 		return false, nil // more than a statement: in a transaction
 	}
-	args, err := q.bindRows(rowsWithTables(ins))
-	if err != nil {
-		return false, err
-	}
-	inserted, err := queryIDs(ctx, db.db, q.sql, args)
-	switch {
-	case err != nil && (s.dialect.taken(err) || s.dialect.retryable(err)):
-		return false, nil
-	case err != nil:
-		return false, err
-	case len(inserted) != len(ins):
-		return false, fmt.Errorf("insert into the tables of database %d stored %d of %d tasks", db.index, len(inserted), len(ins))
+	if s.byCopy(len(ins)) {
+		err := s.copyNew(ctx, db, ins)
+		switch {
+		case err != nil && (s.dialect.taken(err) || s.dialect.retryable(err)):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+	} else {
+		args, err := q.bindRows(rowsWithTables(ins))
+		if err != nil {
+			return false, err
+		}
+		inserted, err := queryIDs(ctx, db.db, q.sql, args)
+		switch {
+		case err != nil && (s.dialect.taken(err) || s.dialect.retryable(err)):
+			return false, nil
+		case err != nil:
+			return false, err
+		case len(inserted) != len(ins):
+			return false, fmt.Errorf("insert into the tables of database %d stored %d of %d tasks", db.index, len(inserted), len(ins))
+		}
 	}
 	for _, it := range ins {
 		res[it.i] = store.CreateResult{Task: it.t, Created: true}
 	}
 	return true, nil
+}
+
+// byCopy reports whether a create of n tasks whose keys are free, in one
+// database, goes by copyNew.
+func (s *Store) byCopy(n int) bool { return s.dialect.copyFrom && n >= copyMinRows }
+
+// copyColumns are the columns of a task row, in columns' order.
+var copyColumns = []string{"id", "app", "task_key", "state", "target_kind", "wake_at", "next_attempt_at", "finished_at", "record"}
+
+// copyNew stores ins (sorted by table, as createIn sorts them) with a COPY
+// per table, in one transaction on one of db's connections: insert_tables_new
+// by COPY (see copyMinRows). A key taken fails it whole, as it fails
+// insert_tables_new.
+func (s *Store) copyNew(ctx context.Context, db *database, ins []item) error {
+	conn, err := db.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("sqlstore: COPY needs a pgx connection, not a %T", dc)
+		}
+		tx, err := sc.Conn().Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		// After Commit a no-op. On an error it ends the transaction, or,
+		// ctx done, closes the connection, which the pool then drops.
+		defer tx.Rollback(ctx)
+		for start := 0; start < len(ins); {
+			end := start + 1
+			for end < len(ins) && ins[end].table == ins[start].table {
+				end++
+			}
+			run := ins[start:end]
+			table := tableName(run[0].table)
+			n, err := tx.CopyFrom(ctx, pgx.Identifier{table}, copyColumns,
+				pgx.CopyFromSlice(len(run), func(i int) ([]any, error) { return run[i].cols, nil }))
+			if err != nil {
+				return fmt.Errorf("copy into %s: %w", table, err)
+			}
+			if n != int64(len(run)) {
+				return fmt.Errorf("copy into %s stored %d of %d tasks", table, n, len(run))
+			}
+			start = end
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	})
 }
 
 // fitsNew reports whether ins fit one insert_tables_new: up to maxRowsNew
