@@ -30,9 +30,10 @@ import (
 // parameter per column) holds up to maxRowsTables; a create of tasks whose
 // keys are free (insert_tables_new, a transaction on its own) up to
 // maxRowsNew, so that the creates of several requests the engine gathers
-// into one write (up to 4 × 1000 tasks) are one plain INSERT, not a
-// transaction of several INSERT ... ON CONFLICT, which costs PostgreSQL a
-// third more per row (each row's key is looked up before it is inserted).
+// into one write (up to 4 × 1000 tasks) are one plain INSERT (from
+// copyMinRows, COPY), not a transaction of several INSERT ... ON CONFLICT,
+// which costs PostgreSQL a third more per row (each row's key is looked up
+// before it is inserted).
 const (
 	maxRows       = 100
 	maxRowsTables = 1000
