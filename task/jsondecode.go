@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -65,8 +66,8 @@ func DecodeList(b []byte) ([]*Task, bool) {
 // it could; when it could not, t is unchanged.
 func (d *jsonReader) task(t *Task) bool {
 	var w Task
-	var raw []byte // payload
-	var b64, parent, state string
+	var raw, b64 []byte // payload, payload_base64 (in b)
+	var parent, state string
 	var seen uint32
 	ok := d.object(func(name []byte) bool {
 		f := taskField(name)
@@ -78,7 +79,14 @@ func (d *jsonReader) task(t *Task) bool {
 		case fID:
 			return d.id(&w.ID)
 		case fApp:
-			return d.str(&w.App)
+			// A list's tasks mostly share their app: its string is made
+			// once, not once a task.
+			v, ok := d.plain()
+			if string(v) != d.app {
+				d.app = string(v)
+			}
+			w.App = d.app
+			return ok
 		case fKey:
 			return d.str(&w.Key)
 		case fScheduleID:
@@ -124,7 +132,10 @@ func (d *jsonReader) task(t *Task) bool {
 			raw = d.value()
 			return raw != nil && json.Valid(raw)
 		case fPayloadBase64:
-			return d.str(&b64)
+			// Decoded from b, without a string made for it first.
+			var ok bool
+			b64, ok = d.plain()
+			return ok
 		case fTraceParent:
 			return d.str(&parent)
 		case fTraceState:
@@ -138,11 +149,19 @@ func (d *jsonReader) task(t *Task) bool {
 	if parent != "" || state != "" {
 		w.Trace = &TraceContext{Parent: parent, State: state}
 	}
-	p, err := payloadIn(raw, b64)
-	if err != nil {
-		return false // encoding/json's path gives the error, and the task as it leaves it
+	if len(b64) > 0 {
+		// payloadIn's decoding, from the bytes.
+		p := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(p, b64)
+		if err != nil {
+			return false // encoding/json's path gives the error, and the task as it leaves it
+		}
+		w.Payload = p[:n]
+	} else if p, err := payloadIn(raw, ""); err == nil {
+		w.Payload = p
+	} else {
+		return false
 	}
-	w.Payload = p
 	*t = w
 	return true
 }
@@ -231,8 +250,9 @@ func taskField(name []byte) int {
 // included (a payload, the one value of any form, is checked by
 // json.Valid), so that what it takes is what encoding/json takes.
 type jsonReader struct {
-	b []byte
-	i int
+	b   []byte
+	i   int
+	app string // the last app read (task)
 	// durs are the last durations read, by their text (in b): a list's
 	// tasks mostly share their retry policy, whose two durations are
 	// then parsed once rather than once a task.

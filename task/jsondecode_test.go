@@ -227,3 +227,52 @@ func TestDecodeListParsesSharedDurationsOnce(t *testing.T) {
 		t.Errorf("second task's retry policy = %+v", ts[1].Retry)
 	}
 }
+
+// TestDecodeListSharesApps: a list's tasks of one app share its string
+// (one allocation fewer per task than tasks of two apps), and a payload
+// costs one allocation, its bytes, decoded from payload_base64 where it
+// lies (not from a string made of it first).
+func TestDecodeListSharesApps(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var gen task.IDGenerator
+	list := func(second string, payload []byte) []byte {
+		var b []byte
+		for i, app := range []string{"app-one", second} {
+			tk := task.Task{ID: gen.New(at, 0), App: app, State: task.Scheduled, DueAt: at, NextAttemptAt: at,
+				CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}}, Payload: payload}
+			j, err := tk.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				b = append(b, '[')
+			} else {
+				b = append(b, ',')
+			}
+			b = append(b, j...)
+		}
+		return append(b, ']')
+	}
+	allocs := func(b []byte) float64 {
+		ts, ok := task.DecodeList(b)
+		if !ok || len(ts) != 2 {
+			t.Fatalf("DecodeList(%s) = %d tasks, %v", b, len(ts), ok)
+		}
+		return testing.AllocsPerRun(20, func() { task.DecodeList(b) })
+	}
+	same, other := list("app-one", nil), list("app-two", nil)
+	if s, o := allocs(same), allocs(other); s != o-1 {
+		t.Errorf("decoding two tasks allocates %v times with one app, %v with two: want 1 fewer", s, o)
+	}
+	if p, n := allocs(list("app-one", []byte(`{"seq":1}`))), allocs(same); p != n+2 {
+		t.Errorf("decoding two tasks allocates %v times with payloads, %v without: want 2 more (each payload's bytes)", p, n)
+	}
+	ts, _ := task.DecodeList(list("app-one", []byte(`{"seq":1}`)))
+	if ts[0].App != "app-one" || ts[1].App != "app-one" || string(ts[1].Payload) != `{"seq":1}` {
+		t.Errorf("tasks %+v %+v", ts[0], ts[1])
+	}
+	ts, _ = task.DecodeList(other)
+	if ts[0].App != "app-one" || ts[1].App != "app-two" {
+		t.Errorf("apps %q %q", ts[0].App, ts[1].App)
+	}
+}

@@ -67,8 +67,8 @@ func TestHoldCountsLooks(t *testing.T) {
 // TestFireCopies: the attempt's copy of a task and its outcome's share the
 // payload with the task they copy, have histories of their own with room
 // for the events they add, and are one allocation each for a first
-// attempt (the attempt's lease and time, and the outcome's finish time,
-// aside).
+// attempt (the attempt's lease token aside; its lease's end and the
+// outcome's finish time are in that allocation).
 func TestFireCopies(t *testing.T) {
 	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 	for _, events := range []int{1, 2, 5} {
@@ -78,8 +78,11 @@ func TestFireCopies(t *testing.T) {
 		}
 		was := append([]task.Event(nil), base.History...)
 
-		a := attemptCopy(base)
-		startAttempt(a, now, time.Minute, "boot0000")
+		a, exp := attemptCopy(base)
+		startAttempt(a, now, time.Minute, "boot0000", exp)
+		if !a.LeaseExpiresAt.Equal(now.Add(time.Minute)) || !a.WakeAt.Equal(now.Add(time.Minute)) {
+			t.Errorf("%d events: lease ends %v, wakes %v; want both %v", events, a.LeaseExpiresAt, a.WakeAt, now.Add(time.Minute))
+		}
 		o, at := outcomeCopy(base)
 		o.Attempts = 1
 		o.Record(now, "attempt", 1, "")
@@ -101,8 +104,18 @@ func TestFireCopies(t *testing.T) {
 	}
 	first := &task.Task{App: "a", State: task.Scheduled}
 	first.Record(now, "created", 0, "")
-	if n := testing.AllocsPerRun(100, func() { _ = attemptCopy(first) }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = attemptCopy(first) }); n != 1 {
 		t.Errorf("attemptCopy of a first attempt allocates %v times, want 1", n)
+	}
+	// The copy with its lease's end, and the lease's token: a claim
+	// makes this per pull task, the fire path per push. (The token's
+	// allocations are counted apart: the race detector adds to them.)
+	token := testing.AllocsPerRun(100, func() { _ = newLease("boot0000") })
+	if n := testing.AllocsPerRun(100, func() {
+		a, exp := attemptCopy(first)
+		startAttempt(a, now, time.Minute, "boot0000", exp)
+	}); n != 1+token {
+		t.Errorf("a first attempt's copy started allocates %v times, want %v (the copy, the lease token)", n, 1+token)
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = outcomeCopy(first) }); n != 1 {
 		t.Errorf("outcomeCopy of a first attempt allocates %v times, want 1", n)

@@ -589,9 +589,9 @@ func byStore(ws []written, which []int) []int {
 // only copy bytes. Its history is its own, with room for the attempt
 // (attemptCopy).
 func (r *firer) startAttempt(f *firing, base *task.Task, now time.Time) *task.Task {
-	t := attemptCopy(base)
+	t, exp := attemptCopy(base)
 	t.Attempts = max(f.n, base.Attempts+1) - 1 // startAttempt counts this one
-	startAttempt(t, now, f.timeout+r.leaseGrace, r.boot)
+	startAttempt(t, now, f.timeout+r.leaseGrace, r.boot, exp)
 	r.attempts.put(f.id, &attempt{base: base, t: t, gen: f.gen})
 	r.fired.Add(1)
 	return t

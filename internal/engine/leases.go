@@ -107,7 +107,7 @@ func (l *leases) take(ctx context.Context, app string, p LeaseParams, scan int) 
 			case n == p.Max:
 				errs[i] = errSkip
 			default:
-				startAttempt(t, now, p.Lease, l.p.boot)
+				startAttempt(t, now, p.Lease, l.p.boot, nil)
 				leased[i] = true
 				n++
 			}

@@ -291,10 +291,8 @@ func (x *held) lease(ctx context.Context, app string, p LeaseParams) []*task.Tas
 			h.unref(app)
 			continue
 		}
-		t := new(task.Task)
-		*t = *base
-		t.History = append(make([]task.Event, 0, len(base.History)+1), base.History...)
-		startAttempt(t, now, p.Lease, x.boot)
+		t, exp := attemptCopy(base) // one allocation for a first attempt
+		startAttempt(t, now, p.Lease, x.boot, exp)
 		x.attempts.put(t.ID, &attempt{base: base, t: t, pull: true})
 		got = append(got, t)
 	}

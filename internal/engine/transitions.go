@@ -77,38 +77,46 @@ func requeue(t *task.Task, next, now time.Time) {
 }
 
 // startAttempt moves a scheduled task to delivering under a new lease that
-// runs until now+lease.
-func startAttempt(t *task.Task, now time.Time, lease time.Duration, boot string) {
-	exp := now.Add(lease)
+// runs until now+lease. exp is where the lease's end is kept (t's
+// LeaseExpiresAt points there): the room attemptCopy made for it, or nil
+// for a time of its own.
+func startAttempt(t *task.Task, now time.Time, lease time.Duration, boot string, exp *time.Time) {
+	if exp == nil {
+		exp = new(time.Time)
+	}
+	*exp = now.Add(lease)
 	t.State = task.Delivering
 	t.Attempts++
 	t.Record(now, "attempt", t.Attempts, "")
 	t.Lease = newLease(boot)
-	t.LeaseExpiresAt = &exp
-	t.WakeAt = exp
+	t.LeaseExpiresAt = exp
+	t.WakeAt = *exp
 	t.UpdatedAt = now
 }
 
 // attemptCopy returns a copy of t that shares with it what neither
 // changes (the payload, the target, the times pointed to), with a history
-// of its own with room for one more event (the attempt's). The copy and
-// its history are one allocation when t has one event (a first attempt);
-// the fire path makes two copies per push (the attempt's task and its
-// outcome's: outcomeCopy), so an allocation or two saved in each counts.
-func attemptCopy(t *task.Task) *task.Task {
+// of its own with room for one more event (the attempt's), and room for
+// the lease's end (exp, for startAttempt). The copy, its history and exp
+// are one allocation when t has one event (a first attempt); the fire
+// path makes two copies per push (the attempt's task and its outcome's:
+// outcomeCopy), and a claim one per pull task, so an allocation or two
+// saved in each counts.
+func attemptCopy(t *task.Task) (c *task.Task, exp *time.Time) {
 	if len(t.History) <= 1 {
 		b := new(struct {
 			t      task.Task
 			events [2]task.Event
+			exp    time.Time
 		})
 		b.t = *t
 		b.t.History = append(b.events[:0], t.History...)
-		return &b.t
+		return &b.t, &b.exp
 	}
-	c := new(task.Task)
+	c = new(task.Task)
 	*c = *t
 	c.History = append(make([]task.Event, 0, len(t.History)+1), t.History...)
-	return c
+	return c, nil
 }
 
 // failAttempt records a failed attempt: the task is retried after retryIn

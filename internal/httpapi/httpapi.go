@@ -1067,29 +1067,43 @@ func (h *Handler) ackMany(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Acks []ackManyItem `json:"acks"`
 	}
-	if err := decode(w, r, maxAckBody, &req); err != nil {
+	var plain []engine.AckParams // the acks when the body is in the plain form (ackPlain)
+	err := readBody(w, r, maxAckBody, func(raw []byte) error {
+		var ok bool
+		if plain, ok = ackPlain(raw); ok {
+			return nil
+		}
+		return decodeBytes(raw, &req)
+	})
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	if req.Acks == nil {
+	n := len(req.Acks)
+	if plain != nil {
+		n = len(plain)
+	} else if req.Acks == nil {
 		h.writeError(w, r, badField("acks", `is required: an array of up to %d {"id","lease"}`, engine.MaxClaim))
 		return
 	}
-	if len(req.Acks) == 0 || len(req.Acks) > engine.MaxClaim {
-		h.writeError(w, r, badField("acks", "must hold 1 to %d acks, got %d", engine.MaxClaim, len(req.Acks)))
+	if n == 0 || n > engine.MaxClaim {
+		h.writeError(w, r, badField("acks", "must hold 1 to %d acks, got %d", engine.MaxClaim, n))
 		return
 	}
-	results := make([]ackManyResult, len(req.Acks))
-	acks := make([]engine.AckParams, 0, len(req.Acks))
-	idx := make([]int, 0, len(req.Acks)) // the request's index of each of acks
-	for i, a := range req.Acks {
-		id, err := task.ParseID(a.ID)
-		if err != nil {
-			results[i].Error = itemError(badField(fmt.Sprintf("acks.%d.id", i), "is not a task id: %q", a.ID))
-			continue
+	results := make([]ackManyResult, n)
+	acks, idx := plain, []int(nil) // idx: the request's index of each of acks, when not all are there
+	if plain == nil {
+		acks = make([]engine.AckParams, 0, n)
+		idx = make([]int, 0, n)
+		for i, a := range req.Acks {
+			id, err := task.ParseID(a.ID)
+			if err != nil {
+				results[i].Error = itemError(badField(fmt.Sprintf("acks.%d.id", i), "is not a task id: %q", a.ID))
+				continue
+			}
+			acks = append(acks, engine.AckParams{ID: id, Lease: a.Lease})
+			idx = append(idx, i)
 		}
-		acks = append(acks, engine.AckParams{ID: id, Lease: a.Lease})
-		idx = append(idx, i)
 	}
 	if len(acks) > 0 {
 		errs, err := h.eng.AckMany(r.Context(), app, acks)
@@ -1101,7 +1115,10 @@ func (h *Handler) ackMany(w http.ResponseWriter, r *http.Request) {
 			if err == nil {
 				continue
 			}
-			i := idx[j]
+			i := j
+			if idx != nil {
+				i = idx[j]
+			}
 			err = renumber(err, j, i)
 			if status, _, _ := statusOf(err); status == http.StatusInternalServerError {
 				h.log.ErrorContext(r.Context(), "ack a task", slog.String("app", app), slog.String("id", acks[j].ID.String()), slog.String("error", err.Error()))
@@ -1109,7 +1126,7 @@ func (h *Handler) ackMany(w http.ResponseWriter, r *http.Request) {
 			results[i].Error = itemError(err)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": results})
+	writeAckResults(w, results)
 }
 
 // renumber is err, a field error of the j-th ack given to the engine, as
