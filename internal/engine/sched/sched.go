@@ -313,6 +313,28 @@ func (c *Core) ReadyApps(apps []string) []string {
 	return apps
 }
 
+// roomFor is how many of n tasks TakeWithin can take with room: the sum
+// of the ready apps' rooms, or n. Its result is sized by it, not by n: an
+// app at its in-flight cap is given a few slots at a time, and a result
+// of 128 made for a few tasks was a third of the scheduler's garbage per
+// push fire in a burst (500 bytes).
+func (c *Core) roomFor(n int, room map[string]int) int {
+	if room == nil {
+		return n
+	}
+	sum := 0
+	for _, q := range c.ring {
+		r, bounded := room[q.app]
+		if !bounded {
+			return n
+		}
+		if sum += min(max(r, 0), len(q.ids)); sum >= n {
+			return n
+		}
+	}
+	return sum
+}
+
 // TakeWithin is Take with room for each app: at most room[app] of app's
 // tasks are taken (an app that is not in room has no bound). An app with
 // no room left is passed over without losing its turn's credit: its tasks
@@ -323,7 +345,7 @@ func (c *Core) TakeWithin(limit int, room map[string]int) (taken []Taken, heldBa
 	if n <= 0 {
 		return nil, false
 	}
-	out := make([]Taken, 0, n)
+	out := make([]Taken, 0, c.roomFor(n, room))
 	passed := 0 // apps passed over in a row for want of room
 	for len(out) < n && passed < len(c.ring) {
 		q := c.ring[c.turn]

@@ -332,3 +332,23 @@ func TestTakeWithinRoom(t *testing.T) {
 		t.Errorf("ready %d, want %d", s.Ready, 20-6-3)
 	}
 }
+
+// TestTakeWithinSizedByRoom: the tasks taken come in a slice sized by the
+// apps' room, not by the limit: an app at its in-flight cap given a few
+// slots at a time took them in a slice of 128 (500 bytes of garbage per
+// push fire in a burst).
+func TestTakeWithinSizedByRoom(t *testing.T) {
+	c := newCore(1000)
+	loadTo(t, c, ms(1000))
+	for i := range 200 {
+		c.Track(Entry{ID: id(i), WakeAt: ms(10), App: "shop"})
+	}
+	c.Advance(ms(30))
+	got, _ := c.TakeWithin(128, map[string]int{"shop": 3})
+	if len(got) != 3 || cap(got) != 3 {
+		t.Errorf("took %d in a slice of %d, want 3 in a slice of 3", len(got), cap(got))
+	}
+	if got, _ := c.TakeWithin(128, nil); len(got) != 128 {
+		t.Errorf("took %d without bounds, want 128", len(got))
+	}
+}
