@@ -41,15 +41,16 @@ import (
 // spending CPU on connections that only queued. So the limit grows at
 // most twofold a window, and each growth is a probe: the window after it
 // compares the answer time with the one before. When the answers got
-// slower nearly as much as the connections grew (fewer than a quarter of
-// the added connections' answers came on top: probeGain), the growth is
+// slower nearly as much as the connections grew (fewer than half of the
+// added connections' answers came on top: probeGain), the growth is
 // taken back and the limit does not grow for probeHold; then it probes
 // again, in case the receiver has changed. (A growth while no push
-// waited for a slot changes nothing yet, and is not judged.) Measured as above (a burst of
-// 100 000, receiver on the host): pushes held to 16–64 connections cost
-// 92–108 µs of CPU per fire and drained 18 000–19 700/s, the limit run up
-// to 512 111–138 µs and 13 900–17 000/s. The limit starts at the minimum
-// (and reaches the maximum in a few windows where that pays).
+// waited for a slot changes nothing yet, and is not judged.) Measured as
+// above, a burst of 100 000, receiver on the host, load under 1.3, 2
+// pairs each: Little's law alone 103–123 µs of CPU per fire, 15 600–18 200
+// drained a second; with probes 88–94 µs, 20 600–21 800/s; the limit held
+// at 64, 84–100 µs, 19 200–23 000/s. The limit starts at the minimum, and
+// reaches the maximum in a few windows where that pays.
 const (
 	// MinConnsPerHostDefault is [Config.MinConnsPerHost]'s default.
 	MinConnsPerHostDefault = 64
@@ -60,10 +61,10 @@ const (
 	limitHeadroom = 4
 	// probeGain is the share of a growth's added connections whose answers
 	// must come on top of the ones before for the growth to stay.
-	probeGain = 0.25
+	probeGain = 0.5
 	// probeHold is how long the limit does not grow after a probe that
 	// did not pay.
-	probeHold = 10 * limitWindow
+	probeHold = 30 * limitWindow
 )
 
 // connLimits holds the limit of each receiver (scheme and host).
