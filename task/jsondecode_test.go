@@ -189,30 +189,14 @@ func TestDecodeListParsesSharedDurationsOnce(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var gen task.IDGenerator
 	list := func(second task.RetryPolicy) []byte {
-		var b []byte
-		for i, r := range []task.RetryPolicy{{MaxAttempts: 3, MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Hour)}, second} {
-			tk := task.Task{ID: gen.New(at, 0), App: "a", State: task.Scheduled, DueAt: at, NextAttemptAt: at,
-				CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}}, Retry: r}
-			j, err := tk.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				b = append(b, '[')
-			} else {
-				b = append(b, ',')
-			}
-			b = append(b, j...)
+		var ts []task.Task
+		for _, r := range []task.RetryPolicy{{MaxAttempts: 3, MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Hour)}, second} {
+			ts = append(ts, task.Task{ID: gen.New(at, 0), App: "a", State: task.Scheduled, DueAt: at, NextAttemptAt: at,
+				CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}}, Retry: r})
 		}
-		return append(b, ']')
+		return marshalList(t, ts)
 	}
-	allocs := func(b []byte) float64 {
-		ts, ok := task.DecodeList(b)
-		if !ok || len(ts) != 2 {
-			t.Fatalf("DecodeList(%s) = %d tasks, %v", b, len(ts), ok)
-		}
-		return testing.AllocsPerRun(20, func() { task.DecodeList(b) })
-	}
+	allocs := func(b []byte) float64 { return decodeListAllocs(t, b, 2) }
 	same := list(task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(time.Second), MaxBackoff: task.Duration(time.Hour)})
 	other := list(task.RetryPolicy{MaxAttempts: 3, MinBackoff: task.Duration(2 * time.Second), MaxBackoff: task.Duration(2 * time.Hour)})
 	if s, o := allocs(same), allocs(other); s != o-2 {
@@ -236,30 +220,14 @@ func TestDecodeListSharesApps(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var gen task.IDGenerator
 	list := func(second string, payload []byte) []byte {
-		var b []byte
-		for i, app := range []string{"app-one", second} {
-			tk := task.Task{ID: gen.New(at, 0), App: app, State: task.Scheduled, DueAt: at, NextAttemptAt: at,
-				CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}}, Payload: payload}
-			j, err := tk.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				b = append(b, '[')
-			} else {
-				b = append(b, ',')
-			}
-			b = append(b, j...)
+		var ts []task.Task
+		for _, app := range []string{"app-one", second} {
+			ts = append(ts, task.Task{ID: gen.New(at, 0), App: app, State: task.Scheduled, DueAt: at, NextAttemptAt: at,
+				CreatedAt: at, UpdatedAt: at, Target: task.Target{Pull: &task.PullTarget{}}, Payload: payload})
 		}
-		return append(b, ']')
+		return marshalList(t, ts)
 	}
-	allocs := func(b []byte) float64 {
-		ts, ok := task.DecodeList(b)
-		if !ok || len(ts) != 2 {
-			t.Fatalf("DecodeList(%s) = %d tasks, %v", b, len(ts), ok)
-		}
-		return testing.AllocsPerRun(20, func() { task.DecodeList(b) })
-	}
+	allocs := func(b []byte) float64 { return decodeListAllocs(t, b, 2) }
 	same, other := list("app-one", nil), list("app-two", nil)
 	if s, o := allocs(same), allocs(other); s != o-1 {
 		t.Errorf("decoding two tasks allocates %v times with one app, %v with two: want 1 fewer", s, o)
@@ -275,4 +243,32 @@ func TestDecodeListSharesApps(t *testing.T) {
 	if ts[0].App != "app-one" || ts[1].App != "app-two" {
 		t.Errorf("apps %q %q", ts[0].App, ts[1].App)
 	}
+}
+
+// marshalList is ts as a JSON array, each task by MarshalJSON.
+func marshalList(t *testing.T, ts []task.Task) []byte {
+	t.Helper()
+	b := []byte{'['}
+	for i := range ts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		j, err := ts[i].MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, j...)
+	}
+	return append(b, ']')
+}
+
+// decodeListAllocs is the allocations of DecodeList(b), which must give n
+// tasks.
+func decodeListAllocs(t *testing.T, b []byte, n int) float64 {
+	t.Helper()
+	ts, ok := task.DecodeList(b)
+	if !ok || len(ts) != n {
+		t.Fatalf("DecodeList(%s) = %d tasks, %v", b, len(ts), ok)
+	}
+	return testing.AllocsPerRun(20, func() { task.DecodeList(b) })
 }
