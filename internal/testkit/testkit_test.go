@@ -145,7 +145,13 @@ func TestReceiverHandle(t *testing.T) {
 // connection; another client's take one of their own.
 func TestReceiverConns(t *testing.T) {
 	r := testkit.NewReceiver(t)
-	c1, c2 := &http.Client{Transport: &http.Transport{}}, &http.Client{Transport: &http.Transport{}}
+	// One connection each at most: a transport puts a connection back in
+	// its idle pool from its read loop, after the caller has read the
+	// answer, so the next request may come first and dial another one (2
+	// connections for 3 requests in a CI run). With MaxConnsPerHost 1 it
+	// waits for the first instead.
+	c1 := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	c2 := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	defer c1.CloseIdleConnections()
 	defer c2.CloseIdleConnections()
 	for range 3 {
